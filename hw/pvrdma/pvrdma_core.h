@@ -1,0 +1,85 @@
+/*
+ * PVRDMA device core: registers, DSR, command channel, object tables, rings.
+ *
+ * Plain C + GLib; no QEMU header is included here or in the core's .c files.
+ * The core reaches guest memory and interrupts only through PvrdmaCoreOps,
+ * which the QEMU glue (pvrdma.c) implements with pci_dma_* / msix_notify and
+ * the unit tests implement with fake memory.
+ *
+ * Threading: every entry point is called with the caller's lock held (the
+ * BQL in QEMU); the core itself takes no lock.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_PVRDMA_CORE_H
+#define HW_PVRDMA_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct PvrdmaCore PvrdmaCore;
+
+typedef struct PvrdmaCoreOps {
+    /*
+     * Copy @len bytes of guest memory at bus address @addr.  Return 0, or
+     * -EFAULT if any part is not plain guest RAM (unmapped, MMIO, the
+     * device's own BARs, or address overflow).
+     */
+    int (*dma_read)(void *opaque, uint64_t addr, void *buf, uint64_t len);
+    int (*dma_write)(void *opaque, uint64_t addr, const void *buf,
+                     uint64_t len);
+    /* Raise MSI-X vector @vector (the core has already applied IMR). */
+    void (*notify)(void *opaque, unsigned vector);
+    /* A guest protocol violation, already formatted (LOG_GUEST_ERROR). */
+    void (*guest_error)(void *opaque, const char *msg);
+    /* Trace hook: one line per executed command, may be NULL. */
+    void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
+} PvrdmaCoreOps;
+
+/* User-tunable limits (the -device properties); validated by
+ * pvrdma_core_check_config() before pvrdma_core_new(). */
+typedef struct PvrdmaCoreConfig {
+    uint32_t max_qp;            /* 2..65535 */
+    uint32_t max_qp_wr;
+    uint32_t max_sge;
+    uint32_t max_cq;
+    uint32_t max_cqe;
+    uint32_t max_mr;
+    uint32_t max_pd;
+    uint32_t max_srq;
+    uint32_t max_srq_wr;
+    uint32_t max_srq_sge;
+    uint32_t max_ah;
+    uint32_t max_uc;            /* user contexts */
+    uint32_t uar_pages;         /* BAR2 pages, power of two */
+    uint32_t gid_tbl_len;
+    uint64_t max_mr_size;
+    uint64_t max_pinned_pages;  /* pages all MRs and rings may describe */
+    uint64_t node_guid;         /* host order; written BE into caps */
+    uint64_t fw_ver;
+} PvrdmaCoreConfig;
+
+/* Fills @cfg with the defaults of the -device pvrdma properties. */
+void pvrdma_core_default_config(PvrdmaCoreConfig *cfg);
+
+/* Returns true if @cfg is usable; otherwise false with *@errmsg set to a
+ * g_malloc'ed message saying which property is wrong and what is allowed. */
+bool pvrdma_core_check_config(const PvrdmaCoreConfig *cfg, char **errmsg);
+
+PvrdmaCore *pvrdma_core_new(const PvrdmaCoreConfig *cfg,
+                            const PvrdmaCoreOps *ops, void *opaque);
+void pvrdma_core_free(PvrdmaCore *core);
+
+/* Device reset (power on, qdev reset, CTL RESET): destroys every object and
+ * forgets the DSR; no DMA happens afterwards until the next DSR load. */
+void pvrdma_core_reset(PvrdmaCore *core);
+
+/* BAR1: @offset < PVRDMA_REG_BAR_SIZE, 4-byte aligned, 32-bit accesses. */
+uint32_t pvrdma_core_reg_read(PvrdmaCore *core, uint64_t offset);
+void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
+
+/* BAR2: a 32-bit doorbell store at @offset (page = offset >> 12). */
+void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
+
+#endif /* HW_PVRDMA_CORE_H */

@@ -1,0 +1,82 @@
+# Common settings for the build and VM scripts. Sourced, not run.
+# All expensive artefacts live under $PVRDMA_CACHE (outside the clone), in
+# directories whose names carry a hash of their inputs.
+
+set -euo pipefail
+
+PVRDMA_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PVRDMA_CACHE=${PVRDMA_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pvrdma}
+PVRDMA_OUT=${PVRDMA_OUT:-$PVRDMA_TOP/build}
+mkdir -p "$PVRDMA_CACHE" "$PVRDMA_OUT"
+
+QEMU_SRC_VERSION=10.0.13+ds
+QEMU_DEB_VERSION=1:10.0.13+ds-0+deb13u1
+RDMA_CORE_VERSION=56.1
+
+log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
+die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
+
+# hash_inputs FILE|DIR... : short content hash of files (sorted, with names)
+hash_inputs() {
+    local f
+    for f in "$@"; do
+        if [ -d "$f" ]; then
+            (cd "$f" && find . -type f -print0 | LC_ALL=C sort -z |
+                xargs -0 sha256sum)
+        else
+            sha256sum "$f"
+        fi
+    done | sha256sum | cut -c1-12
+}
+
+# Private apt configuration for Debian 13 (trixie) sources and packages.
+# Derived from the system's own sources file (same mirror URIs), so that no
+# archive host name is written anywhere and the system apt setup is untouched.
+TRIXIE_APT_DIR=$PVRDMA_CACHE/apt-trixie
+trixie_apt_opts() {
+    echo "-o Dir::Etc::SourceList=/dev/null" \
+         "-o Dir::Etc::SourceParts=$TRIXIE_APT_DIR/sources.list.d" \
+         "-o Dir::State::Lists=$TRIXIE_APT_DIR/lists" \
+         "-o Dir::Cache::Archives=$TRIXIE_APT_DIR/archives" \
+         "-o Dir::State::Status=/dev/null" \
+         "-o Debug::NoLocking=1"
+}
+
+trixie_apt_setup() {
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    mkdir -p "$TRIXIE_APT_DIR"/{sources.list.d,lists/partial,archives/partial}
+    # Keep only the first stanza (the main archive), switch suite and types.
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' "$sys" |
+        sed -e 's/^Types:.*/Types: deb deb-src/' \
+            -e 's/^Suites:.*/Suites: trixie/' \
+        > "$TRIXIE_APT_DIR/sources.list.d/trixie.sources"
+    if [ ! -e "$TRIXIE_APT_DIR/lists/.updated" ] ||
+       [ -n "$(find "$TRIXIE_APT_DIR/lists/.updated" -mtime +7)" ]; then
+        # shellcheck disable=SC2046
+        apt-get $(trixie_apt_opts) -q update >&2
+        touch "$TRIXIE_APT_DIR/lists/.updated"
+    fi
+}
+
+# Same trick for Debian 12 binary packages we only unpack (guest image):
+# the system configuration is used read-only, with private caches.
+BOOKWORM_APT_DIR=$PVRDMA_CACHE/apt-bookworm
+bookworm_apt_opts() {
+    echo "-o Dir::Cache::Archives=$BOOKWORM_APT_DIR/archives" \
+         "-o Debug::NoLocking=1"
+}
+
+# fetch_deb DIR PKG... : download .debs (current versions) into DIR
+fetch_deb() {
+    local dir=$1; shift
+    mkdir -p "$dir" "$BOOKWORM_APT_DIR/archives/partial"
+    (cd "$dir" && apt-get $(bookworm_apt_opts) -q download "$@" >&2)
+}
+
+# Latest Debian 12 kernel ABI name, e.g. 6.1.0-41-amd64.
+kernel_abi() {
+    apt-cache depends linux-image-amd64 2>/dev/null |
+        sed -n 's/.*Depends: linux-image-\(6\.1\.0-[0-9]*-amd64\).*/\1/p' |
+        head -n 1
+}

@@ -1,0 +1,392 @@
+/*
+ * QEMU paravirtual RDMA device (VMware PVRDMA ABI, interface version 20).
+ *
+ * This file is the thin QEMU glue: PCI identity, BARs, MSI-X, properties,
+ * DMA and interrupt callbacks. Everything the guest drives (registers,
+ * DSR, commands, objects, rings, doorbells) lives in the QEMU-independent
+ * core, pvrdma_core.c, so that it can be unit-tested and fuzzed alone.
+ *
+ * Usage:
+ *
+ *   -device pvrdma[,max-qp=N][,max-cq=N][,max-mr=N][,max-pd=N]
+ *                 [,max-srq=N][,max-qp-wr=N][,max-cqe=N][,max-sge=N]
+ *                 [,max-srq-wr=N][,max-srq-sge=N][,max-ah=N][,max-uc=N]
+ *                 [,uar-pages=N][,gid-tbl-len=N][,max-mr-size=BYTES]
+ *                 [,max-pinned-pages=N][,node-guid=GUID]
+ *
+ * All properties are per-device limits advertised to the guest as the
+ * device capabilities; they also bound the host resources a guest can
+ * consume. See README.md for the defaults and the allowed ranges.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/log.h"
+#include "qemu/module.h"
+#include "qapi/error.h"
+#include "hw/pci/pci_device.h"
+#include "hw/pci/msix.h"
+#include "hw/qdev-properties.h"
+#include "migration/blocker.h"
+#include "system/dma.h"
+#include "trace.h"
+
+#include "pvrdma_core.h"
+#include "pvrdma_dev_abi.h"
+
+#define TYPE_PVRDMA "pvrdma"
+OBJECT_DECLARE_SIMPLE_TYPE(PvrdmaState, PVRDMA)
+
+struct PvrdmaState {
+    PCIDevice parent_obj;
+
+    MemoryRegion msix_bar;
+    MemoryRegion reg_bar;
+    MemoryRegion uar_bar;
+
+    PvrdmaCoreConfig cfg;
+    PvrdmaCore *core;
+    Error *migration_blocker;
+};
+
+/* ---- callbacks for the core ------------------------------------------- */
+
+/* Refuse DMA that would touch one of our own BARs (re-entrancy). */
+static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
+                                   uint64_t len)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    int i;
+
+    for (i = PVRDMA_BAR_MSIX; i <= PVRDMA_BAR_UAR; i++) {
+        pcibus_t base = pci_get_bar_addr(pdev, i);
+        pcibus_t size = pdev->io_regions[i].size;
+
+        if (base == PCI_BAR_UNMAPPED || !size) {
+            continue;
+        }
+        if (addr < base + size && base < addr + len) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int pvrdma_dma_check(PvrdmaState *s, uint64_t addr, uint64_t len)
+{
+    if (len == 0) {
+        return 0;
+    }
+    if (addr + len < addr || pvrdma_addr_is_own_bar(s, addr, len)) {
+        trace_pvrdma_dma_refused(addr, len);
+        return -EFAULT;
+    }
+    return 0;
+}
+
+static int pvrdma_dma_read(void *opaque, uint64_t addr, void *buf,
+                           uint64_t len)
+{
+    PvrdmaState *s = opaque;
+    int ret = pvrdma_dma_check(s, addr, len);
+
+    if (ret) {
+        return ret;
+    }
+    if (pci_dma_read(PCI_DEVICE(s), addr, buf, len) != MEMTX_OK) {
+        trace_pvrdma_dma_failed(addr, len);
+        return -EFAULT;
+    }
+    return 0;
+}
+
+static int pvrdma_dma_write(void *opaque, uint64_t addr, const void *buf,
+                            uint64_t len)
+{
+    PvrdmaState *s = opaque;
+    int ret = pvrdma_dma_check(s, addr, len);
+
+    if (ret) {
+        return ret;
+    }
+    if (pci_dma_write(PCI_DEVICE(s), addr, buf, len) != MEMTX_OK) {
+        trace_pvrdma_dma_failed(addr, len);
+        return -EFAULT;
+    }
+    return 0;
+}
+
+static void pvrdma_notify(void *opaque, unsigned vector)
+{
+    PCIDevice *pdev = PCI_DEVICE(opaque);
+
+    trace_pvrdma_irq(vector);
+    if (msix_enabled(pdev)) {
+        msix_notify(pdev, vector);
+    }
+}
+
+static void pvrdma_guest_error(void *opaque, const char *msg)
+{
+    trace_pvrdma_guest_error(msg);
+    qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %s\n", msg);
+}
+
+static void pvrdma_trace_cmd(void *opaque, uint32_t cmd, int err)
+{
+    trace_pvrdma_cmd(cmd, err);
+}
+
+static const PvrdmaCoreOps pvrdma_core_ops = {
+    .dma_read = pvrdma_dma_read,
+    .dma_write = pvrdma_dma_write,
+    .notify = pvrdma_notify,
+    .guest_error = pvrdma_guest_error,
+    .trace_cmd = pvrdma_trace_cmd,
+};
+
+/* ---- BARs ------------------------------------------------------------- */
+
+static uint64_t pvrdma_reg_read(void *opaque, hwaddr addr, unsigned size)
+{
+    PvrdmaState *s = opaque;
+
+    return pvrdma_core_reg_read(s->core, addr);
+}
+
+static void pvrdma_reg_write(void *opaque, hwaddr addr, uint64_t val,
+                             unsigned size)
+{
+    PvrdmaState *s = opaque;
+
+    pvrdma_core_reg_write(s->core, addr, val);
+}
+
+static const MemoryRegionOps pvrdma_reg_ops = {
+    .read = pvrdma_reg_read,
+    .write = pvrdma_reg_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = { .min_access_size = 4, .max_access_size = 4 },
+    .impl = { .min_access_size = 4, .max_access_size = 4 },
+};
+
+/* Doorbell pages are write-only; reads return 0 (CVE-2018-20191). */
+static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
+{
+    return 0;
+}
+
+static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
+                             unsigned size)
+{
+    PvrdmaState *s = opaque;
+
+    pvrdma_core_uar_write(s->core, addr, val);
+}
+
+static const MemoryRegionOps pvrdma_uar_ops = {
+    .read = pvrdma_uar_read,
+    .write = pvrdma_uar_write,
+    .endianness = DEVICE_LITTLE_ENDIAN,
+    .valid = { .min_access_size = 4, .max_access_size = 4 },
+    .impl = { .min_access_size = 4, .max_access_size = 4 },
+};
+
+/* ---- realize / unrealize ------------------------------------------------ */
+
+static bool pvrdma_check_params(PvrdmaState *s, Error **errp)
+{
+    char *msg = NULL;
+
+    if (!pvrdma_core_check_config(&s->cfg, &msg)) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        return false;
+    }
+    return true;
+}
+
+static bool pvrdma_init_pci(PvrdmaState *s, Error **errp)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    unsigned i;
+
+    pdev->config[PCI_INTERRUPT_PIN] = 1;
+
+    memory_region_init(&s->msix_bar, OBJECT(s), "pvrdma-msix",
+                       PVRDMA_MSIX_BAR_SIZE);
+    pci_register_bar(pdev, PVRDMA_BAR_MSIX, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->msix_bar);
+
+    memory_region_init_io(&s->reg_bar, OBJECT(s), &pvrdma_reg_ops, s,
+                          "pvrdma-regs", PVRDMA_REG_BAR_SIZE);
+    pci_register_bar(pdev, PVRDMA_BAR_REG, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->reg_bar);
+
+    memory_region_init_io(&s->uar_bar, OBJECT(s), &pvrdma_uar_ops, s,
+                          "pvrdma-uar",
+                          (uint64_t)s->cfg.uar_pages * PVRDMA_UAR_PAGE_SIZE);
+    pci_register_bar(pdev, PVRDMA_BAR_UAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
+                     &s->uar_bar);
+
+    if (msix_init(pdev, PVRDMA_NUM_VECTORS,
+                  &s->msix_bar, PVRDMA_BAR_MSIX, PVRDMA_MSIX_TABLE_OFFSET,
+                  &s->msix_bar, PVRDMA_BAR_MSIX, PVRDMA_MSIX_PBA_OFFSET,
+                  0, errp) < 0) {
+        return false;
+    }
+    for (i = 0; i < PVRDMA_NUM_VECTORS; i++) {
+        msix_vector_use(pdev, i);
+    }
+    return true;
+}
+
+static void pvrdma_exit_pci(PvrdmaState *s)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+
+    msix_unuse_all_vectors(pdev);
+    msix_uninit(pdev, &s->msix_bar, &s->msix_bar);
+}
+
+static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
+{
+    PCIDevice *pdev = PCI_DEVICE(s);
+    static uint32_t instance;
+
+    if (!s->cfg.node_guid) {
+        /* EUI-64 under QEMU's OUI, unique per device in this process. */
+        s->cfg.node_guid = 0x525400fffe000000ULL |
+                           ((uint64_t)(instance++ & 0xff) << 16) |
+                           ((uint64_t)pci_dev_bus_num(pdev) << 8) |
+                           pdev->devfn;
+    }
+    s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
+    return true;
+}
+
+static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
+{
+    error_setg(&s->migration_blocker,
+               "pvrdma: migration of RDMA objects is not supported yet; "
+               "remove the pvrdma device to migrate this VM");
+    return migrate_add_blocker(&s->migration_blocker, errp) == 0;
+}
+
+static void pvrdma_realize(PCIDevice *pdev, Error **errp)
+{
+    PvrdmaState *s = PVRDMA(pdev);
+
+    if (!pvrdma_check_params(s, errp)) {
+        return;
+    }
+    if (!pvrdma_init_pci(s, errp)) {
+        return;
+    }
+    if (!pvrdma_init_core(s, errp)) {
+        goto err_exit_pci;
+    }
+    if (!pvrdma_init_migration(s, errp)) {
+        goto err_free_core;
+    }
+    trace_pvrdma_realize(s->cfg.max_qp, s->cfg.max_cq, s->cfg.uar_pages);
+    return;
+
+err_free_core:
+    pvrdma_core_free(s->core);
+    s->core = NULL;
+err_exit_pci:
+    pvrdma_exit_pci(s);
+}
+
+static void pvrdma_exit(PCIDevice *pdev)
+{
+    PvrdmaState *s = PVRDMA(pdev);
+
+    migrate_del_blocker(&s->migration_blocker);
+    pvrdma_core_free(s->core);
+    s->core = NULL;
+    pvrdma_exit_pci(s);
+}
+
+static void pvrdma_qdev_reset(DeviceState *dev)
+{
+    PvrdmaState *s = PVRDMA(dev);
+
+    trace_pvrdma_reset();
+    pvrdma_core_reset(s->core);
+}
+
+static void pvrdma_instance_init(Object *obj)
+{
+    PvrdmaState *s = PVRDMA(obj);
+    PvrdmaCoreConfig def;
+
+    /* Property defaults come from the core, which owns the limits. */
+    pvrdma_core_default_config(&def);
+    s->cfg = def;
+}
+
+#define PVRDMA_PROP_U32(name, field) \
+    DEFINE_PROP_UINT32(name, PvrdmaState, cfg.field, 0)
+#define PVRDMA_PROP_U64(name, field) \
+    DEFINE_PROP_UINT64(name, PvrdmaState, cfg.field, 0)
+
+/*
+ * Static property defaults are applied before instance_init, which then
+ * installs the core's defaults; values given on the command line are set
+ * afterwards and win.
+ */
+static const Property pvrdma_props[] = {
+    PVRDMA_PROP_U32("max-qp", max_qp),
+    PVRDMA_PROP_U32("max-qp-wr", max_qp_wr),
+    PVRDMA_PROP_U32("max-sge", max_sge),
+    PVRDMA_PROP_U32("max-cq", max_cq),
+    PVRDMA_PROP_U32("max-cqe", max_cqe),
+    PVRDMA_PROP_U32("max-mr", max_mr),
+    PVRDMA_PROP_U32("max-pd", max_pd),
+    PVRDMA_PROP_U32("max-srq", max_srq),
+    PVRDMA_PROP_U32("max-srq-wr", max_srq_wr),
+    PVRDMA_PROP_U32("max-srq-sge", max_srq_sge),
+    PVRDMA_PROP_U32("max-ah", max_ah),
+    PVRDMA_PROP_U32("max-uc", max_uc),
+    PVRDMA_PROP_U32("uar-pages", uar_pages),
+    PVRDMA_PROP_U32("gid-tbl-len", gid_tbl_len),
+    PVRDMA_PROP_U64("max-mr-size", max_mr_size),
+    PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages),
+    PVRDMA_PROP_U64("node-guid", node_guid),
+};
+
+static void pvrdma_class_init(ObjectClass *klass, void *data)
+{
+    DeviceClass *dc = DEVICE_CLASS(klass);
+    PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
+
+    k->realize = pvrdma_realize;
+    k->exit = pvrdma_exit;
+    k->vendor_id = PVRDMA_PCI_VENDOR_ID;
+    k->device_id = PVRDMA_PCI_DEVICE_ID;
+    k->revision = 0x00;
+    k->class_id = PVRDMA_PCI_CLASS;
+    dc->desc = "Paravirtual RDMA (VMware PVRDMA ABI)";
+    device_class_set_legacy_reset(dc, pvrdma_qdev_reset);
+    device_class_set_props(dc, pvrdma_props);
+    set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
+}
+
+static const TypeInfo pvrdma_types[] = {
+    {
+        .name = TYPE_PVRDMA,
+        .parent = TYPE_PCI_DEVICE,
+        .instance_size = sizeof(PvrdmaState),
+        .instance_init = pvrdma_instance_init,
+        .class_init = pvrdma_class_init,
+        .interfaces = (InterfaceInfo[]) {
+            { INTERFACE_CONVENTIONAL_PCI_DEVICE },
+            { }
+        },
+    },
+};
+
+DEFINE_TYPES(pvrdma_types)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Build the guest initramfs: Debian 12's kernel modules for RDMA and
+# virtio-net, our pvrdma.ko, rdma-core (with our provider) from the staging
+# tree, perftest from Debian 12, busybox and iproute2, plus their shared
+# libraries. The image is cached under $PVRDMA_CACHE/image keyed by the
+# hash of every input; the path of the image is printed on stdout.
+#
+#   build-image.sh KERNEL_TREE RDMA_CORE_STAGE MODULE.ko...
+. "$(dirname "$0")/lib.sh"
+
+[ $# -ge 2 ] || die "usage: $0 KERNEL_TREE RDMA_CORE_STAGE [MODULE.ko...]"
+ktree=$1 stage=$2; shift 2
+modules=("$@")
+abi=$(basename "$ktree")
+kroot=$ktree/root
+
+# Debian 12 packages unpacked into the image (not installed on the host).
+GUEST_DEBS=(perftest)
+debdir=$PVRDMA_CACHE/image/debs
+if [ ! -e "$debdir/.done" ]; then
+    rm -rf "$debdir" && mkdir -p "$debdir"
+    fetch_deb "$debdir" "${GUEST_DEBS[@]}"
+    touch "$debdir/.done"
+fi
+
+# Kernel modules we load in the guest; dependencies are resolved below.
+KMODS=(virtio_pci virtio_net ib_core ib_uverbs ib_umad rdma_ucm
+       crc32_generic rdma_rxe)
+
+key=$( { echo "$abi"; printf '%s\n' "${KMODS[@]}";
+         hash_inputs "${modules[@]}" "$stage" "$debdir" \
+             "$PVRDMA_TOP/scripts/guest" "$0"; } | sha256sum | cut -c1-16)
+out=$PVRDMA_CACHE/image/initrd-$abi-$key.cpio.gz
+if [ -e "$out" ]; then
+    echo "$out"
+    exit 0
+fi
+
+root=$(mktemp -d "$PVRDMA_CACHE/image/root.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+mkdir -p "$root"/{bin,sbin,etc,proc,sys,dev,tmp,run,root,mnt,lib,lib64} \
+         "$root"/usr/{bin,sbin,lib/x86_64-linux-gnu} \
+         "$root/lib/modules/$abi/extra"
+ln -s ../usr/lib/x86_64-linux-gnu "$root/lib/x86_64-linux-gnu"
+
+# busybox provides the shell and the usual tools.
+cp /bin/busybox "$root/bin/busybox"
+for applet in $("$root/bin/busybox" --list); do
+    [ -e "$root/bin/$applet" ] || ln -s busybox "$root/bin/$applet"
+done
+
+# Kernel modules with their dependencies, then our own.
+for m in "${KMODS[@]}"; do
+    modprobe -d "$kroot" -S "$abi" --show-depends "$m" |
+        awk '$1 == "insmod" { print $2 }'
+done | sort -u | while read -r ko; do
+    rel=${ko#"$kroot"/}
+    mkdir -p "$root/$(dirname "$rel")"
+    cp "$ko" "$root/$rel"
+done
+cp "$kroot/lib/modules/$abi"/modules.{order,builtin,builtin.modinfo} \
+    "$root/lib/modules/$abi/" 2>/dev/null || true
+for ko in "${modules[@]}"; do
+    cp "$ko" "$root/lib/modules/$abi/extra/"
+done
+depmod -b "$root" "$abi"
+
+# rdma-core (libraries, providers, utilities, rdmacm-utils) from staging.
+cp -a "$stage"/. "$root/"
+# perftest from Debian 12.
+for d in "$debdir"/*.deb; do
+    dpkg-deb -x "$d" "$root"
+done
+# iproute2's rdma and ip tools from the host (Debian 12).
+for tool in rdma ip; do
+    path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") ||
+        die "$tool not found: install iproute2 (scripts/install-deps.sh)"
+    cp "$path" "$root/usr/sbin/"
+done
+
+# Shared libraries: resolve every ELF file against the image first, then
+# the host (also Debian 12).
+libpath=$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu
+find "$root" -type f -perm -u+x -o -type f -name '*.so*' |
+while read -r f; do
+    file -b "$f" | grep -q '^ELF' || continue
+    LD_LIBRARY_PATH=$libpath ldd "$f" 2>/dev/null || true
+done | awk '/=> \// { print $3 } /^\t\/lib64/ { print $1 }' | sort -u |
+while read -r lib; do
+    case "$lib" in "$root"/*) continue ;; esac
+    dest=$root/usr/lib/x86_64-linux-gnu/$(basename "$lib")
+    [ "$lib" = /lib64/ld-linux-x86-64.so.2 ] && dest=$root/lib64/ld-linux-x86-64.so.2
+    [ -e "$dest" ] || cp -L "$lib" "$dest"
+done
+[ -e "$root/lib64/ld-linux-x86-64.so.2" ] ||
+    cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
+printf "/usr/lib/x86_64-linux-gnu\\n" \
+    > "$root/etc/ld.so.conf"
+ldconfig -r "$root"
+
+# Guest-side scripts (/init and helpers).
+cp "$PVRDMA_TOP"/scripts/guest/init "$root/init"
+chmod +x "$root/init"
+echo "root:x:0:0:root:/root:/bin/sh" > "$root/etc/passwd"
+echo "root:x:0:" > "$root/etc/group"
+printf '127.0.0.1 localhost\n' > "$root/etc/hosts"
+
+(cd "$root" && find . | LC_ALL=C sort | cpio -o -H newc --quiet) |
+    gzip -1 > "$out.tmp"
+mv "$out.tmp" "$out"
+log "image $out ($(du -h "$out" | cut -f1))"
+echo "$out"

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Boot a test guest under TCG with -device pvrdma, run a command in it and
+# return the command's output (on stdout, also saved as the console log) and
+# its exit status.
+#
+#   scripts/vm.sh [options] [--] [COMMAND...]
+#
+# Without COMMAND the guest starts a shell on the console (interactive use;
+# leave with `poweroff -f`). Options:
+#   -n, --name NAME        guest name, used for the log (default: guest)
+#   -t, --timeout SECONDS  hard limit for the whole run (default: 600)
+#   -s, --smp N            vCPUs (default: 2)
+#   -m, --mem MB           guest RAM (default: 1024)
+#   -a, --add SRC[:DST]    copy a host file or directory into the guest;
+#                          DST defaults to /run/files/<name of SRC>, which is
+#                          also the command's working directory. A *.ko file
+#                          can then be loaded with insmod. Repeatable.
+#   -d, --device OPTS      append OPTS to every -device pvrdma (",max-qp=64")
+#       --pvrdma N         number of pvrdma devices (default: 1)
+#       --noload           do not load pvrdma.ko at boot
+#   -q, --qemu-arg ARG     extra QEMU argument, repeatable
+#   -l, --log FILE         console log (default: build/vm/NAME.log)
+# Exit status: the command's, 124 if the hard timeout expired, 125 if the
+# guest stopped without reporting a status (crash, panic).
+. "$(dirname "$0")/lib.sh"
+
+name=guest timeout=600 smp=2 mem=1024 ndev=1 devopts= noload= log=
+adds=() qargs=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    -n|--name) name=$2; shift 2 ;;
+    -t|--timeout) timeout=$2; shift 2 ;;
+    -s|--smp) smp=$2; shift 2 ;;
+    -m|--mem) mem=$2; shift 2 ;;
+    -a|--add) adds+=("$2"); shift 2 ;;
+    -d|--device) devopts=$2; shift 2 ;;
+    --pvrdma) ndev=$2; shift 2 ;;
+    --noload) noload=1; shift ;;
+    -q|--qemu-arg) qargs+=("$2"); shift 2 ;;
+    -l|--log) log=$2; shift 2 ;;
+    -h|--help) sed -n '2,/^\. /p' "$0" | sed 's/^# \{0,1\}//; /^\. /d'; exit 0 ;;
+    --) shift; break ;;
+    -*) die "unknown option $1 (see --help)" ;;
+    *) break ;;
+    esac
+done
+
+qemu=${PVRDMA_QEMU:-$PVRDMA_OUT/qemu-system-x86_64}
+kernel=${PVRDMA_KERNEL:-$PVRDMA_OUT/vmlinuz}
+initrd=${PVRDMA_INITRD:-$PVRDMA_OUT/initrd.cpio.gz}
+for f in "$qemu" "$kernel" "$initrd"; do
+    [ -e "$f" ] || die "$f is missing: run 'make' first"
+done
+log=${log:-$PVRDMA_OUT/vm/$name.log}
+mkdir -p "$(dirname "$log")"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-vm.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/extra/run/files"
+for a in "${adds[@]}"; do
+    src=${a%%:*} dst=
+    [ "$src" != "$a" ] && dst=${a#*:}
+    [ -e "$src" ] || die "--add $src: no such file or directory"
+    dst=${dst:-/run/files/$(basename "$src")}
+    mkdir -p "$work/extra$(dirname "$dst")"
+    cp -a "$src" "$work/extra$dst"
+done
+interactive=
+if [ $# -gt 0 ]; then
+    printf '%s\n' "$*" > "$work/extra/run/cmd"
+else
+    interactive=1
+fi
+# A small uncompressed cpio archive put before the image: the kernel
+# unpacks both, so the base image never needs rebuilding for a run.
+(cd "$work/extra" && find . | cpio -o -H newc --quiet) > "$work/extra.cpio"
+cat "$work/extra.cpio" "$initrd" > "$work/initrd"
+
+append="console=ttyS0 panic=-1 quiet loglevel=4"
+[ -n "$noload" ] && append+=" pvrdma.noload"
+args=(-M pc -accel tcg -smp "$smp" -m "$mem" -no-reboot -display none
+      -L /usr/share/qemu -L /usr/share/seabios
+      -kernel "$kernel" -initrd "$work/initrd" -append "$append"
+      -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=)
+for ((i = 0; i < ndev; i++)); do
+    args+=(-device "pvrdma$devopts")
+done
+args+=("${qargs[@]}")
+
+log "booting '$name' (log: $log, timeout: ${timeout}s)"
+if [ -n "$interactive" ]; then
+    exec timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial mon:stdio
+fi
+set +e
+timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null |
+    tr -d '\r' | tee "$log"
+st=("${PIPESTATUS[@]}")
+set -e
+if [ "${st[0]}" -eq 124 ] || [ "${st[0]}" -eq 137 ]; then
+    log "'$name' hit the hard timeout of ${timeout}s (log: $log)"
+    exit 124
+fi
+rc=$(sed -n 's/^PVRDMA-GUEST-EXIT-STATUS=\([0-9]*\)$/\1/p' "$log" | tail -n 1)
+if [ -z "$rc" ]; then
+    log "'$name' stopped without reporting a status (QEMU status ${st[0]}; log: $log)"
+    exit 125
+fi
+exit "$rc"

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 
 [ $# -ge 2 ] || die "usage: $0 KERNEL_TREE RDMA_CORE_STAGE [MODULE.ko...]"
-ktree=$1 stage=$2; shift 2
+ktree=$(readlink -f "$1") stage=$(readlink -f "$2"); shift 2
 modules=("$@")
 abi=$(basename "$ktree")
 kroot=$ktree/root

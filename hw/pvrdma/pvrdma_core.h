@@ -82,4 +82,23 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
 /* BAR2: a 32-bit doorbell store at @offset (page = offset >> 12). */
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
 
+/*
+ * Added for the glue: tell the core where BAR2 (the UAR pages) is mapped
+ * on the bus, or PVRDMA_CORE_UAR_UNMAPPED (== QEMU's PCI_BAR_UNMAPPED) when
+ * it is not.  CREATE_UC converts the guest's PFN to a UAR page index with
+ * it; while unknown, the PFN of UAR page 0 written in the DSR is used.
+ */
+#define PVRDMA_CORE_UAR_UNMAPPED    UINT64_MAX
+void pvrdma_core_set_uar_base(PvrdmaCore *core, uint64_t bus_addr);
+
+/*
+ * Added for the glue and the data path: append an async event
+ * (PVRDMA_EQE_TYPE_*, spec §6.3) and raise vector 1 subject to IMR.
+ * Returns 0, -ENODEV without a DSR, -ENOSPC if the ring is full (event
+ * dropped, logged as a guest error), -EINVAL/-EFAULT on a bad ring.
+ * E.g. the glue posts PORT_ACTIVE / PORT_ERR (info = 1) on link changes.
+ */
+int pvrdma_core_post_async_event(PvrdmaCore *core, uint32_t type,
+                                 uint32_t info);
+
 #endif /* HW_PVRDMA_CORE_H */

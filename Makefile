@@ -1,0 +1,59 @@
+# pvrdma: top-level build. Every expensive step is cached under
+# $(PVRDMA_CACHE) (default ~/.cache/pvrdma) keyed by its inputs; build/
+# holds links to the current artefacts.
+#
+#   make            build QEMU, rdma-core + provider, the module, the image
+#   make demo       build, boot a guest and show the device (ibv_devinfo)
+#   make check      unit tests, then guest tests (boots guests under TCG)
+#   make unit       unit tests of the device core only
+#   make vm         boot a guest with a shell on this terminal
+
+SHELL := /bin/bash
+OUT := build
+KERNEL_TREE = $(shell readlink -f $(OUT)/kernel)
+KVER = $(notdir $(KERNEL_TREE))
+
+.PHONY: all qemu kernel driver rdma-core image demo check unit guest-tests \
+        vm clean
+
+all: image
+
+qemu:
+	scripts/build-qemu.sh >/dev/null
+
+kernel:
+	@mkdir -p $(OUT)
+	ln -sfn "$$(scripts/fetch-kernel.sh)" $(OUT)/kernel
+	ln -sfn "$$(readlink -f $(OUT)/kernel)/root/boot/vmlinuz-$$(basename "$$(readlink -f $(OUT)/kernel)")" $(OUT)/vmlinuz
+
+driver: kernel
+	@test -d /usr/src/linux-headers-$(KVER) || { echo "linux-headers-$(KVER) is not installed: run scripts/install-deps.sh" >&2; exit 1; }
+	$(MAKE) -C guest-driver KVER=$(KVER)
+	cp guest-driver/pvrdma.ko $(OUT)/pvrdma.ko
+
+rdma-core:
+	@mkdir -p $(OUT)
+	ln -sfn "$$(scripts/build-rdma-core.sh)" $(OUT)/rdma-core
+
+image: qemu driver rdma-core
+	ln -sfn "$$(scripts/build-image.sh $(OUT)/kernel $(OUT)/rdma-core $(OUT)/pvrdma.ko)" $(OUT)/initrd.cpio.gz
+
+demo: all
+	scripts/vm.sh --name demo --timeout 300 -- \
+	    'ibv_devinfo -v; rdma link show'
+
+unit:
+	$(MAKE) -C tests/unit check
+
+guest-tests: all
+	tests/guest/run-all.sh
+
+check: unit guest-tests
+
+vm: all
+	scripts/vm.sh
+
+clean:
+	rm -rf $(OUT)
+	-$(MAKE) -C guest-driver clean
+	-$(MAKE) -C tests/unit clean

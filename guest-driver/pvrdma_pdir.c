@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Page directories (spec §4): a directory page of u64 bus addresses of
+ * page tables, each table holding the u64 bus addresses of up to 512
+ * data pages.  Page i sits in table i >> 9, slot i & 0x1FF.
+ */
+#include <linux/dma-mapping.h>
+#include <linux/slab.h>
+#include <rdma/iter.h>
+
+#include "pvrdma.h"
+
+static inline u64 *pvrdma_pdir_entry(struct pvrdma_pdir *pdir,
+				     unsigned int idx)
+{
+	return &pdir->tables[(idx >> PVRDMA_PDIR_TABLE_SHIFT) &
+			     PVRDMA_PDIR_TABLE_MASK][idx & PVRDMA_PDIR_SLOT_MASK];
+}
+
+/**
+ * pvrdma_pdir_init() - allocate a page directory for @npages data pages
+ * @dev: device
+ * @pdir: directory to initialise
+ * @npages: data pages to describe, 1..PVRDMA_PDIR_MAX_PAGES
+ * @alloc_pages: also allocate the data pages (kernel-owned rings);
+ *		 otherwise the caller fills the entries
+ *
+ * All memory comes from dma_alloc_coherent(), so unused entries are zero.
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_pdir_init(struct pvrdma_dev *dev, struct pvrdma_pdir *pdir,
+		     unsigned int npages, bool alloc_pages)
+{
+	struct device *dmadev = &dev->pdev->dev;
+	dma_addr_t dma;
+	unsigned int i;
+
+	if (!npages || npages > PVRDMA_PDIR_MAX_PAGES)
+		return -EINVAL;
+
+	memset(pdir, 0, sizeof(*pdir));
+	pdir->dir = dma_alloc_coherent(dmadev, PAGE_SIZE, &pdir->dir_dma,
+				       GFP_KERNEL);
+	if (!pdir->dir)
+		return -ENOMEM;
+
+	pdir->ntables = ((npages - 1) >> PVRDMA_PDIR_TABLE_SHIFT) + 1;
+	pdir->tables = kcalloc(pdir->ntables, sizeof(*pdir->tables),
+			       GFP_KERNEL);
+	if (!pdir->tables)
+		goto err_free;
+
+	for (i = 0; i < pdir->ntables; i++) {
+		pdir->tables[i] = dma_alloc_coherent(dmadev, PAGE_SIZE, &dma,
+						     GFP_KERNEL);
+		if (!pdir->tables[i])
+			goto err_free;
+		pdir->dir[i] = dma;
+	}
+	pdir->npages = npages;
+
+	if (!alloc_pages)
+		return 0;
+
+	pdir->pages = kcalloc(npages, sizeof(*pdir->pages), GFP_KERNEL);
+	if (!pdir->pages)
+		goto err_free;
+
+	for (i = 0; i < npages; i++) {
+		pdir->pages[i] = dma_alloc_coherent(dmadev, PAGE_SIZE, &dma,
+						    GFP_KERNEL);
+		if (!pdir->pages[i])
+			goto err_free;
+		*pvrdma_pdir_entry(pdir, i) = dma;
+	}
+	return 0;
+
+err_free:
+	pvrdma_pdir_cleanup(dev, pdir);
+	return -ENOMEM;
+}
+
+/**
+ * pvrdma_pdir_cleanup() - free a page directory and any pages it owns
+ * @dev: device
+ * @pdir: directory, possibly partially initialised or already cleaned up
+ */
+void pvrdma_pdir_cleanup(struct pvrdma_dev *dev, struct pvrdma_pdir *pdir)
+{
+	struct device *dmadev = &dev->pdev->dev;
+	unsigned int i;
+
+	if (pdir->pages) {
+		for (i = 0; i < pdir->npages; i++)
+			if (pdir->pages[i])
+				dma_free_coherent(dmadev, PAGE_SIZE,
+						  pdir->pages[i],
+						  *pvrdma_pdir_entry(pdir, i));
+		kfree(pdir->pages);
+	}
+	if (pdir->tables) {
+		for (i = 0; i < pdir->ntables; i++)
+			if (pdir->tables[i])
+				dma_free_coherent(dmadev, PAGE_SIZE,
+						  pdir->tables[i],
+						  pdir->dir[i]);
+		kfree(pdir->tables);
+	}
+	if (pdir->dir)
+		dma_free_coherent(dmadev, PAGE_SIZE, pdir->dir, pdir->dir_dma);
+	memset(pdir, 0, sizeof(*pdir));
+}
+
+/**
+ * pvrdma_pdir_set_page() - store the bus address of data page @idx
+ * @pdir: directory
+ * @idx: logical page index, < pdir->npages
+ * @dma: page-aligned bus address
+ */
+void pvrdma_pdir_set_page(struct pvrdma_pdir *pdir, unsigned int idx,
+			  dma_addr_t dma)
+{
+	if (WARN_ON_ONCE(idx >= pdir->npages))
+		return;
+	*pvrdma_pdir_entry(pdir, idx) = dma;
+}
+
+/**
+ * pvrdma_pdir_insert_umem() - describe pinned user memory, page by page
+ * @pdir: directory
+ * @umem: pinned memory
+ * @first: logical index of the first page to fill
+ *
+ * Return: 0, or -EINVAL if @umem does not fit in the directory.
+ */
+int pvrdma_pdir_insert_umem(struct pvrdma_pdir *pdir, struct ib_umem *umem,
+			    unsigned int first)
+{
+	struct ib_block_iter biter;
+	unsigned int i = first;
+
+	rdma_umem_for_each_dma_block(umem, &biter, PAGE_SIZE) {
+		if (i >= pdir->npages)
+			return -EINVAL;
+		*pvrdma_pdir_entry(pdir, i++) =
+			rdma_block_iter_dma_address(&biter);
+	}
+	return 0;
+}
+
+/**
+ * pvrdma_pdir_elem() - CPU address of a ring element in driver-owned pages
+ * @pdir: directory with driver-owned pages
+ * @first_page: logical page where the element array starts
+ * @slot: element index
+ * @elem_size: element size, a power of two <= PAGE_SIZE
+ *
+ * Return: the element's address, or NULL if it lies outside @pdir.
+ */
+void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,
+		       u32 slot, size_t elem_size)
+{
+	u64 off = (u64)slot * elem_size;
+	u64 page = first_page + (off >> PAGE_SHIFT);
+
+	if (!pdir->pages || page >= pdir->npages)
+		return NULL;
+	return pdir->pages[page] + (off & ~PAGE_MASK);
+}

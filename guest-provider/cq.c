@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Completion queues of the PVRDMA provider: the CQ ring lives in user
+ * memory and is polled without a system call or a VM exit.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <util/util.h>
+
+#include "pvrdma.h"
+#include "verbs.h"
+
+/* User CQ buffer: one ring-state page, then nelems CQEs (spec §8.1). */
+static size_t pvrdma_cq_buf_size(size_t pg_sz, uint32_t nelems)
+{
+	return align(pg_sz + (size_t)nelems * sizeof(struct pvrdma_cqe),
+		     pg_sz);
+}
+
+struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
+				struct ibv_comp_channel *channel,
+				int comp_vector)
+{
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvctx->device);
+	struct pvrdma_ucmd_create_cq_resp resp = {};
+	struct pvrdma_ucmd_create_cq cmd = {};
+	struct pvrdma_cq *cq;
+	uint32_t nelems;
+	int err;
+
+	/* CREATE_CQ carries the buffer size in 32 bits (spec §9). */
+	if (ncqe < 1 || ncqe > (UINT32_MAX - dev->pg_sz) /
+				       (2 * sizeof(struct pvrdma_cqe))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	nelems = roundup_pow_of_two(ncqe);
+
+	cq = calloc(1, sizeof(*cq));
+	if (!cq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	if (err)
+		goto err_free_cq;
+
+	cq->buf_size = pvrdma_cq_buf_size(dev->pg_sz, nelems);
+	cq->buf = pvrdma_alloc_ring_buf(cq->buf_size);
+	if (!cq->buf) {
+		err = errno;
+		goto err_destroy_lock;
+	}
+	cq->ring = &((struct pvrdma_ring_state *)cq->buf)->rx;
+	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)cq->buf + dev->pg_sz);
+
+	cmd.buf_addr = (uintptr_t)cq->buf;
+	cmd.buf_size = cq->buf_size;
+	err = ibv_cmd_create_cq(ibvctx, nelems, channel, comp_vector,
+				&cq->ibvcq, &cmd.ibv_cmd, sizeof(cmd),
+				&resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvctx), "CREATE_CQ failed: %d\n",
+			  err);
+		goto err_free_buf;
+	}
+
+	/*
+	 * The kernel reports the device's ring size in cqe. poll_cq masks
+	 * indices with it, so it must be a power of two that fits the buffer.
+	 */
+	if (cq->ibvcq.cqe < 1 || (uint32_t)cq->ibvcq.cqe > nelems ||
+	    (cq->ibvcq.cqe & (cq->ibvcq.cqe - 1))) {
+		verbs_err(verbs_get_ctx(ibvctx),
+			  "CREATE_CQ returned a bad ring size %d for %u\n",
+			  cq->ibvcq.cqe, nelems);
+		err = EIO;
+		goto err_destroy_cq;
+	}
+	cq->nelems = cq->ibvcq.cqe;
+	cq->cqn = resp.cqn;
+
+	return &cq->ibvcq;
+
+err_destroy_cq:
+	ibv_cmd_destroy_cq(&cq->ibvcq);
+err_free_buf:
+	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
+err_destroy_lock:
+	pthread_spin_destroy(&cq->lock);
+err_free_cq:
+	free(cq);
+	errno = err;
+	return NULL;
+}
+
+int pvrdma_destroy_cq(struct ibv_cq *ibvcq)
+{
+	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
+	int err;
+
+	err = ibv_cmd_destroy_cq(ibvcq);
+	if (err)
+		return err;
+
+	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
+	pthread_spin_destroy(&cq->lock);
+	free(cq);
+	return 0;
+}
+
+/* Completion opcodes (spec §8.4); a plain cast would misplace 6 and 7. */
+static enum ibv_wc_opcode pvrdma_to_ibv_wc_opcode(uint32_t opcode)
+{
+	switch (opcode) {
+	case PVRDMA_WC_SEND:
+		return IBV_WC_SEND;
+	case PVRDMA_WC_RDMA_WRITE:
+		return IBV_WC_RDMA_WRITE;
+	case PVRDMA_WC_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case PVRDMA_WC_COMP_SWAP:
+		return IBV_WC_COMP_SWAP;
+	case PVRDMA_WC_FETCH_ADD:
+		return IBV_WC_FETCH_ADD;
+	case PVRDMA_WC_BIND_MW:
+		return IBV_WC_BIND_MW;
+	case PVRDMA_WC_LSO:
+		return IBV_WC_TSO;
+	case PVRDMA_WC_LOCAL_INV:
+		return IBV_WC_LOCAL_INV;
+	case PVRDMA_WC_RECV:
+		return IBV_WC_RECV;
+	case PVRDMA_WC_RECV_RDMA_WITH_IMM:
+		return IBV_WC_RECV_RDMA_WITH_IMM;
+	default:
+		/* No ibverbs equivalent; the kernel driver reports SEND too. */
+		return IBV_WC_SEND;
+	}
+}
+
+/* Completion flags (spec §8.4): bits 2 and 3 differ from ibverbs. */
+static unsigned int pvrdma_to_ibv_wc_flags(uint32_t flags)
+{
+	unsigned int wc_flags = 0;
+
+	if (flags & PVRDMA_WC_GRH)
+		wc_flags |= IBV_WC_GRH;
+	if (flags & PVRDMA_WC_WITH_IMM)
+		wc_flags |= IBV_WC_WITH_IMM;
+	if (flags & PVRDMA_WC_WITH_INVALIDATE)
+		wc_flags |= IBV_WC_WITH_INV;
+	if (flags & PVRDMA_WC_IP_CSUM_OK)
+		wc_flags |= IBV_WC_IP_CSUM_OK;
+	return wc_flags;
+}
+
+/* Status values are numerically those of ibverbs (spec §8.4). */
+static enum ibv_wc_status pvrdma_to_ibv_wc_status(uint32_t status)
+{
+	if (status > PVRDMA_WC_GENERAL_ERR)
+		return IBV_WC_GENERAL_ERR;
+	return (enum ibv_wc_status)status;
+}
+
+static struct pvrdma_qp *pvrdma_lookup_qp(struct pvrdma_context *ctx,
+					  uint64_t qp_handle)
+{
+	uint32_t idx = qp_handle & PVRDMA_QP_TABLE_INDEX_MASK;
+
+	if (idx >= ctx->qp_table_size)
+		return NULL;
+	return ctx->qp_table[idx];
+}
+
+/*
+ * Take the CQE at cons_head, if any (spec §8.4 poll algorithm). Returns 1
+ * when wc was filled, 0 when the ring is empty, -1 when the ring state is
+ * invalid. A CQE whose QP this context does not know is consumed and
+ * dropped: it can only belong to a QP that is already gone.
+ */
+static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
+			   struct ibv_wc *wc)
+{
+	const struct pvrdma_cqe *cqe;
+	struct pvrdma_qp *qp;
+	uint32_t slot;
+	int ret;
+
+	for (;;) {
+		ret = pvrdma_ring_peek(cq->ring, cq->nelems, &slot);
+		if (ret <= 0)
+			return ret;
+
+		/* Read the CQE only after seeing the producer index. */
+		udma_from_device_barrier();
+		cqe = &cq->cqes[slot];
+
+		qp = pvrdma_lookup_qp(ctx, le64toh(cqe->qp));
+		if (qp)
+			break;
+
+		verbs_warn_datapath(&ctx->ibvctx,
+				    "CQ %u: dropped CQE of unknown QP %#llx\n",
+				    cq->cqn,
+				    (unsigned long long)le64toh(cqe->qp));
+		pvrdma_ring_consume(cq->ring, cq->nelems);
+	}
+
+	wc->wr_id = le64toh(cqe->wr_id);
+	wc->status = pvrdma_to_ibv_wc_status(le32toh(cqe->status));
+	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe->opcode));
+	wc->vendor_err = le32toh(cqe->vendor_err);
+	wc->byte_len = le32toh(cqe->byte_len);
+	wc->imm_data = cqe->imm_data;
+	wc->qp_num = qp->vqp.qp.qp_num;
+	wc->src_qp = le32toh(cqe->src_qp);
+	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe->wc_flags));
+	wc->pkey_index = le16toh(cqe->pkey_index);
+	wc->slid = le16toh(cqe->slid);
+	wc->sl = cqe->sl;
+	wc->dlid_path_bits = cqe->dlid_path_bits;
+
+	pvrdma_ring_consume(cq->ring, cq->nelems);
+	return 1;
+}
+
+/*
+ * An empty CQ is detected from the ring indices alone: no doorbell, so an
+ * empty poll costs no VM exit (the device posts CQEs on its own).
+ */
+int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvcq->context);
+	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
+	int npolled;
+	int ret = 0;
+
+	pthread_spin_lock(&cq->lock);
+	for (npolled = 0; npolled < num_entries; npolled++) {
+		ret = pvrdma_poll_one(ctx, cq, &wc[npolled]);
+		if (ret <= 0)
+			break;
+	}
+	pthread_spin_unlock(&cq->lock);
+
+	if (ret < 0 && !npolled) {
+		verbs_err_datapath(&ctx->ibvctx, "CQ %u: ring state invalid\n",
+				   cq->cqn);
+		return -EIO;
+	}
+	return npolled;
+}
+
+/* Arm the CQ for the next (solicited) completion (spec §7). */
+int pvrdma_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvcq->context);
+	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
+
+	/* The device must see the consumed CQEs before the arm request. */
+	udma_to_device_barrier();
+	pvrdma_uar_write(ctx, PVRDMA_UAR_CQ_OFFSET,
+			 solicited_only ? PVRDMA_UAR_CQ_ARM_SOL :
+					  PVRDMA_UAR_CQ_ARM,
+			 cq->cqn);
+	return 0;
+}

@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
+/*
+ * rdma-core provider for the PVRDMA paravirtual RDMA device
+ * (PCI 15ad:0820, device interface version 20).
+ *
+ * Facts are cited from spec/pvrdma-abi.md as "spec §N".
+ */
+#ifndef __PVRDMA_H__
+#define __PVRDMA_H__
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/driver.h>
+#include <util/mmio.h>
+#include <util/udma_barrier.h>
+
+#include "pvrdma-abi.h"
+#include "pvrdma_dev_abi.h"
+#include "pvrdma_ring.h"
+
+/*
+ * The device and the kernel index QPs found in CQEs by the low 16 bits of
+ * the QP handle (spec §8.4, §9).
+ */
+#define PVRDMA_QP_TABLE_INDEX_MASK	0xFFFFu
+#define PVRDMA_QP_TABLE_MAX		(PVRDMA_QP_TABLE_INDEX_MASK + 1)
+
+struct pvrdma_qp;
+
+struct pvrdma_device {
+	struct verbs_device ibvdev;
+	size_t pg_sz;
+};
+
+struct pvrdma_context {
+	struct verbs_context ibvctx;
+	/* This context's UAR (doorbell) page, mapped write-only (spec §7). */
+	void *uar;
+	size_t uar_size;
+	/* QP lookup by qp_handle & 0xFFFF for poll_cq (spec §9). */
+	pthread_spinlock_t qp_table_lock;
+	struct pvrdma_qp **qp_table;
+	uint32_t qp_table_size;
+};
+
+struct pvrdma_pd {
+	struct ibv_pd ibvpd;
+	uint32_t pdn;
+};
+
+/*
+ * A CQ lives in user memory (spec §8.1): page 0 holds the ring state (the
+ * CQ uses .rx at offset 8), CQEs of 64 bytes follow from page 1. The device
+ * produces, poll_cq consumes under the CQ lock.
+ */
+struct pvrdma_cq {
+	struct ibv_cq ibvcq;
+	pthread_spinlock_t lock;
+	void *buf;
+	size_t buf_size;
+	struct pvrdma_ring *ring;
+	struct pvrdma_cqe *cqes;
+	uint32_t nelems;		/* power of two, from the kernel */
+	uint32_t cqn;			/* device CQ handle */
+};
+
+/*
+ * The part of a QP that poll_cq needs; the send/receive rings join it with
+ * the QP verbs. A QP's qp_table slot is written under qp_table_lock and the
+ * locks of its CQs, and read by poll_cq under the CQ lock.
+ */
+struct pvrdma_qp {
+	struct verbs_qp vqp;
+	uint32_t qp_handle;		/* device QP handle (spec §9) */
+};
+
+static inline struct pvrdma_device *to_pvrdma_dev(struct ibv_device *ibvdev)
+{
+	return container_of(ibvdev, struct pvrdma_device, ibvdev.device);
+}
+
+static inline struct pvrdma_context *to_pvrdma_ctx(struct ibv_context *ibvctx)
+{
+	return container_of(ibvctx, struct pvrdma_context, ibvctx.context);
+}
+
+static inline struct pvrdma_pd *to_pvrdma_pd(struct ibv_pd *ibvpd)
+{
+	return container_of(ibvpd, struct pvrdma_pd, ibvpd);
+}
+
+static inline struct pvrdma_cq *to_pvrdma_cq(struct ibv_cq *ibvcq)
+{
+	return container_of(ibvcq, struct pvrdma_cq, ibvcq);
+}
+
+/*
+ * Ring a doorbell of this context's UAR page: one 32-bit little-endian
+ * store, handle in the low 24 bits, operation flags above (spec §7). The
+ * caller issues udma_to_device_barrier() first when the doorbell publishes
+ * ring contents.
+ */
+static inline void pvrdma_uar_write(struct pvrdma_context *ctx,
+				    unsigned int offset, uint32_t flags,
+				    uint32_t handle)
+{
+	mmio_write32((uint8_t *)ctx->uar + offset,
+		     flags | (handle & PVRDMA_UAR_HANDLE_MASK));
+}
+
+/* Zeroed, page-aligned ring memory shared with the device. */
+void *pvrdma_alloc_ring_buf(size_t size);
+void pvrdma_free_ring_buf(void *buf, size_t size);
+
+#endif /* __PVRDMA_H__ */

@@ -1,0 +1,287 @@
+/*
+ * PVRDMA device core: internal state shared by the core's .c files and the
+ * data path.  Not for the QEMU glue (which uses pvrdma_core.h only).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_PVRDMA_CORE_INT_H
+#define HW_PVRDMA_CORE_INT_H
+
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pvrdma_core.h"
+#include "pvrdma_dev_abi.h"
+#include "pvrdma_backend.h"
+#include "pvrdma_ring.h"
+
+/*
+ * DSR rings: 2..129 pages including the ring-state page, i.e. at most 128
+ * element pages (1 MiB of async events or CQ notifications).  Linux uses 4.
+ * 129 entries fit in page table 0, the only table read for these rings.
+ */
+#define PVRDMA_DSR_RING_MIN_PAGES       2
+#define PVRDMA_DSR_RING_MAX_PAGES       129
+
+#define PVRDMA_EQE_SIZE                 8
+#define PVRDMA_CQNE_SIZE                4
+
+/* QEMU-independent copies of IB constants used in caps and port attrs. */
+#define PVRDMA_IB_DEVICE_CURR_QP_STATE_MOD  (1u << 7)
+#define PVRDMA_IB_DEVICE_PORT_ACTIVE_EVENT  (1u << 10)
+#define PVRDMA_IB_DEVICE_SYS_IMAGE_GUID     (1u << 11)
+#define PVRDMA_IB_DEVICE_RC_RNR_NAK_GEN     (1u << 12)
+#define PVRDMA_IB_PORT_CM_SUP               (1u << 16)
+#define PVRDMA_IB_PORT_IP_BASED_GIDS        (1u << 26)
+#define PVRDMA_IB_WIDTH_4X                  2
+#define PVRDMA_IB_SPEED_DDR                 2
+#define PVRDMA_IB_PHYS_STATE_LINK_UP        5
+
+/* Values advertised in caps (see pvrdma_core_fill_caps()). */
+#define PVRDMA_CAP_VENDOR_ID            0x15AD
+#define PVRDMA_CAP_HW_VER               1
+#define PVRDMA_CAP_MAX_RD_ATOM          16
+#define PVRDMA_CAP_LOCAL_CA_ACK_DELAY   15
+#define PVRDMA_CAP_GID_TYPE             PVRDMA_GID_TYPE_FLAG_ROCE_V2
+#define PVRDMA_MAX_INLINE_DATA          0
+
+/* Access bits an MR or QP may carry; bits 20..29 are IB "optional" hints. */
+#define PVRDMA_MR_ACCESS_VALID          0x1Fu
+#define PVRDMA_QP_ACCESS_VALID          0x0Fu
+#define PVRDMA_ACCESS_OPTIONAL_RANGE    0x3FF00000u
+
+/* CQ arming (spec §7, IB semantics; both one-shot). */
+#define PVRDMA_CQ_ARM_NONE              0
+#define PVRDMA_CQ_ARM_SOLICITED         1
+#define PVRDMA_CQ_ARM_NEXT              2
+
+/*
+ * Handle table: dense handles in [first, limit), lowest free first, at
+ * most max_count live entries.  Storage grows on demand so a large limit
+ * costs nothing until objects exist.
+ */
+typedef struct PvrdmaTable {
+    void **slots;
+    uint32_t alloc;             /* slots allocated (handles < alloc) */
+    uint32_t first;             /* lowest valid handle */
+    uint32_t insert_first;      /* lowest handle insert() hands out */
+    uint32_t limit;             /* handles < limit */
+    uint32_t count;             /* live entries */
+    uint32_t max_count;         /* quota on live entries */
+    uint32_t hint;              /* no free handle below this one */
+    uint8_t *gen;               /* per-handle generation, 1..255 */
+} PvrdmaTable;
+
+void pvrdma_table_init(PvrdmaTable *t, uint32_t first, uint32_t limit,
+                       uint32_t max_count);
+void pvrdma_table_destroy(PvrdmaTable *t);
+/* Returns 0 and the handle, or -ENOMEM when the quota or space is used. */
+int pvrdma_table_insert(PvrdmaTable *t, void *obj, uint32_t *handle);
+/* Inserts at a given free handle; -EBUSY if taken, -EINVAL if out of range */
+int pvrdma_table_insert_at(PvrdmaTable *t, void *obj, uint32_t handle);
+void *pvrdma_table_lookup(const PvrdmaTable *t, uint32_t handle);
+/* Generation of @handle's current (or last) tenant; never 0 once used. */
+uint8_t pvrdma_table_gen(const PvrdmaTable *t, uint32_t handle);
+void pvrdma_table_remove(PvrdmaTable *t, uint32_t handle);
+
+typedef struct PvrdmaUc {
+    uint32_t handle;            /* 1.., 0 means the kernel */
+    uint32_t uar_index;         /* BAR2 page, 1..uar_pages-1 */
+    uint32_t refs;              /* PDs and CQs */
+} PvrdmaUc;
+
+struct PvrdmaPd {
+    uint32_t handle;
+    uint32_t ctx_handle;
+    PvrdmaUc *uc;               /* NULL for kernel PDs */
+    uint32_t refs;              /* MRs, QPs, SRQs */
+    void *be;
+};
+
+struct PvrdmaMr {
+    uint32_t handle;
+    PvrdmaPd *pd;
+    uint32_t flags;             /* 0, PVRDMA_MR_FLAG_DMA, _FRMR */
+    uint32_t access;
+    uint32_t lkey;
+    uint32_t rkey;
+    uint64_t start;             /* user MR: IOVA == user VA */
+    uint64_t length;
+    uint64_t *pages;            /* user MR: nchunks page addresses */
+    uint32_t npages;
+    uint32_t max_sg;            /* FRMR: page list capacity */
+    uint64_t quota_pages;       /* charged to max_pinned_pages */
+    void *be;
+};
+
+struct PvrdmaCq {
+    uint32_t handle;
+    uint32_t ctx_handle;
+    PvrdmaUc *uc;
+    uint32_t cqe;
+    uint64_t *pages;            /* page 0 ring state, then CQEs */
+    uint32_t npages;
+    PvrdmaRing ring;            /* CQE ring, state "rx" at +8 */
+    uint8_t arm;                /* PVRDMA_CQ_ARM_* */
+    uint32_t refs;              /* QPs */
+    void *be;
+};
+
+struct PvrdmaSrq {
+    uint32_t handle;
+    uint32_t ctx_handle;
+    PvrdmaPd *pd;
+    uint64_t *pages;
+    uint32_t npages;
+    PvrdmaRing ring;            /* receive WQEs, state "rx" at +8 */
+    uint32_t max_wr;
+    uint32_t max_sge;
+    uint32_t srq_limit;
+    uint32_t wqe_size;
+    uint32_t refs;              /* QPs */
+    void *be;
+};
+
+struct PvrdmaQp {
+    uint32_t handle;            /* 1..max_qp-1, 1 = GSI */
+    uint32_t qpn;               /* wire QP number */
+    uint8_t type;               /* PVRDMA_QPT_* */
+    uint32_t ctx_handle;
+    PvrdmaPd *pd;
+    PvrdmaCq *send_cq;
+    PvrdmaCq *recv_cq;
+    PvrdmaSrq *srq;             /* NULL unless created with is_srq */
+    uint64_t *pages;            /* ring state, SQ pages, RQ pages */
+    uint32_t npages;
+    uint32_t send_chunks;
+    PvrdmaRing sq;              /* state "tx" at +0 */
+    PvrdmaRing rq;              /* state "rx" at +8 (unused with an SRQ) */
+    uint32_t sq_wqe_size;
+    uint32_t rq_wqe_size;
+    bool sq_sig_all;
+    uint32_t state;             /* enum pvrdma_qp_state */
+    struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
+    void *be;
+};
+
+typedef struct PvrdmaGid {
+    bool bound;
+    uint8_t gid[16];
+    uint8_t type;
+} PvrdmaGid;
+
+struct PvrdmaCore {
+    PvrdmaCoreConfig cfg;
+    const PvrdmaCoreOps *ops;
+    void *opaque;
+    const PvrdmaBackendOps *be_ops;
+    void *be;
+
+    /* Registers (spec §2). */
+    uint32_t dsr_low;
+    uint32_t dsr_high;
+    uint32_t err;
+    uint32_t icr;               /* latched causes of masked vectors */
+    uint32_t imr;
+    uint32_t mac_low;
+    uint32_t mac_high;
+
+    /* UAR (BAR2) bus address, if the glue told us. */
+    bool uar_base_known;
+    uint64_t uar_base;
+
+    /* DSR state; dma_enabled is false whenever no DSR is (being) loaded. */
+    bool dma_enabled;
+    bool dsr_loaded;
+    uint64_t dsr_addr;
+    uint32_t driver_version;
+    uint64_t uar_pfn;           /* from the DSR: PFN of UAR page 0 */
+    uint64_t cmd_slot;
+    uint64_t resp_slot;
+    uint64_t *async_pages;
+    uint32_t async_npages;
+    PvrdmaRing async_ring;
+    uint64_t *cqn_pages;
+    uint32_t cqn_npages;
+    PvrdmaRing cqn_ring;
+    struct pvrdma_device_caps caps;
+
+    /* Objects. */
+    PvrdmaTable uc_tbl;
+    PvrdmaTable pd_tbl;
+    PvrdmaTable mr_tbl;
+    PvrdmaTable cq_tbl;
+    PvrdmaTable qp_tbl;
+    PvrdmaTable srq_tbl;
+    uint32_t *uar_owner;        /* UC handle per UAR page, 0 = none */
+    PvrdmaGid *gids;
+    uint64_t pinned_pages;      /* charged against cfg.max_pinned_pages */
+};
+
+/* Guest memory; -EFAULT when no DSR is loaded or the range is bad. */
+int pvrdma_core_dma_read(PvrdmaCore *core, uint64_t addr, void *buf,
+                         uint64_t len);
+int pvrdma_core_dma_write(PvrdmaCore *core, uint64_t addr, const void *buf,
+                          uint64_t len);
+
+void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
+    G_GNUC_PRINTF(2, 3);
+
+/* Raise @vector subject to IMR (latched in ICR while masked). */
+void pvrdma_core_raise(PvrdmaCore *core, unsigned vector);
+
+/*
+ * Append one element to a ring the device produces (async, CQ-notify,
+ * CQs).  Reads cons_head, checks the spec "full" test and the effective
+ * capacity, writes @elem at slot(prod), then publishes prod_tail.
+ * Returns 0, -ENOSPC when full, -EINVAL on an invalid guest index,
+ * -EFAULT on a DMA error.
+ */
+int pvrdma_core_ring_produce(PvrdmaCore *core, PvrdmaRing *ring,
+                             const void *elem);
+
+/*
+ * Called by the data path after writing a CQE into @cq_handle's ring.
+ * If the CQ is armed for it (ARM: any completion; ARM_SOL: @solicited or
+ * error completions) it is disarmed, the handle is appended to the
+ * CQ-notification ring and vector 2 is raised.  Returns 1 if notified,
+ * 0 if the CQ was not armed, negative errno on failure.
+ */
+int pvrdma_core_notify_cq(PvrdmaCore *core, uint32_t cq_handle,
+                          bool solicited);
+
+/* Pinned-pages quota (spec: cfg.max_pinned_pages); -ENOMEM if exceeded. */
+int pvrdma_core_charge_pages(PvrdmaCore *core, uint64_t npages);
+void pvrdma_core_uncharge_pages(PvrdmaCore *core, uint64_t npages);
+
+/* Command channel (pvrdma_cmd.c). */
+/*
+ * Execute the request in @req (184 bytes copied in) and fill @resp.
+ * Returns 0 or a negative errno; *@resp_len is how many bytes of @resp
+ * to write back (0: none).
+ */
+int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
+                       union pvrdma_cmd_resp *resp, uint32_t *resp_len);
+/* Undo a create whose response could not be delivered. */
+void pvrdma_cmd_rollback(PvrdmaCore *core, uint32_t cmd,
+                         const union pvrdma_cmd_resp *resp);
+/* Destroy every object (reset). */
+void pvrdma_cmd_destroy_all(PvrdmaCore *core);
+void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c);
+
+/* QP state machine (pvrdma_qp_sm.c); see there for the table. */
+bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,
+                             uint32_t mask);
+
+/* Page directories (pvrdma_pdir.c, spec §4). */
+/*
+ * Copy in the directory at @pdir_dma and the page tables describing
+ * @npages data pages (1..PVRDMA_PDIR_MAX_PAGES), validate every address
+ * (non-zero, page aligned) and return a g_malloc'ed array of @npages bus
+ * addresses.  Returns 0, -EINVAL (bad address/count) or -EFAULT (DMA).
+ */
+int pvrdma_pdir_read(PvrdmaCore *core, uint64_t pdir_dma, uint32_t npages,
+                     uint64_t **pages);
+
+#endif /* HW_PVRDMA_CORE_INT_H */

@@ -1,0 +1,209 @@
+/*
+ * PVRDMA QP state machine: which MODIFY_QP transitions are legal and which
+ * attributes each one requires or allows (IBA 10.3.1 / Linux
+ * ib_modify_qp_is_ok(), restricted to the QP types the device supports:
+ * RC, UD and GSI).
+ *
+ * Note for GSI: RESET->INIT requires PKEY_INDEX | QKEY and does NOT allow
+ * PORT (QP1 is per port), exactly as Linux's table; the MAD layer's own
+ * modify (ib_mad.c) sends STATE | PKEY_INDEX | QKEY.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pvrdma_core_int.h"
+
+enum {
+    PVRDMA_SM_RC,
+    PVRDMA_SM_UD,               /* UD and GSI share everything but INIT */
+    PVRDMA_SM_GSI,
+    PVRDMA_SM_NTYPES,
+};
+
+typedef struct PvrdmaQpTransition {
+    bool valid;
+    uint32_t req[PVRDMA_SM_NTYPES];
+    uint32_t opt[PVRDMA_SM_NTYPES];
+} PvrdmaQpTransition;
+
+#define S(x)    PVRDMA_QP_##x
+
+#define NQPS    (PVRDMA_QPS_ERR + 1)
+
+static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
+    [PVRDMA_QPS_RESET] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_INIT] = {
+            .valid = true,
+            .req = {
+                [PVRDMA_SM_RC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+            },
+        },
+    },
+    [PVRDMA_QPS_INIT] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_INIT] = {
+            .valid = true,
+            .opt = {
+                [PVRDMA_SM_RC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+            },
+        },
+        [PVRDMA_QPS_RTR] = {
+            .valid = true,
+            .req = {
+                [PVRDMA_SM_RC] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
+                                 S(RQ_PSN) | S(MAX_DEST_RD_ATOMIC) |
+                                 S(MIN_RNR_TIMER),
+            },
+            .opt = {
+                [PVRDMA_SM_RC] = S(ALT_PATH) | S(ACCESS_FLAGS) |
+                                 S(PKEY_INDEX),
+                [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+            },
+        },
+    },
+    [PVRDMA_QPS_RTR] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_RTS] = {
+            .valid = true,
+            .req = {
+                [PVRDMA_SM_RC] = S(TIMEOUT) | S(RETRY_CNT) | S(RNR_RETRY) |
+                                 S(SQ_PSN) | S(MAX_QP_RD_ATOMIC),
+                [PVRDMA_SM_UD] = S(SQ_PSN),
+                [PVRDMA_SM_GSI] = S(SQ_PSN),
+            },
+            .opt = {
+                [PVRDMA_SM_RC] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
+                                 S(PATH_MIG_STATE),
+                [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+            },
+        },
+    },
+    [PVRDMA_QPS_RTS] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_RTS] = {
+            .valid = true,
+            .opt = {
+                [PVRDMA_SM_RC] = S(CUR_STATE) | S(ACCESS_FLAGS) |
+                                 S(ALT_PATH) | S(PATH_MIG_STATE) |
+                                 S(MIN_RNR_TIMER),
+                [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+            },
+        },
+        [PVRDMA_QPS_SQD] = {
+            .valid = true,
+            .opt = {
+                [PVRDMA_SM_RC] = S(EN_SQD_ASYNC_NOTIFY),
+                [PVRDMA_SM_UD] = S(EN_SQD_ASYNC_NOTIFY),
+                [PVRDMA_SM_GSI] = S(EN_SQD_ASYNC_NOTIFY),
+            },
+        },
+    },
+    [PVRDMA_QPS_SQD] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_RTS] = {
+            .valid = true,
+            .opt = {
+                [PVRDMA_SM_RC] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
+                                 S(PATH_MIG_STATE),
+                [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+            },
+        },
+        [PVRDMA_QPS_SQD] = {
+            .valid = true,
+            .opt = {
+                [PVRDMA_SM_RC] = S(PORT) | S(AV) | S(TIMEOUT) |
+                                 S(RETRY_CNT) | S(RNR_RETRY) |
+                                 S(MAX_QP_RD_ATOMIC) |
+                                 S(MAX_DEST_RD_ATOMIC) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PKEY_INDEX) |
+                                 S(MIN_RNR_TIMER) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+            },
+        },
+    },
+    [PVRDMA_QPS_SQE] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+        [PVRDMA_QPS_RTS] = {
+            .valid = true,
+            .opt = {
+                /* IBA: SQE->RTS is not defined for RC (no SQE state). */
+                [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+            },
+        },
+    },
+    [PVRDMA_QPS_ERR] = {
+        [PVRDMA_QPS_RESET] = { .valid = true },
+        [PVRDMA_QPS_ERR] = { .valid = true },
+    },
+};
+
+#undef S
+
+/*
+ * @cur is the QP's state; @next is the requested state (the caller passes
+ * @cur when STATE is not in @mask).  Mirrors ib_modify_qp_is_ok().
+ */
+bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,
+                             uint32_t mask)
+{
+    const PvrdmaQpTransition *tr;
+    uint32_t req, opt;
+    int t;
+
+    if (cur >= NQPS || next >= NQPS) {
+        return false;
+    }
+    switch (type) {
+    case PVRDMA_QPT_RC:
+        t = PVRDMA_SM_RC;
+        break;
+    case PVRDMA_QPT_UD:
+        t = PVRDMA_SM_UD;
+        break;
+    case PVRDMA_QPT_GSI:
+        t = PVRDMA_SM_GSI;
+        break;
+    default:
+        return false;
+    }
+    if ((mask & PVRDMA_QP_CUR_STATE) &&
+        cur != PVRDMA_QPS_RTR && cur != PVRDMA_QPS_RTS &&
+        cur != PVRDMA_QPS_SQD && cur != PVRDMA_QPS_SQE) {
+        return false;
+    }
+    tr = &pvrdma_qp_sm[cur][next];
+    if (!tr->valid) {
+        return false;
+    }
+    req = tr->req[t];
+    opt = tr->opt[t];
+    if ((mask & req) != req) {
+        return false;
+    }
+    if (mask & ~(req | opt | PVRDMA_QP_STATE)) {
+        return false;
+    }
+    return true;
+}

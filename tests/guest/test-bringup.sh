@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Bring-up: a guest with -device pvrdma (non-default limits) loads our
+# module; ibv_devinfo -v shows the port ACTIVE on Ethernet with exactly the
+# limits the device was given; `rdma link` lists it; user space allocates
+# PDs; the module unloads and reloads cleanly and the device works again.
+. "$(dirname "$0")/lib.sh"
+
+props=",max-qp=500,max-cq=300,max-pd=100,max-mr=200,max-srq=50"
+pd_alloc=$(build_prog pd_alloc)
+
+# Errors a person sees: a bad property is refused with its name and range.
+if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M none -device pvrdma,max-qp=70000 \
+         -display none 2>&1); then
+    fail "QEMU accepted max-qp=70000"
+fi
+echo "$out" | grep -q "max-qp" || fail "unclear error for max-qp=70000: $out"
+pass "bad property refused: $out"
+
+guest_script=$TEST_OUT/bringup-guest.sh
+cat > "$guest_script" <<'GUEST'
+fail() { echo "GUEST-FAIL: $*"; exit 1; }
+check_devinfo() {
+    ibv_devinfo -v > /tmp/devinfo || fail "ibv_devinfo failed"
+    cat /tmp/devinfo
+    for want in "hca_id:	pvrdma0" "state:			PORT_ACTIVE (4)" \
+        "link_layer:		Ethernet" "max_qp:				500" \
+        "max_cq:				300" "max_pd:				100" \
+        "max_mr:				200" "max_srq:			50" \
+        "phys_port_cnt:			1" "GID[  0]:"; do
+        grep -qF "$want" /tmp/devinfo || fail "ibv_devinfo lacks '$want'"
+    done
+}
+grep -l 0x0820 /sys/bus/pci/devices/*/device || fail "no 15ad:0820 device"
+lsmod | grep -q '^pvrdma ' || fail "pvrdma.ko is not loaded"
+check_devinfo
+rdma link show | tee /tmp/link
+grep -q "pvrdma0/1 state ACTIVE" /tmp/link || fail "rdma link: port not ACTIVE"
+./pd_alloc pvrdma 8 || fail "PD allocation failed"
+rmmod pvrdma || fail "rmmod pvrdma failed"
+[ -z "$(ls /sys/class/infiniband 2>/dev/null)" ] || fail "device left after rmmod"
+ibv_devices
+modprobe pvrdma || fail "modprobe pvrdma (reload) failed"
+sleep 1
+check_devinfo
+./pd_alloc pvrdma 8 || fail "PD allocation after reload failed"
+dmesg | grep -iE "pvrdma|BUG|WARNING|Oops" | tail -n 20
+dmesg | grep -qE "BUG|WARNING:|Oops" && fail "kernel warnings in dmesg"
+echo "GUEST-OK"
+GUEST
+
+scripts=$PVRDMA_TOP/scripts
+"$scripts/vm.sh" --name "$TEST_NAME" --timeout 300 --device "$props" \
+    --add "$pd_alloc" --add "$guest_script" -- sh ./bringup-guest.sh ||
+    fail "guest test failed (status $?), see $PVRDMA_OUT/vm/$TEST_NAME.log"
+grep -q GUEST-OK "$PVRDMA_OUT/vm/$TEST_NAME.log" || fail "guest did not finish"
+pass "device visible, port ACTIVE, caps as configured, PDs allocated, reload works"

@@ -32,6 +32,10 @@ RDMA_CORE_CMAKE_OPTS=(
     -DDISTRO_FLAVOUR=Debian
 )
 
+for tool in cmake ninja rsync patch; do
+    command -v "$tool" >/dev/null || die "$tool not installed"
+done
+
 hook=$PVRDMA_TOP/scripts/rdma-core/pvrdma-provider.patch
 [ -d "$PVRDMA_TOP/guest-provider" ] || die "guest-provider/ missing"
 [ -e "$hook" ] || die "$hook missing"

@@ -22,13 +22,14 @@ fail() { echo "GUEST-FAIL: $*"; exit 1; }
 check_devinfo() {
     ibv_devinfo -v > /tmp/devinfo || fail "ibv_devinfo failed"
     cat /tmp/devinfo
-    for want in "hca_id:	pvrdma0" "state:			PORT_ACTIVE (4)" \
-        "link_layer:		Ethernet" "max_qp:				500" \
-        "max_cq:				300" "max_pd:				100" \
-        "max_mr:				200" "max_srq:			50" \
-        "phys_port_cnt:			1" "GID[  0]:"; do
-        grep -qF "$want" /tmp/devinfo || fail "ibv_devinfo lacks '$want'"
+    for kv in "hca_id pvrdma0" "state PORT_ACTIVE" "link_layer Ethernet" \
+        "max_qp 500" "max_cq 300" "max_pd 100" "max_mr 200" "max_srq 50" \
+        "phys_port_cnt 1"; do
+        set -- $kv
+        grep -qE "^[[:space:]]*$1:[[:space:]]+$2" /tmp/devinfo ||
+            fail "ibv_devinfo -v does not show $1: $2"
     done
+    grep -qE "GID\[ *0\]:" /tmp/devinfo || fail "no GID in ibv_devinfo -v"
 }
 grep -l 0x0820 /sys/bus/pci/devices/*/device || fail "no 15ad:0820 device"
 lsmod | grep -q '^pvrdma ' || fail "pvrdma.ko is not loaded"

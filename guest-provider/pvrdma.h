@@ -27,8 +27,6 @@
 #define PVRDMA_QP_TABLE_INDEX_MASK	0xFFFFu
 #define PVRDMA_QP_TABLE_MAX		(PVRDMA_QP_TABLE_INDEX_MASK + 1)
 
-struct pvrdma_qp;
-
 struct pvrdma_device {
 	struct verbs_device ibvdev;
 	size_t pg_sz;

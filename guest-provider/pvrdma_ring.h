@@ -13,8 +13,8 @@
  * is published with release semantics, so that entry contents are ordered
  * against the index that hands them over. The device is a DMA master, not
  * a CPU thread, so callers also issue the named udma barriers
- * (util/udma_barrier.h) at the hand-over points; on x86 both cost nothing
- * beyond a compiler barrier (lfence for udma_from_device_barrier).
+ * (util/udma_barrier.h) at the hand-over points; on x86-64 these are a
+ * compiler barrier (to device) and an lfence (from device).
  */
 #ifndef __PVRDMA_RING_H__
 #define __PVRDMA_RING_H__

@@ -80,8 +80,11 @@ int pvrdma_dealloc_pd(struct ibv_pd *ibvpd)
 	int err;
 
 	err = ibv_cmd_dealloc_pd(ibvpd);
-	if (err)
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "DEALLOC_PD %u failed: %d\n", pd->pdn, err);
 		return err;
+	}
 
 	free(pd);
 	return 0;

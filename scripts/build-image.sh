@@ -67,6 +67,12 @@ depmod -b "$root" "$abi"
 
 # rdma-core (libraries, providers, utilities, rdmacm-utils) from staging.
 cp -a "$stage"/. "$root/"
+# Our provider and rdma-core's stock vmw_pvrdma provider both match the
+# device, and libibverbs takes the first one it loaded (directory order).
+# Keep the stock one's driver file aside; a test enables it on purpose.
+mkdir -p "$root/usr/share/pvrdma/stock-provider"
+mv "$root/etc/libibverbs.d/vmw_pvrdma.driver" \
+    "$root/usr/share/pvrdma/stock-provider/"
 # perftest from Debian 12.
 for d in "$debdir"/*.deb; do
     dpkg-deb -x "$d" "$root"

@@ -8,6 +8,7 @@
 # Cached under $PVRDMA_CACHE/rdma-core: the unpacked tree is keyed by the
 # hook patch, the build directory also by the cmake options. The provider
 # is synced in by content, so ninja recompiles only the files that changed.
+# shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 RDMA_CORE_DEB_VERSION=$RDMA_CORE_VERSION-1
@@ -23,7 +24,7 @@ RDMA_CORE_CMAKE_OPTS=(
     -DENABLE_WERROR=1
     -DCMAKE_INSTALL_PREFIX=/usr
     -DCMAKE_INSTALL_SYSCONFDIR=/etc
-    -DCMAKE_INSTALL_LIBDIR=lib/$RDMA_CORE_MULTIARCH
+    "-DCMAKE_INSTALL_LIBDIR=lib/$RDMA_CORE_MULTIARCH"
     -DCMAKE_INSTALL_LIBEXECDIR=/usr/lib
     -DCMAKE_INSTALL_RUNDIR=/run
     -DCMAKE_INSTALL_SHAREDSTATEDIR=/var/lib

@@ -716,8 +716,7 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
         if (wret < 0) {
             pvrdma_core_guest_error(core, "response slot unwritable");
             if (ret == 0) {
-                pvrdma_cmd_rollback(core, GUINT32_FROM_LE(req.hdr.cmd),
-                                    &resp);
+                pvrdma_cmd_rollback(core, &req, &resp);
             }
             ret = wret;
         }

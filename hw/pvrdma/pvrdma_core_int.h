@@ -84,6 +84,10 @@ void *pvrdma_table_lookup(const PvrdmaTable *t, uint32_t handle);
 /* Generation of @handle's current (or last) tenant; never 0 once used. */
 uint8_t pvrdma_table_gen(const PvrdmaTable *t, uint32_t handle);
 void pvrdma_table_remove(PvrdmaTable *t, uint32_t handle);
+static inline bool pvrdma_table_full(const PvrdmaTable *t)
+{
+    return t->count >= t->max_count;
+}
 
 typedef struct PvrdmaUc {
     uint32_t handle;            /* 1.., 0 means the kernel */
@@ -264,7 +268,7 @@ void pvrdma_core_uncharge_pages(PvrdmaCore *core, uint64_t npages);
 int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
                        union pvrdma_cmd_resp *resp, uint32_t *resp_len);
 /* Undo a create whose response could not be delivered. */
-void pvrdma_cmd_rollback(PvrdmaCore *core, uint32_t cmd,
+void pvrdma_cmd_rollback(PvrdmaCore *core, const union pvrdma_cmd_req *req,
                          const union pvrdma_cmd_resp *resp);
 /* Destroy every object (reset). */
 void pvrdma_cmd_destroy_all(PvrdmaCore *core);

@@ -29,12 +29,12 @@
  * integers; the device defines them as little-endian (spec §0).
  */
 #ifndef __LITTLE_ENDIAN
-#error "pvrdma: the device ABI is little-endian; big-endian hosts are unsupported"
+#error "pvrdma: the device ABI is little-endian only"
 #endif
 
 #define PVRDMA_DRV_NAME			"pvrdma"
 
-/* The only port; the device and the driver assume one (spec §3 phys_port_cnt). */
+/* The only port (spec §3 phys_port_cnt: device and driver assume one). */
 #define PVRDMA_PORT			1
 
 /* Command completion timeout (spec §5.1 step 5). */
@@ -176,12 +176,16 @@ struct pvrdma_sgid {
  * @uar_start: bus address of BAR2
  * @uar_pages: UAR pages usable for contexts: min(caps.max_uar, BAR2 pages)
  * @version: VERSION register (device interface version)
- * @dsr: device shared region; @dsr_dma its bus address
+ * @dsr: device shared region
+ * @dsr_dma: bus address of @dsr
  * @caps: snapshot of dsr->caps taken right after the DSR load
  * @cmd_lock: one command (or control operation) at a time (spec §5.1)
- * @cmd_slot/@resp_slot: command and response pages
+ * @cmd_slot: command page
+ * @cmd_slot_dma: bus address of @cmd_slot
+ * @resp_slot: response page
+ * @resp_slot_dma: bus address of @resp_slot
  * @cmd_done: completed by the response interrupt (vector 0)
- * @cmd_cookie: echoed by the device in the response header
+ * @cmd_cookie: last cookie sent; the device echoes it in the response
  * @async_pdir: async event ring (spec §6.3)
  * @cqn_pdir: CQ notification ring (spec §6.4)
  * @irq_name: per-vector names for /proc/interrupts
@@ -189,11 +193,15 @@ struct pvrdma_sgid {
  * @uar_map: allocated UAR pages; bit 0 is the kernel's
  * @gid_lock: protects @sgid_tbl
  * @sgid_tbl: shadow of the device SGID table, caps.gid_tbl_len entries
- * @tbl_lock: protects @cq_tbl, @qp_tbl, @srq_tbl
- * @cq_tbl/@qp_tbl/@srq_tbl: objects indexed by device handle
- * @num_pds/@num_cqs/@num_mrs: object counts against the caps limits
+ * @tbl_lock: protects @cq_tbl, @qp_tbl and @srq_tbl
+ * @cq_tbl: CQs indexed by device handle, caps.max_cq entries
+ * @qp_tbl: QPs indexed by device handle, caps.max_qp entries
+ * @srq_tbl: SRQs indexed by device handle, caps.max_srq entries or NULL
+ * @num_pds: PDs allocated, against caps.max_pd
+ * @num_cqs: CQs allocated, against caps.max_cq
+ * @num_mrs: MRs allocated, against caps.max_mr
  * @ib_active: the IB device is registered; events may be dispatched
- * @fn0: PCI function 0 of our slot, if it is another function
+ * @fn0: PCI function 0 of our slot, if that is another function
  * @netdev: paired net_device (RTNL), referenced while paired
  * @netdev_nb: netdevice notifier
  * @rescan_work: asks the IB core to rebuild GIDs after a late pairing

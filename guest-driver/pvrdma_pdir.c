@@ -13,8 +13,10 @@
 static inline u64 *pvrdma_pdir_entry(struct pvrdma_pdir *pdir,
 				     unsigned int idx)
 {
-	return &pdir->tables[(idx >> PVRDMA_PDIR_TABLE_SHIFT) &
-			     PVRDMA_PDIR_TABLE_MASK][idx & PVRDMA_PDIR_SLOT_MASK];
+	unsigned int table = (idx >> PVRDMA_PDIR_TABLE_SHIFT) &
+			     PVRDMA_PDIR_TABLE_MASK;
+
+	return &pdir->tables[table][idx & PVRDMA_PDIR_SLOT_MASK];
 }
 
 /**

@@ -15,7 +15,7 @@ abi=$(basename "$ktree")
 kroot=$ktree/root
 
 # Debian 12 packages unpacked into the image (not installed on the host).
-GUEST_DEBS=(perftest)
+GUEST_DEBS=(perftest libpci3)
 debdir=$PVRDMA_CACHE/image/debs
 if [ ! -e "$debdir/.done" ]; then
     rm -rf "$debdir" && mkdir -p "$debdir"
@@ -62,6 +62,7 @@ cp "$kroot/lib/modules/$abi"/modules.{order,builtin,builtin.modinfo} \
     "$root/lib/modules/$abi/" 2>/dev/null || true
 for ko in "${modules[@]}"; do
     cp "$ko" "$root/lib/modules/$abi/extra/"
+    strip --strip-debug "$root/lib/modules/$abi/extra/$(basename "$ko")"
 done
 depmod -b "$root" "$abi"
 
@@ -91,7 +92,11 @@ find "$root" -type f -perm -u+x -o -type f -name '*.so*' |
 while read -r f; do
     file -b "$f" | grep -q '^ELF' || continue
     LD_LIBRARY_PATH=$libpath ldd "$f" 2>/dev/null || true
-done | awk '/=> \// { print $3 } /^\t\/lib64/ { print $1 }' | sort -u |
+done > "$root/.ldd"
+if grep -q 'not found' "$root/.ldd"; then
+    die "libraries missing from the image: $(grep 'not found' "$root/.ldd" | sort -u | tr -d '\t' | tr '\n' ' ')"
+fi
+awk '/=> \// { print $3 } /^\t\/lib64/ { print $1 }' "$root/.ldd" | sort -u |
 while read -r lib; do
     case "$lib" in "$root"/*) continue ;; esac
     dest=$root/usr/lib/x86_64-linux-gnu/$(basename "$lib")
@@ -102,6 +107,7 @@ done
     cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 printf "/usr/lib/x86_64-linux-gnu\\n" \
     > "$root/etc/ld.so.conf"
+rm -f "$root/.ldd"
 ldconfig -r "$root"
 
 # Guest-side scripts (/init and helpers).

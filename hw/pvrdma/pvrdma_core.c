@@ -619,6 +619,7 @@ static int pvrdma_core_setup_dsr_ring(PvrdmaCore *core, const char *name,
 static int pvrdma_core_load_dsr(PvrdmaCore *core)
 {
     struct pvrdma_device_shared_region dsr;
+    struct pvrdma_ring_page_info ring_info;
     uint64_t addr = ((uint64_t)core->dsr_high << 32) | core->dsr_low;
     int ret;
 
@@ -656,14 +657,16 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
         pvrdma_core_guest_error(core, "DSR: uar_pfn 0x%" G_GINT64_MODIFIER
                                 "x is not BAR2; using BAR2", core->uar_pfn);
     }
-    ret = pvrdma_core_setup_dsr_ring(core, "async", &dsr.async_ring_pages,
+    ring_info = dsr.async_ring_pages;
+    ret = pvrdma_core_setup_dsr_ring(core, "async", &ring_info,
                                      PVRDMA_EQE_SIZE, &core->async_pages,
                                      &core->async_npages, &core->async_ring);
     if (ret < 0) {
         return ret;
     }
+    ring_info = dsr.cq_ring_pages;
     ret = pvrdma_core_setup_dsr_ring(core, "CQ notification",
-                                     &dsr.cq_ring_pages, PVRDMA_CQNE_SIZE,
+                                     &ring_info, PVRDMA_CQNE_SIZE,
                                      &core->cqn_pages, &core->cqn_npages,
                                      &core->cqn_ring);
     if (ret < 0) {

@@ -193,6 +193,19 @@ static const MemoryRegionOps pvrdma_uar_ops = {
     .impl = { .min_access_size = 4, .max_access_size = 4 },
 };
 
+/* CREATE_UC names UAR pages by bus PFN: keep the core told where BAR2 is. */
+static void pvrdma_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
+                                int len)
+{
+    PvrdmaState *s = PVRDMA(pdev);
+    pcibus_t base;
+
+    pci_default_write_config(pdev, addr, val, len);
+    base = pci_get_bar_addr(pdev, PVRDMA_BAR_UAR);
+    pvrdma_core_set_uar_base(s->core, base == PCI_BAR_UNMAPPED ?
+                             PVRDMA_CORE_UAR_UNMAPPED : base);
+}
+
 /* ---- realize / unrealize ------------------------------------------------ */
 
 static bool pvrdma_check_params(PvrdmaState *s, Error **errp)
@@ -365,6 +378,7 @@ static void pvrdma_class_init(ObjectClass *klass, void *data)
 
     k->realize = pvrdma_realize;
     k->exit = pvrdma_exit;
+    k->config_write = pvrdma_write_config;
     k->vendor_id = PVRDMA_PCI_VENDOR_ID;
     k->device_id = PVRDMA_PCI_DEVICE_ID;
     k->revision = 0x00;

@@ -872,8 +872,8 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 {
     uint64_t page = offset >> PVRDMA_PAGE_SHIFT;
     uint32_t off = offset & (PVRDMA_PAGE_SIZE - 1);
-    uint32_t handle = val & PVRDMA_UAR_HANDLE_MASK;
-    uint32_t flags = val & ~(uint32_t)PVRDMA_UAR_HANDLE_MASK;
+    uint32_t handle = val & PVRDMA_DB_HANDLE_MASK;
+    uint32_t flags = val & ~PVRDMA_DB_HANDLE_MASK;
     uint32_t ctx;
 
     if (!core->dsr_loaded) {
@@ -897,26 +897,26 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
     switch (off) {
     case PVRDMA_UAR_QP_OFFSET: {
         PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, handle);
-        uint32_t ok = PVRDMA_UAR_QP_SEND | PVRDMA_UAR_QP_RECV;
+        uint32_t ok = PVRDMA_DB_QP_SEND | PVRDMA_DB_QP_RECV;
 
         if (!qp || qp->ctx_handle != ctx || !flags || (flags & ~ok) ||
-            ((flags & PVRDMA_UAR_QP_RECV) && qp->srq)) {
+            ((flags & PVRDMA_DB_QP_RECV) && qp->srq)) {
             pvrdma_core_guest_error(core, "bad QP doorbell 0x%x on UAR page "
                                     "%u", val, (unsigned)page);
             return;
         }
-        if ((flags & PVRDMA_UAR_QP_SEND) && core->be_ops->post_send) {
+        if ((flags & PVRDMA_DB_QP_SEND) && core->be_ops->post_send) {
             core->be_ops->post_send(core->be, qp);
         }
-        if ((flags & PVRDMA_UAR_QP_RECV) && core->be_ops->post_recv) {
+        if ((flags & PVRDMA_DB_QP_RECV) && core->be_ops->post_recv) {
             core->be_ops->post_recv(core->be, qp);
         }
         break;
     }
     case PVRDMA_UAR_CQ_OFFSET: {
         PvrdmaCq *cq = pvrdma_table_lookup(&core->cq_tbl, handle);
-        uint32_t ok = PVRDMA_UAR_CQ_ARM_SOL | PVRDMA_UAR_CQ_ARM |
-                      PVRDMA_UAR_CQ_POLL;
+        uint32_t ok = PVRDMA_DB_CQ_ARM_SOL | PVRDMA_DB_CQ_ARM |
+                      PVRDMA_DB_CQ_POLL;
 
         if (!cq || cq->ctx_handle != ctx || !flags || (flags & ~ok)) {
             pvrdma_core_guest_error(core, "bad CQ doorbell 0x%x on UAR page "
@@ -924,12 +924,12 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
             return;
         }
         /* Flush first, so completions already made don't use the arm. */
-        if ((flags & PVRDMA_UAR_CQ_POLL) && core->be_ops->cq_poll) {
+        if ((flags & PVRDMA_DB_CQ_POLL) && core->be_ops->cq_poll) {
             core->be_ops->cq_poll(core->be, cq);
         }
-        if (flags & PVRDMA_UAR_CQ_ARM) {
+        if (flags & PVRDMA_DB_CQ_ARM) {
             cq->arm = PVRDMA_CQ_ARM_NEXT;
-        } else if ((flags & PVRDMA_UAR_CQ_ARM_SOL) &&
+        } else if ((flags & PVRDMA_DB_CQ_ARM_SOL) &&
                    cq->arm != PVRDMA_CQ_ARM_NEXT) {
             cq->arm = PVRDMA_CQ_ARM_SOLICITED;
         }
@@ -939,7 +939,7 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         PvrdmaSrq *srq = pvrdma_table_lookup(&core->srq_tbl, handle);
 
         if (!srq || srq->ctx_handle != ctx ||
-            flags != PVRDMA_UAR_SRQ_RECV) {
+            flags != PVRDMA_DB_SRQ_RECV) {
             pvrdma_core_guest_error(core, "bad SRQ doorbell 0x%x on UAR page "
                                     "%u", val, (unsigned)page);
             return;

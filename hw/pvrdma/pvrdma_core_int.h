@@ -51,6 +51,18 @@
 #define PVRDMA_QP_ACCESS_VALID          0x0Fu
 #define PVRDMA_ACCESS_OPTIONAL_RANGE    0x3FF00000u
 
+/*
+ * Doorbell bits (spec §7) as unsigned constants: <rdma/vmw_pvrdma-abi.h>
+ * spells bit 31 as (1 << 31), which is undefined behaviour on an int.
+ */
+#define PVRDMA_DB_HANDLE_MASK           0x00FFFFFFu
+#define PVRDMA_DB_QP_SEND               0x40000000u
+#define PVRDMA_DB_QP_RECV               0x80000000u
+#define PVRDMA_DB_CQ_ARM_SOL            0x20000000u
+#define PVRDMA_DB_CQ_ARM                0x40000000u
+#define PVRDMA_DB_CQ_POLL               0x80000000u
+#define PVRDMA_DB_SRQ_RECV              0x40000000u
+
 /* CQ arming (spec §7, IB semantics; both one-shot). */
 #define PVRDMA_CQ_ARM_NONE              0
 #define PVRDMA_CQ_ARM_SOLICITED         1

@@ -9,7 +9,8 @@ props=",max-qp=500,max-cq=300,max-pd=100,max-mr=200,max-srq=50"
 pd_alloc=$(build_prog pd_alloc)
 
 # Errors a person sees: a bad property is refused with its name and range.
-if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M none -device pvrdma,max-qp=70000 \
+if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
+         -device pvrdma,max-qp=70000 \
          -display none 2>&1); then
     fail "QEMU accepted max-qp=70000"
 fi

@@ -43,7 +43,9 @@ static int fg_dma_write(void *opaque, uint64_t addr, const void *buf,
     FakeGuest *fg = opaque;
 
     fg->dma_writes++;
-    if (!fg_in_ram(addr, len)) {
+    if (!fg_in_ram(addr, len) ||
+        (fg->ro_page && addr < fg->ro_page + FG_PAGE &&
+         addr + len > fg->ro_page)) {
         fg->dma_faults++;
         return -EFAULT;
     }
@@ -144,10 +146,13 @@ uint64_t fg_alloc_pages(FakeGuest *fg, uint32_t n)
 
 uint64_t fg_build_pdir(FakeGuest *fg, const uint64_t *pages, uint32_t n)
 {
-    uint32_t ntables = ((n - 1) >> 9) + 1, t;
-    uint64_t dir = fg_alloc_pages(fg, 1);
-    uint64_t *d = fg_ptr(fg, dir);
+    uint32_t ntables, t;
+    uint64_t dir, *d;
 
+    assert_true(n > 0);
+    ntables = ((n - 1) >> 9) + 1;
+    dir = fg_alloc_pages(fg, 1);
+    d = fg_ptr(fg, dir);
     for (t = 0; t < ntables; t++) {
         uint64_t tbl = fg_alloc_pages(fg, 1);
         uint64_t *p = fg_ptr(fg, tbl);
@@ -227,6 +232,13 @@ const struct pvrdma_device_caps *fg_caps(FakeGuest *fg)
     struct pvrdma_device_shared_region *dsr = fg_ptr(fg, fg->dsr);
 
     return &dsr->caps;
+}
+
+void fg_clear_caps(FakeGuest *fg)
+{
+    struct pvrdma_device_shared_region *dsr = fg_ptr(fg, fg->dsr);
+
+    memset(&dsr->caps, 0, sizeof(dsr->caps));
 }
 
 int fg_cmd(FakeGuest *fg, const void *req, size_t len,
@@ -354,17 +366,18 @@ int fg_create_user_mr(FakeGuest *fg, uint32_t pd, uint64_t start,
     struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     union pvrdma_cmd_resp r;
     uint32_t n = ((start & 0xfff) + length + 0xfff) >> 12, i;
-    g_autofree uint64_t *pages = g_new0(uint64_t, n);
+    uint32_t np = n ? n : 1;
+    g_autofree uint64_t *pages = g_new0(uint64_t, np);
     uint64_t data = fg_alloc_pages(fg, 1);
     int ret;
 
     /* Every entry names the same page: the device only checks them. */
-    for (i = 0; i < n; i++) {
+    for (i = 0; i < np; i++) {
         pages[i] = data;
     }
     c.start = start;
     c.length = length;
-    c.pdir_dma = fg_build_pdir(fg, pages, n);
+    c.pdir_dma = fg_build_pdir(fg, pages, np);
     c.pd_handle = pd;
     c.access_flags = access;
     c.nchunks = n;

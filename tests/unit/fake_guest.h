@@ -39,6 +39,7 @@ typedef struct FakeGuest {
     unsigned guest_errors;
     char last_error[256];
     unsigned trace_cmds;
+    uint64_t ro_page;           /* writes touching this page fail (0: none) */
 
     /* The "driver" state after fg_load_dsr(). */
     uint64_t dsr;
@@ -83,6 +84,7 @@ uint32_t fg_load_dsr_ex(FakeGuest *fg, uint32_t driver_version,
 void fg_setup(FakeGuest *fg);
 /* The caps the device wrote into the DSR. */
 const struct pvrdma_device_caps *fg_caps(FakeGuest *fg);
+void fg_clear_caps(FakeGuest *fg);
 
 /*
  * Issue one command: the slot is first filled with 0xA5 "stale" bytes,

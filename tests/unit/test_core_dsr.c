@@ -272,6 +272,7 @@ static void test_dsr_bad_num_pages(void **state)
                 } else {
                     dsr->async_ring_pages.num_pages = bad[i];
                 }
+                fg_clear_caps(fg);
                 fg_reg_write(fg, PVRDMA_REG_DSRHIGH, 0);
                 err = fg_reg_read(fg, PVRDMA_REG_ERR);
             }
@@ -367,12 +368,10 @@ static uint32_t load_bad_dsr(BadDsr kind)
         dsr->async_ring_pages.reserved = 1;
         break;
     case BAD_CAPS_UNWRITABLE:
-        /* the DSR's last page straddles the end of guest RAM */
-        addr = FG_MEM_BASE + FG_MEM_SIZE - FG_PAGE;
-        memcpy(fg_ptr(fg, addr), dsr, 72);
-        memset(fg_ptr(fg, addr) + 72, 0, FG_PAGE - 72);
+        fg->ro_page = fg->dsr;
         break;
     }
+    fg_clear_caps(fg);
     fg_reg_write(fg, PVRDMA_REG_DSRLOW, (uint32_t)addr);
     fg_reg_write(fg, PVRDMA_REG_DSRHIGH, (uint32_t)(addr >> 32));
     err = fg_reg_read(fg, PVRDMA_REG_ERR);
@@ -398,6 +397,7 @@ static void test_dsr_bad_addresses(void **state)
     assert_int_equal(load_bad_dsr(BAD_PAGE_UNALIGNED), ERRV(EINVAL));
     assert_int_equal(load_bad_dsr(BAD_PAGE_ZERO), ERRV(EINVAL));
     assert_int_equal(load_bad_dsr(BAD_RESERVED), ERRV(EINVAL));
+    assert_int_equal(load_bad_dsr(BAD_CAPS_UNWRITABLE), ERRV(EFAULT));
 }
 
 static void test_dsr_pinned_quota(void **state)
@@ -458,7 +458,7 @@ static void test_request_before_dsr(void **state)
     fg_reg_write(fg, PVRDMA_REG_CTL, 3);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), ERRV(EINVAL));
     /* doorbells without DSR: ignored, no DMA */
-    pvrdma_core_uar_write(fg->core, 4, PVRDMA_UAR_CQ_ARM | 0);
+    pvrdma_core_uar_write(fg->core, 4, PVRDMA_DB_CQ_ARM | 0);
     assert_int_equal(fg->dma_reads + fg->dma_writes, 0);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, 0, true), -ENODEV);
     fg_free(fg);
@@ -508,10 +508,8 @@ static void test_response_unwritable_rolls_back(void **state)
 
     (void)state;
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
-    dsr = fg_ptr(fg, fg->dsr);
-    dsr->resp_slot_dma = FG_BAD_ADDR;
-    fg_reg_write(fg, PVRDMA_REG_DSRHIGH, 0);
-    assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), 0);
+    (void)dsr;
+    fg->ro_page = fg->resp_slot;
     memcpy(fg_ptr(fg, fg->cmd_slot), &c, sizeof(c));
     fg_reg_write(fg, PVRDMA_REG_REQUEST, 0);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), ERRV(EFAULT));
@@ -554,8 +552,8 @@ static void test_ctl_reset_destroys_everything(void **state)
     w = fg->dma_writes;
     fg_reg_write(fg, PVRDMA_REG_REQUEST, 0);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), ERRV(EINVAL));
-    pvrdma_core_uar_write(fg->core, 4, PVRDMA_UAR_CQ_ARM | cq);
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 4, PVRDMA_DB_CQ_ARM | cq);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_SEND | qp);
     assert_int_equal(pvrdma_core_post_async_event(fg->core, 9, 1), -ENODEV);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, true), -ENODEV);
     assert_int_equal(fg->dma_reads, r);
@@ -728,7 +726,7 @@ static void test_cq_arm_one_shot(void **state)
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 0);
     assert_int_equal(fg->notify[2], 0);
 
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 1);
     assert_int_equal(fg->notify[2], 1);
     assert_int_equal(fg_read32(fg, st + 8), 1);
@@ -739,34 +737,34 @@ static void test_cq_arm_one_shot(void **state)
     assert_int_equal(fg->notify[2], 1);
 
     /* ARM_SOL: only solicited (or error) completions */
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM_SOL | cq2);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM_SOL | cq2);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq2, false), 0);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq2, true), 1);
     assert_int_equal(fg_read32(fg, fg->cq_pages[1] + 4), cq2);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq2, true), 0);
 
     /* ARM then ARM_SOL keeps the wider ARM */
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM_SOL | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM_SOL | cq);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 1);
 
     /* POLL alone does not arm */
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_POLL | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_POLL | cq);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, true), 0);
     assert_int_equal(fg->notify[2], 3);
     assert_int_equal(fg_read32(fg, st + 8), 3);
 
     /* bad CQ doorbells are guest errors and arm nothing */
     fg->guest_errors = 0;
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | 77);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | 77);
     cq_doorbell(fg, 0, cq);
-    cq_doorbell(fg, 0, (1u << 24) | PVRDMA_UAR_CQ_ARM | cq);
+    cq_doorbell(fg, 0, (1u << 24) | PVRDMA_DB_CQ_ARM | cq);
     assert_int_equal(fg->guest_errors, 3);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, true), 0);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, 77, true), -EINVAL);
     /* destroyed CQ */
     assert_int_equal(fg_destroy_cq(fg, cq2), 0);
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq2);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq2);
     assert_int_equal(fg->guest_errors, 4);
     fg_free(fg);
 }
@@ -783,7 +781,7 @@ static void test_cq_notify_ring_wrap(void **state)
     for (i = 0; i < 2048 + 3; i++) {
         uint32_t slot = prod & 0xBFF;
 
-        cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
+        cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
         assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 1);
         assert_true(slot < 1024);
         assert_int_equal(fg_read32(fg, fg->cq_pages[1] + slot * 4), cq);
@@ -798,10 +796,10 @@ static void test_cq_notify_ring_wrap(void **state)
 
     /* consumer stalls: 1024 outstanding fill it */
     for (i = 0; i < 1024; i++) {
-        cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
+        cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
         assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 1);
     }
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), -ENOSPC);
     assert_int_equal(fg->notify[2], 2048 + 3 + 1024);
     fg_free(fg);
@@ -815,7 +813,7 @@ static void test_cq_notify_masked(void **state)
     (void)state;
     assert_int_equal(fg_create_cq(fg, 0, 1, &cq), 0);
     fg_reg_write(fg, PVRDMA_REG_IMR, PVRDMA_ICR_CQ);
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_ARM | cq);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_ARM | cq);
     assert_int_equal(pvrdma_core_notify_cq(fg->core, cq, false), 1);
     assert_int_equal(fg->notify[2], 0);
     assert_int_equal(fg_read32(fg, fg->cq_pages[1]), cq);
@@ -856,52 +854,52 @@ static void test_doorbells_and_isolation(void **state)
     fg->guest_errors = 0;
 
     /* kernel QP on the kernel page */
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_SEND | qp);
     assert_int_equal(be->post_send, 1);
     assert_int_equal(be->last_handle, qp);
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_RECV | qp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_RECV | qp);
     assert_int_equal(be->post_recv, 1);
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_RECV |
-                          PVRDMA_UAR_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_RECV |
+                          PVRDMA_DB_QP_SEND | qp);
     assert_int_equal(be->post_send, 2);
     assert_int_equal(be->post_recv, 2);
     /* user QP on its context's page */
-    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_UAR_QP_SEND | uqp);
+    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_DB_QP_SEND | uqp);
     assert_int_equal(be->post_send, 3);
     assert_int_equal(be->last_handle, uqp);
-    pvrdma_core_uar_write(fg->core, 3 * 4096 + 8, PVRDMA_UAR_SRQ_RECV | srq);
+    pvrdma_core_uar_write(fg->core, 3 * 4096 + 8, PVRDMA_DB_SRQ_RECV | srq);
     assert_int_equal(be->srq_post_recv, 1);
-    cq_doorbell(fg, 3, PVRDMA_UAR_CQ_POLL | ucq);
+    cq_doorbell(fg, 3, PVRDMA_DB_CQ_POLL | ucq);
     assert_int_equal(be->cq_poll, 1);
     assert_int_equal(fg->guest_errors, 0);
 
     /* everything below is refused with a guest error */
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_SEND | uqp);
-    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_UAR_QP_SEND | qp);
-    pvrdma_core_uar_write(fg->core, 4 * 4096, PVRDMA_UAR_QP_SEND | uqp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_SEND | uqp);
+    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_DB_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 4 * 4096, PVRDMA_DB_QP_SEND | uqp);
     pvrdma_core_uar_write(fg->core, 3 * 4096, uqp);
     pvrdma_core_uar_write(fg->core, 3 * 4096, (1u << 29) | uqp);
-    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_UAR_QP_RECV | sqp);
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_SEND | 999);
-    pvrdma_core_uar_write(fg->core, 8, PVRDMA_UAR_SRQ_RECV | srq);
+    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_DB_QP_RECV | sqp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_SEND | 999);
+    pvrdma_core_uar_write(fg->core, 8, PVRDMA_DB_SRQ_RECV | srq);
     pvrdma_core_uar_write(fg->core, 3 * 4096 + 8, srq);
-    cq_doorbell(fg, 0, PVRDMA_UAR_CQ_POLL | ucq);
-    pvrdma_core_uar_write(fg->core, 0xC, PVRDMA_UAR_QP_SEND | qp);
-    pvrdma_core_uar_write(fg->core, 2, PVRDMA_UAR_QP_SEND | qp);
-    pvrdma_core_uar_write(fg->core, 256 * 4096, PVRDMA_UAR_QP_SEND | qp);
-    pvrdma_core_uar_write(fg->core, ~0ull, PVRDMA_UAR_QP_SEND | qp);
+    cq_doorbell(fg, 0, PVRDMA_DB_CQ_POLL | ucq);
+    pvrdma_core_uar_write(fg->core, 0xC, PVRDMA_DB_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 2, PVRDMA_DB_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 256 * 4096, PVRDMA_DB_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, ~0ull, PVRDMA_DB_QP_SEND | qp);
     assert_int_equal(fg->guest_errors, 14);
     assert_int_equal(be->post_send, 3);
     assert_int_equal(be->post_recv, 2);
     assert_int_equal(be->srq_post_recv, 1);
     assert_int_equal(be->cq_poll, 1);
     /* the SRQ QP may still ring SEND */
-    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_UAR_QP_SEND | sqp);
+    pvrdma_core_uar_write(fg->core, 3 * 4096, PVRDMA_DB_QP_SEND | sqp);
     assert_int_equal(be->post_send, 4);
 
     /* destroyed QP */
     assert_int_equal(fg_destroy_qp(fg, qp), 0);
-    pvrdma_core_uar_write(fg->core, 0, PVRDMA_UAR_QP_SEND | qp);
+    pvrdma_core_uar_write(fg->core, 0, PVRDMA_DB_QP_SEND | qp);
     assert_int_equal(be->post_send, 4);
     assert_int_equal(fg->guest_errors, 15);
     fg_free(fg);

@@ -24,7 +24,7 @@ if [ ! -e "$debdir/.done" ]; then
 fi
 
 # Kernel modules we load in the guest; dependencies are resolved below.
-KMODS=(virtio_pci virtio_net ib_core ib_uverbs ib_umad rdma_ucm
+KMODS=(virtio_pci virtio_net vmxnet3 ib_core ib_uverbs ib_umad rdma_ucm
        crc32_generic rdma_rxe)
 
 key=$( { echo "$abi"; printf '%s\n' "${KMODS[@]}";

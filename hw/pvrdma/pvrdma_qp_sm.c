@@ -147,7 +147,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
         [PVRDMA_QPS_RTS] = {
             .valid = true,
             .opt = {
-                /* IBA: SQE->RTS is not defined for RC (no SQE state). */
+                /* RC never enters SQE (errors go to ERR): no options. */
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },

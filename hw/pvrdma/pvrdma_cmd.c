@@ -223,7 +223,7 @@ void pvrdma_cmd_destroy_all(PvrdmaCore *core)
     }
 }
 
-/* ---- port ------------------------------------------------------------------ */
+/* ---- port ---------------------------------------------------------------- */
 
 static int pvrdma_cmd_query_port(PvrdmaCore *core,
                                  const union pvrdma_cmd_req *req,
@@ -266,7 +266,7 @@ static int pvrdma_cmd_query_pkey(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- user contexts ---------------------------------------------------------- */
+/* ---- user contexts ------------------------------------------------------- */
 
 static int pvrdma_cmd_create_uc(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,
@@ -329,7 +329,7 @@ static int pvrdma_cmd_destroy_uc(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- protection domains ------------------------------------------------------ */
+/* ---- protection domains -------------------------------------------------- */
 
 static int pvrdma_cmd_create_pd(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,
@@ -389,7 +389,7 @@ static int pvrdma_cmd_destroy_pd(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- memory regions ------------------------------------------------------------ */
+/* ---- memory regions ------------------------------------------------------ */
 
 static bool pvrdma_access_ok(uint32_t access, uint32_t valid)
 {
@@ -559,7 +559,7 @@ static int pvrdma_cmd_destroy_mr(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- completion queues ------------------------------------------------------- */
+/* ---- completion queues --------------------------------------------------- */
 
 static int pvrdma_cmd_create_cq(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,
@@ -667,7 +667,7 @@ static int pvrdma_cmd_destroy_cq(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- queue pairs -------------------------------------------------------------- */
+/* ---- queue pairs --------------------------------------------------------- */
 
 static bool pvrdma_wr_ok(uint32_t wr, uint32_t max)
 {
@@ -1110,7 +1110,7 @@ static int pvrdma_cmd_destroy_qp(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- GID table --------------------------------------------------------------- */
+/* ---- GID table ----------------------------------------------------------- */
 
 static int pvrdma_cmd_create_bind(PvrdmaCore *core,
                                   const union pvrdma_cmd_req *req,
@@ -1161,7 +1161,7 @@ static int pvrdma_cmd_destroy_bind(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- shared receive queues ----------------------------------------------------- */
+/* ---- shared receive queues ----------------------------------------------- */
 
 static int pvrdma_cmd_create_srq(PvrdmaCore *core,
                                  const union pvrdma_cmd_req *req,
@@ -1317,7 +1317,7 @@ static int pvrdma_cmd_destroy_srq(PvrdmaCore *core,
     return 0;
 }
 
-/* ---- dispatch ------------------------------------------------------------------- */
+/* ---- dispatch ------------------------------------------------------------ */
 
 typedef int (*PvrdmaCmdHandler)(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,

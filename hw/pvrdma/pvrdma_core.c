@@ -42,7 +42,7 @@
 #define PVRDMA_IMR_RESET_VALUE          0xFFFFFFFFu
 #define PVRDMA_VECTOR_MASK              ((1u << PVRDMA_NUM_VECTORS) - 1)
 
-/* ---- configuration -------------------------------------------------------- */
+/* ---- configuration ------------------------------------------------------- */
 
 void pvrdma_core_default_config(PvrdmaCoreConfig *cfg)
 {
@@ -124,7 +124,7 @@ bool pvrdma_core_check_config(const PvrdmaCoreConfig *cfg, char **errmsg)
     return true;
 }
 
-/* ---- handle tables -------------------------------------------------------- */
+/* ---- handle tables ------------------------------------------------------- */
 
 void pvrdma_table_init(PvrdmaTable *t, uint32_t first, uint32_t limit,
                        uint32_t max_count)
@@ -227,7 +227,7 @@ void pvrdma_table_remove(PvrdmaTable *t, uint32_t handle)
     }
 }
 
-/* ---- helpers -------------------------------------------------------------- */
+/* ---- helpers ------------------------------------------------------------- */
 
 void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
 {
@@ -303,7 +303,7 @@ void pvrdma_core_uncharge_pages(PvrdmaCore *core, uint64_t npages)
     core->pinned_pages -= npages;
 }
 
-/* ---- device rings --------------------------------------------------------- */
+/* ---- device rings -------------------------------------------------------- */
 
 int pvrdma_core_ring_produce(PvrdmaCore *core, PvrdmaRing *ring,
                              const void *elem)
@@ -396,7 +396,7 @@ int pvrdma_core_notify_cq(PvrdmaCore *core, uint32_t cq_handle,
     return 1;
 }
 
-/* ---- lifecycle ------------------------------------------------------------ */
+/* ---- lifecycle ----------------------------------------------------------- */
 
 static void pvrdma_core_init_tables(PvrdmaCore *core)
 {
@@ -515,7 +515,7 @@ void pvrdma_core_set_uar_base(PvrdmaCore *core, uint64_t bus_addr)
     core->uar_base = core->uar_base_known ? bus_addr : 0;
 }
 
-/* ---- DSR ------------------------------------------------------------------ */
+/* ---- DSR ----------------------------------------------------------------- */
 
 void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
 {
@@ -684,7 +684,7 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
     return 0;
 }
 
-/* ---- command channel ------------------------------------------------------ */
+/* ---- command channel ----------------------------------------------------- */
 
 static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
 {
@@ -732,7 +732,7 @@ out:
     pvrdma_core_raise(core, PVRDMA_VECTOR_RESPONSE);
 }
 
-/* ---- registers ------------------------------------------------------------ */
+/* ---- registers ----------------------------------------------------------- */
 
 static void pvrdma_core_ctl(PvrdmaCore *core, uint32_t val)
 {
@@ -866,7 +866,7 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
     }
 }
 
-/* ---- doorbells (spec §7) -------------------------------------------------- */
+/* ---- doorbells (spec §7) ------------------------------------------------- */
 
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 {

@@ -617,7 +617,7 @@ int fg_destroy_srq(FakeGuest *fg, uint32_t srq)
     return fg_cmd(fg, &c, sizeof(c), NULL);
 }
 
-/* ---- recording backend ---------------------------------------------------- */
+/* ---- recording backend --------------------------------------------------- */
 
 static void rec_reset(void *be)
 {

@@ -603,7 +603,7 @@ static void test_pd_busy_with_mr(void **state)
     fg_free(fg);
 }
 
-/* ---- completion queues ---------------------------------------------------- */
+/* ---- completion queues --------------------------------------------------- */
 
 static int create_cq_raw(FakeGuest *fg, uint32_t ctx, uint32_t cqe,
                          uint32_t nchunks, uint64_t pdir,
@@ -712,7 +712,7 @@ static void test_cq_quota(void **state)
     fg_free(fg);
 }
 
-/* ---- GID table ------------------------------------------------------------ */
+/* ---- GID table ----------------------------------------------------------- */
 
 static int bind(FakeGuest *fg, struct pvrdma_cmd_create_bind *c)
 {

@@ -27,7 +27,7 @@ static FakeGuest *new_setup(void)
     return fg;
 }
 
-/* ---- configuration -------------------------------------------------------- */
+/* ---- configuration ------------------------------------------------------- */
 
 static void test_config_defaults(void **state)
 {
@@ -114,7 +114,7 @@ static void test_config_ranges(void **state)
                       "1..16777216");
 }
 
-/* ---- registers ------------------------------------------------------------ */
+/* ---- registers ----------------------------------------------------------- */
 
 static void test_regs_reset_values(void **state)
 {
@@ -167,7 +167,7 @@ static void test_regs_reset_values(void **state)
     fg_free(fg);
 }
 
-/* ---- DSR ------------------------------------------------------------------ */
+/* ---- DSR ----------------------------------------------------------------- */
 
 static void test_dsr_valid_caps(void **state)
 {
@@ -436,7 +436,7 @@ static void test_dsr_reload_drops_objects(void **state)
     fg_free(fg);
 }
 
-/* ---- command channel entry -------------------------------------------------- */
+/* ---- command channel entry ----------------------------------------------- */
 
 static void test_request_before_dsr(void **state)
 {
@@ -518,7 +518,7 @@ static void test_response_unwritable_rolls_back(void **state)
     fg_free(fg);
 }
 
-/* ---- CTL RESET ---------------------------------------------------------------- */
+/* ---- CTL RESET ----------------------------------------------------------- */
 
 static void test_ctl_reset_destroys_everything(void **state)
 {
@@ -573,7 +573,7 @@ static void test_ctl_reset_destroys_everything(void **state)
     fg_free(fg);
 }
 
-/* ---- interrupts ------------------------------------------------------------------ */
+/* ---- interrupts ---------------------------------------------------------- */
 
 static void test_imr_masking_and_latch(void **state)
 {
@@ -616,7 +616,7 @@ static void test_imr_masking_and_latch(void **state)
     fg_free(fg);
 }
 
-/* ---- async event ring --------------------------------------------------------------- */
+/* ---- async event ring ---------------------------------------------------- */
 
 static uint64_t async_slot_addr(FakeGuest *fg, uint32_t slot)
 {
@@ -706,7 +706,7 @@ static void test_async_ring_pow2(void **state)
     fg_free(fg);
 }
 
-/* ---- CQ notification ring and CQ doorbells -------------------------------------------- */
+/* ---- CQ notification ring and CQ doorbells ------------------------------- */
 
 static void cq_doorbell(FakeGuest *fg, uint32_t page, uint32_t val)
 {
@@ -822,7 +822,7 @@ static void test_cq_notify_masked(void **state)
     fg_free(fg);
 }
 
-/* ---- QP / SRQ doorbells and context isolation ------------------------------------------ */
+/* ---- QP / SRQ doorbells and context isolation ---------------------------- */
 
 static void test_doorbells_and_isolation(void **state)
 {

@@ -291,6 +291,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
 {
     PvrdmaState *s = PVRDMA(pdev);
 
+    s->cfg.fw_ver = PVRDMA_DEFAULT_FW_VER;
     if (!pvrdma_check_params(s, errp)) {
         return;
     }
@@ -331,44 +332,30 @@ static void pvrdma_qdev_reset(DeviceState *dev)
     pvrdma_core_reset(s->core);
 }
 
-static void pvrdma_instance_init(Object *obj)
-{
-    PvrdmaState *s = PVRDMA(obj);
-    PvrdmaCoreConfig def;
+#define PVRDMA_PROP_U32(name, field, def) \
+    DEFINE_PROP_UINT32(name, PvrdmaState, cfg.field, PVRDMA_DEFAULT_##def)
+#define PVRDMA_PROP_U64(name, field, def) \
+    DEFINE_PROP_UINT64(name, PvrdmaState, cfg.field, PVRDMA_DEFAULT_##def)
 
-    /* Property defaults come from the core, which owns the limits. */
-    pvrdma_core_default_config(&def);
-    s->cfg = def;
-}
-
-#define PVRDMA_PROP_U32(name, field) \
-    DEFINE_PROP_UINT32(name, PvrdmaState, cfg.field, 0)
-#define PVRDMA_PROP_U64(name, field) \
-    DEFINE_PROP_UINT64(name, PvrdmaState, cfg.field, 0)
-
-/*
- * Static property defaults are applied before instance_init, which then
- * installs the core's defaults; values given on the command line are set
- * afterwards and win.
- */
+/* Defaults live in pvrdma_core.h; node-guid 0 means "derive one". */
 static const Property pvrdma_props[] = {
-    PVRDMA_PROP_U32("max-qp", max_qp),
-    PVRDMA_PROP_U32("max-qp-wr", max_qp_wr),
-    PVRDMA_PROP_U32("max-sge", max_sge),
-    PVRDMA_PROP_U32("max-cq", max_cq),
-    PVRDMA_PROP_U32("max-cqe", max_cqe),
-    PVRDMA_PROP_U32("max-mr", max_mr),
-    PVRDMA_PROP_U32("max-pd", max_pd),
-    PVRDMA_PROP_U32("max-srq", max_srq),
-    PVRDMA_PROP_U32("max-srq-wr", max_srq_wr),
-    PVRDMA_PROP_U32("max-srq-sge", max_srq_sge),
-    PVRDMA_PROP_U32("max-ah", max_ah),
-    PVRDMA_PROP_U32("max-uc", max_uc),
-    PVRDMA_PROP_U32("uar-pages", uar_pages),
-    PVRDMA_PROP_U32("gid-tbl-len", gid_tbl_len),
-    PVRDMA_PROP_U64("max-mr-size", max_mr_size),
-    PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages),
-    PVRDMA_PROP_U64("node-guid", node_guid),
+    PVRDMA_PROP_U32("max-qp", max_qp, MAX_QP),
+    PVRDMA_PROP_U32("max-qp-wr", max_qp_wr, MAX_QP_WR),
+    PVRDMA_PROP_U32("max-sge", max_sge, MAX_SGE),
+    PVRDMA_PROP_U32("max-cq", max_cq, MAX_CQ),
+    PVRDMA_PROP_U32("max-cqe", max_cqe, MAX_CQE),
+    PVRDMA_PROP_U32("max-mr", max_mr, MAX_MR),
+    PVRDMA_PROP_U32("max-pd", max_pd, MAX_PD),
+    PVRDMA_PROP_U32("max-srq", max_srq, MAX_SRQ),
+    PVRDMA_PROP_U32("max-srq-wr", max_srq_wr, MAX_SRQ_WR),
+    PVRDMA_PROP_U32("max-srq-sge", max_srq_sge, MAX_SRQ_SGE),
+    PVRDMA_PROP_U32("max-ah", max_ah, MAX_AH),
+    PVRDMA_PROP_U32("max-uc", max_uc, MAX_UC),
+    PVRDMA_PROP_U32("uar-pages", uar_pages, UAR_PAGES),
+    PVRDMA_PROP_U32("gid-tbl-len", gid_tbl_len, GID_TBL_LEN),
+    PVRDMA_PROP_U64("max-mr-size", max_mr_size, MAX_MR_SIZE),
+    PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages, MAX_PINNED_PAGES),
+    DEFINE_PROP_UINT64("node-guid", PvrdmaState, cfg.node_guid, 0),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)
@@ -394,7 +381,6 @@ static const TypeInfo pvrdma_types[] = {
         .name = TYPE_PVRDMA,
         .parent = TYPE_PCI_DEVICE,
         .instance_size = sizeof(PvrdmaState),
-        .instance_init = pvrdma_instance_init,
         .class_init = pvrdma_class_init,
         .interfaces = (InterfaceInfo[]) {
             { INTERFACE_CONVENTIONAL_PCI_DEVICE },

@@ -46,29 +46,30 @@
 
 void pvrdma_core_default_config(PvrdmaCoreConfig *cfg)
 {
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->max_qp = 1024;
     /*
-     * 4096 WRs of the largest SQ WQE (max_sge 4: 256 bytes) take 256
-     * pages; rings may span several page tables, so this is reachable.
+     * max_qp_wr: 4096 WRs of the largest SQ WQE (max_sge 4: 256 bytes)
+     * take 256 pages; rings may span several page tables, so this is
+     * reachable. max_cqe 4096 is 64 pages + ring state.
      */
-    cfg->max_qp_wr = 4096;
-    cfg->max_sge = 4;
-    cfg->max_cq = 2048;
-    cfg->max_cqe = 4096;        /* 64 pages + ring state */
-    cfg->max_mr = 4096;
-    cfg->max_pd = 1024;
-    cfg->max_srq = 512;
-    cfg->max_srq_wr = 4096;
-    cfg->max_srq_sge = 4;
-    cfg->max_ah = 1024;
-    cfg->max_uc = 255;
-    cfg->uar_pages = 256;       /* BAR2 = 1 MiB */
-    cfg->gid_tbl_len = 16;
-    cfg->max_mr_size = 1ull << 30;
-    cfg->max_pinned_pages = 1ull << 20;     /* 4 GiB of guest pages */
-    cfg->node_guid = 0;
-    cfg->fw_ver = 1ull << 32;
+    *cfg = (PvrdmaCoreConfig) {
+        .max_qp = PVRDMA_DEFAULT_MAX_QP,
+        .max_qp_wr = PVRDMA_DEFAULT_MAX_QP_WR,
+        .max_sge = PVRDMA_DEFAULT_MAX_SGE,
+        .max_cq = PVRDMA_DEFAULT_MAX_CQ,
+        .max_cqe = PVRDMA_DEFAULT_MAX_CQE,
+        .max_mr = PVRDMA_DEFAULT_MAX_MR,
+        .max_pd = PVRDMA_DEFAULT_MAX_PD,
+        .max_srq = PVRDMA_DEFAULT_MAX_SRQ,
+        .max_srq_wr = PVRDMA_DEFAULT_MAX_SRQ_WR,
+        .max_srq_sge = PVRDMA_DEFAULT_MAX_SRQ_SGE,
+        .max_ah = PVRDMA_DEFAULT_MAX_AH,
+        .max_uc = PVRDMA_DEFAULT_MAX_UC,
+        .uar_pages = PVRDMA_DEFAULT_UAR_PAGES,
+        .gid_tbl_len = PVRDMA_DEFAULT_GID_TBL_LEN,
+        .max_mr_size = PVRDMA_DEFAULT_MAX_MR_SIZE,
+        .max_pinned_pages = PVRDMA_DEFAULT_MAX_PINNED_PAGES,
+        .fw_ver = PVRDMA_DEFAULT_FW_VER,
+    };
 }
 
 static bool pvrdma_check_range(const char *name, uint64_t val, uint64_t min,

@@ -60,6 +60,25 @@ typedef struct PvrdmaCoreConfig {
     uint64_t fw_ver;
 } PvrdmaCoreConfig;
 
+/* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */
+#define PVRDMA_DEFAULT_MAX_QP               1024
+#define PVRDMA_DEFAULT_MAX_QP_WR            4096
+#define PVRDMA_DEFAULT_MAX_SGE              4
+#define PVRDMA_DEFAULT_MAX_CQ               2048
+#define PVRDMA_DEFAULT_MAX_CQE              4096
+#define PVRDMA_DEFAULT_MAX_MR               4096
+#define PVRDMA_DEFAULT_MAX_PD               1024
+#define PVRDMA_DEFAULT_MAX_SRQ              512
+#define PVRDMA_DEFAULT_MAX_SRQ_WR           4096
+#define PVRDMA_DEFAULT_MAX_SRQ_SGE          4
+#define PVRDMA_DEFAULT_MAX_AH               1024
+#define PVRDMA_DEFAULT_MAX_UC               255
+#define PVRDMA_DEFAULT_UAR_PAGES            256
+#define PVRDMA_DEFAULT_GID_TBL_LEN          16
+#define PVRDMA_DEFAULT_MAX_MR_SIZE          (1ull << 30)
+#define PVRDMA_DEFAULT_MAX_PINNED_PAGES     (1ull << 20)
+#define PVRDMA_DEFAULT_FW_VER               (1ull << 32)
+
 /* Fills @cfg with the defaults of the -device pvrdma properties. */
 void pvrdma_core_default_config(PvrdmaCoreConfig *cfg);
 

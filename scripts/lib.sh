@@ -16,15 +16,18 @@ RDMA_CORE_VERSION=56.1
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
-# hash_inputs FILE|DIR... : short content hash of files (sorted, with names)
+# hash_inputs FILE|DIR... : short hash of the contents of files and
+# directories (with names relative to each argument, so that the same
+# inputs in another clone give the same key)
 hash_inputs() {
     local f
     for f in "$@"; do
         if [ -d "$f" ]; then
-            (cd "$f" && find . -type f -print0 | LC_ALL=C sort -z |
-                xargs -0 sha256sum)
+            (cd "$f" && find . -type f -print0 |
+                LC_ALL=C sort -z | xargs -0 -r sha256sum)
         else
-            sha256sum "$f"
+            printf '%s  %s\n' "$(sha256sum < "$f" | cut -d' ' -f1)" \
+                "$(basename "$f")"
         fi
     done | sha256sum | cut -c1-12
 }

@@ -54,7 +54,7 @@ if [ ! -e "$src/.done" ]; then
 fi
 
 # Sync by checksum: unchanged files keep their mtime, so ninja skips them.
-rsync -rc --delete --exclude='tests/' "$PVRDMA_TOP/hw/pvrdma/" "$src/hw/pvrdma/"
+rsync -rc --delete --exclude=/include/ "$PVRDMA_TOP/hw/pvrdma/" "$src/hw/pvrdma/"
 rsync -rc --delete "$PVRDMA_TOP/include/" "$src/hw/pvrdma/include/"
 
 cfgkey=$(printf '%s\n' "${QEMU_CONFIGURE_OPTS[@]}" | sha256sum | cut -c1-8)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Run every guest test (tests/guest/test-*.sh); print a summary; fail if
-# any failed.
+# Run the guest tests listed in tests/guest/TESTS (one script per line, in
+# order); print a summary; fail if any failed. Run a single test directly:
+# tests/guest/test-NAME.sh.
 set -uo pipefail
 cd "$(dirname "$0")"
 failed=() passed=()
-for t in test-*.sh; do
+while read -r t; do
+    case "$t" in ''|'#'*) continue ;; esac
     echo "=== $t"
     start=$SECONDS
     if bash "./$t"; then
@@ -12,7 +14,7 @@ for t in test-*.sh; do
     else
         failed+=("$t ($((SECONDS - start))s)")
     fi
-done
+done < TESTS
 echo "=== guest tests: ${#passed[@]} passed, ${#failed[@]} failed"
 printf '  passed: %s\n' "${passed[@]}"
 [ ${#failed[@]} -eq 0 ] || { printf '  FAILED: %s\n' "${failed[@]}"; exit 1; }

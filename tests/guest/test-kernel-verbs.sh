@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Kernel verbs: tests/guest/kmod/pvrdma_ktest.ko drives our driver's kernel
+# data path (post_send/post_recv/poll_cq/req_notify_cq, DMA MR, fast-reg
+# MR) for every RC opcode and error status, on one device and across two.
+. "$(dirname "$0")/lib.sh"
+kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
+make -s -C "$TESTS_TOP/tests/guest/kmod" KVER="$kver" >&2 ||
+    fail "cannot build the test module"
+ko=$TESTS_TOP/tests/guest/kmod/pvrdma_ktest.ko
+
+cat > "$TEST_OUT/guest.sh" <<'GUEST'
+fail() { echo "GUEST-FAIL: $*"; exit 1; }
+for args in "ibdev=pvrdma0" "ibdev=pvrdma0 ibdev2=pvrdma1"; do
+    dmesg -c > /dev/null
+    insmod ./pvrdma_ktest.ko $args || fail "insmod $args"
+    rmmod pvrdma_ktest || fail "rmmod pvrdma_ktest"
+    dmesg | grep "ktest:" | tee /tmp/ktest
+    grep -q "ktest: RESULT passed=[1-9][0-9]* failed=0" /tmp/ktest ||
+        fail "kernel verbs test failed ($args)"
+done
+dmesg | grep -qE "BUG|WARNING:|Oops" && fail "kernel warnings in dmesg"
+echo GUEST-OK
+GUEST
+"$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --pvrdma 2 \
+    --add "$ko" --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
+    fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
+pass "kernel RC verbs verified (one device, two devices)"

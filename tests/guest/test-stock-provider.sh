@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ABI check: rdma-core's stock vmw_pvrdma provider instead of ours, against
+# our kernel module and device: ibv_rc_pingpong and ib_write_bw must pass,
+# and the processes must really have loaded libvmw_pvrdma.
+. "$(dirname "$0")/lib.sh"
+
+cat > "$TEST_OUT/guest.sh" <<'GUEST'
+. ./pair.sh
+mv /etc/libibverbs.d/pvrdma.driver /tmp/
+cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 > /tmp/probe.log 2>&1 &
+sleep 2
+grep -q libvmw_pvrdma "/proc/$(pidof ibv_rc_pingpong)/maps" ||
+    fail "the stock provider is not the one loaded"
+grep -q libpvrdma- "/proc/$(pidof ibv_rc_pingpong)/maps" &&
+    fail "our provider was loaded too"
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 127.0.0.1 || fail "probe client"
+wait || fail "probe server"
+pair rc_pingpong 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c" \
+    "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c 127.0.0.1"
+pair ib_write_bw 300 "ib_write_bw -d pvrdma0 -x 1 -F -n 200" \
+    "ib_write_bw -d pvrdma0 -x 1 -F -n 200 127.0.0.1"
+grep -qE "^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+" /tmp/ib_write_bw.cli ||
+    fail "ib_write_bw printed no result row"
+echo GUEST-OK
+GUEST
+"$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --smp 2 \
+    --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
+    -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
+pass "stock vmw_pvrdma provider: ibv_rc_pingpong and ib_write_bw"

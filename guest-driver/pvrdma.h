@@ -122,29 +122,116 @@ struct pvrdma_cq {
 	struct pvrdma_ring_state *ring_state;
 };
 
-/*
- * QPs and SRQs are not created by this version of the driver yet; the
- * structures exist so the device tables and event dispatch are in place.
+/**
+ * struct pvrdma_wq - one kernel work queue (SQ, RQ or SRQ ring)
+ * @lock: serialises producers of this queue
+ * @ring: ring indices in the object's ring-state page
+ * @wqe_cnt: ring entries, a power of two (spec §8.1)
+ * @max_sge: SGEs one WQE can carry
+ * @wqe_size: bytes per WQE, a power of two
+ * @first_page: logical PDIR page of element 0
+ */
+struct pvrdma_wq {
+	spinlock_t lock;
+	struct pvrdma_ring *ring;
+	u32 wqe_cnt;
+	u32 max_sge;
+	u32 wqe_size;
+	u32 first_page;
+};
+
+/**
+ * struct pvrdma_qp - queue pair (RC, UD or GSI)
+ * @ibqp: IB core object
+ * @qp_handle: device handle (< caps.max_qp, spec §5.6)
+ * @refcnt: held by the async event path while it uses the QP
+ * @free: completed when @refcnt drops to zero during destroy
+ * @mutex: serialises modify/query (the cached @state)
+ * @state: the QP state as last set or queried (enum ib_qp_state)
+ * @qkey: Q_Key substituted in UD sends whose WR Q_Key has bit 31 set
+ * @sq_sig_all: every send WR completes (IB_SIGNAL_ALL_WR)
+ * @pdir: ring-state page, SQ pages, then RQ pages (spec §4)
+ * @sumem: pinned user SQ buffer (ring-state page first), NULL for kernel
+ * @rumem: pinned user RQ buffer, NULL for kernel QPs or with an SRQ
+ * @sq: kernel send queue
+ * @rq: kernel receive queue (unused with an SRQ)
+ * @max_send_wr: values given to CREATE_QP, reported by query_qp
+ * @max_recv_wr: see @max_send_wr
+ * @max_send_sge: see @max_send_wr
+ * @max_recv_sge: see @max_send_wr
  */
 struct pvrdma_qp {
 	struct ib_qp ibqp;
 	u32 qp_handle;
 	refcount_t refcnt;
 	struct completion free;
+	struct mutex mutex;
+	int state;
+	u32 qkey;
+	bool sq_sig_all;
+	struct pvrdma_pdir pdir;
+	struct ib_umem *sumem;
+	struct ib_umem *rumem;
+	struct pvrdma_wq sq;
+	struct pvrdma_wq rq;
+	u32 max_send_wr;
+	u32 max_recv_wr;
+	u32 max_send_sge;
+	u32 max_recv_sge;
 };
 
+/**
+ * struct pvrdma_srq - shared receive queue
+ * @ibsrq: IB core object
+ * @srq_handle: device handle (< caps.max_srq)
+ * @refcnt: held by the async event path while it uses the SRQ
+ * @free: completed when @refcnt drops to zero during destroy
+ * @pdir: ring-state page then receive WQE pages
+ * @umem: pinned user ring, NULL for kernel SRQs
+ * @rq: kernel receive ring
+ * @max_wr: ring entries given to CREATE_SRQ
+ * @max_sge: SGEs per WQE given to CREATE_SRQ
+ */
 struct pvrdma_srq {
 	struct ib_srq ibsrq;
 	u32 srq_handle;
 	refcount_t refcnt;
 	struct completion free;
+	struct pvrdma_pdir pdir;
+	struct ib_umem *umem;
+	struct pvrdma_wq rq;
+	u32 max_wr;
+	u32 max_sge;
 };
 
+/**
+ * struct pvrdma_ah - address handle; the device has no AH object, the
+ * address vector travels in every UD send WQE (spec §8.2)
+ * @ibah: IB core object
+ * @av: address vector copied into UD send WQEs
+ */
+struct pvrdma_ah {
+	struct ib_ah ibah;
+	struct pvrdma_av av;
+};
+
+/**
+ * struct pvrdma_mr - memory region (DMA, user or fast-register)
+ * @ibmr: IB core object
+ * @mr_handle: device handle
+ * @umem: pinned user memory, NULL otherwise
+ * @pdir: user MR: its pages; fast-register MR: the page list that REG_MR
+ *	  WQEs point at (spec §8.2 wr.fast_reg.pl_pdir_dma)
+ * @max_pages: fast-register MR: capacity of the page list
+ * @npages: fast-register MR: pages set by the last map_mr_sg
+ */
 struct pvrdma_mr {
 	struct ib_mr ibmr;
 	u32 mr_handle;
 	struct ib_umem *umem;
 	struct pvrdma_pdir pdir;
+	u32 max_pages;
+	u32 npages;
 };
 
 /* -------------------------------------------------------------------- */
@@ -159,6 +246,7 @@ enum pvrdma_stat {
 	PVRDMA_STAT_CQ_NOTIFY,
 	PVRDMA_STAT_CQ_NOTIFY_BAD,
 	PVRDMA_STAT_RING_BAD,
+	PVRDMA_STAT_CQE_BAD,
 	PVRDMA_NUM_STATS,
 };
 
@@ -193,6 +281,9 @@ struct pvrdma_sgid {
  * @uar_map: allocated UAR pages; bit 0 is the kernel's
  * @gid_lock: protects @sgid_tbl
  * @sgid_tbl: shadow of the device SGID table, caps.gid_tbl_len entries
+ * @qp_handle_lock: a QP handle freed by DESTROY_QP is reused only after
+ *		    its CQEs were purged (held around CREATE_QP and
+ *		    DESTROY_QP plus the purge)
  * @tbl_lock: protects @cq_tbl, @qp_tbl and @srq_tbl
  * @cq_tbl: CQs indexed by device handle, caps.max_cq entries
  * @qp_tbl: QPs indexed by device handle, caps.max_qp entries
@@ -200,6 +291,9 @@ struct pvrdma_sgid {
  * @num_pds: PDs allocated, against caps.max_pd
  * @num_cqs: CQs allocated, against caps.max_cq
  * @num_mrs: MRs allocated, against caps.max_mr
+ * @num_qps: QPs allocated, against caps.max_qp
+ * @num_srqs: SRQs allocated, against caps.max_srq
+ * @num_ahs: AHs allocated, against caps.max_ah
  * @ib_active: the IB device is registered; events may be dispatched
  * @fn0: PCI function 0 of our slot, if that is another function
  * @netdev: paired net_device (RTNL), referenced while paired
@@ -239,6 +333,7 @@ struct pvrdma_dev {
 	struct mutex gid_lock;
 	struct pvrdma_sgid *sgid_tbl;
 
+	struct mutex qp_handle_lock;
 	spinlock_t tbl_lock;
 	struct pvrdma_cq **cq_tbl;
 	struct pvrdma_qp **qp_tbl;
@@ -247,6 +342,9 @@ struct pvrdma_dev {
 	atomic_t num_pds;
 	atomic_t num_cqs;
 	atomic_t num_mrs;
+	atomic_t num_qps;
+	atomic_t num_srqs;
+	atomic_t num_ahs;
 
 	bool ib_active;
 
@@ -283,6 +381,21 @@ static inline struct pvrdma_mr *to_pmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct pvrdma_mr, ibmr);
 }
 
+static inline struct pvrdma_qp *to_pqp(struct ib_qp *ibqp)
+{
+	return container_of(ibqp, struct pvrdma_qp, ibqp);
+}
+
+static inline struct pvrdma_srq *to_psrq(struct ib_srq *ibsrq)
+{
+	return container_of(ibsrq, struct pvrdma_srq, ibsrq);
+}
+
+static inline struct pvrdma_ah *to_pah(struct ib_ah *ibah)
+{
+	return container_of(ibah, struct pvrdma_ah, ibah);
+}
+
 static inline void pvrdma_stat_inc(struct pvrdma_dev *dev, enum pvrdma_stat s)
 {
 	atomic64_inc(&dev->stats[s]);
@@ -297,6 +410,16 @@ static inline u32 pvrdma_reg_read(struct pvrdma_dev *dev, u32 reg)
 static inline void pvrdma_reg_write(struct pvrdma_dev *dev, u32 reg, u32 val)
 {
 	writel(val, dev->regs + reg);
+}
+
+/*
+ * Kernel doorbells (spec §7): one 32-bit store to UAR page 0.  writel()
+ * orders the ring and index stores before it.  The uapi header spells
+ * bit 31 as (1 << 31), hence the u32 conversions at the call sites.
+ */
+static inline void pvrdma_db_write(struct pvrdma_dev *dev, u32 offset, u32 val)
+{
+	writel(val, dev->kernel_uar + offset);
 }
 
 /* -------------------------------------------------------------------- */
@@ -337,6 +460,20 @@ static inline void pvrdma_reg_write(struct pvrdma_dev *dev, u32 reg, u32 val)
 	ibdev_err_ratelimited((mr)->ibmr.device, "mr#%u %s: " fmt,	\
 			      (mr)->mr_handle, __func__, ##__VA_ARGS__)
 
+#define pvrdma_dbg_qp(qp, fmt, ...)					\
+	ibdev_dbg((qp)->ibqp.device, "qp#%u %s: " fmt, (qp)->qp_handle,	\
+		  __func__, ##__VA_ARGS__)
+#define pvrdma_err_qp(qp, fmt, ...)					\
+	ibdev_err_ratelimited((qp)->ibqp.device, "qp#%u %s: " fmt,	\
+			      (qp)->qp_handle, __func__, ##__VA_ARGS__)
+
+#define pvrdma_dbg_srq(srq, fmt, ...)					\
+	ibdev_dbg((srq)->ibsrq.device, "srq#%u %s: " fmt,		\
+		  (srq)->srq_handle, __func__, ##__VA_ARGS__)
+#define pvrdma_err_srq(srq, fmt, ...)					\
+	ibdev_err_ratelimited((srq)->ibsrq.device, "srq#%u %s: " fmt,	\
+			      (srq)->srq_handle, __func__, ##__VA_ARGS__)
+
 /* -------------------------------------------------------------------- */
 /* pvrdma_cmd.c */
 
@@ -360,6 +497,7 @@ void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,
 /* pvrdma_verbs.c */
 
 extern const struct ib_device_ops pvrdma_dev_ops;
+extern const struct ib_device_ops pvrdma_dev_srq_ops;
 int pvrdma_query_port_attr(struct pvrdma_dev *dev,
 			   struct pvrdma_port_attr *attr);
 
@@ -371,6 +509,43 @@ int pvrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
 void pvrdma_cq_notify(struct pvrdma_dev *dev, u32 cq_handle);
 void pvrdma_cq_event(struct pvrdma_dev *dev, u32 cq_handle,
 		     enum ib_event_type type);
+int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc);
+int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags);
+void pvrdma_cq_purge_qp(struct pvrdma_cq *cq, u32 qp_handle);
+
+/* pvrdma_qp.c */
+
+int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
+		     struct ib_udata *udata);
+int pvrdma_modify_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+		     int attr_mask, struct ib_udata *udata);
+int pvrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
+		    int attr_mask, struct ib_qp_init_attr *init);
+int pvrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata);
+int pvrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
+		     const struct ib_send_wr **bad_wr);
+int pvrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
+		     const struct ib_recv_wr **bad_wr);
+int pvrdma_wq_post_recv(struct pvrdma_wq *wq, struct pvrdma_pdir *pdir,
+			const struct ib_recv_wr *wr,
+			const struct ib_recv_wr **bad_wr, unsigned int *posted);
+
+/* pvrdma_srq.c */
+
+int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		      struct ib_udata *udata);
+int pvrdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask attr_mask, struct ib_udata *udata);
+int pvrdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr);
+int pvrdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata);
+int pvrdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr);
+
+/* pvrdma_ah.c */
+
+int pvrdma_create_ah(struct ib_ah *ibah, struct rdma_ah_init_attr *init,
+		     struct ib_udata *udata);
+int pvrdma_destroy_ah(struct ib_ah *ibah, u32 flags);
 
 /* pvrdma_mr.c */
 
@@ -379,5 +554,9 @@ struct ib_mr *pvrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				 u64 virt_addr, int access_flags,
 				 struct ib_udata *udata);
 int pvrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata);
+struct ib_mr *pvrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
+			      u32 max_num_sg);
+int pvrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		     unsigned int *sg_offset);
 
 #endif /* _PVRDMA_H_ */

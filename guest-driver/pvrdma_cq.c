@@ -1,16 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Completion queues: creation and destruction (kernel and user rings),
- * and the CQ side of the notification and async event rings.
- *
- * Polling and arming of kernel CQs belong to the data path and are not
- * provided yet; user CQs are polled and armed by the provider.
+ * polling and arming of kernel CQs (spec §7, §8.4), the purge of a QP's
+ * completions, and the CQ side of the notification and async event rings.
+ * User CQs are polled and armed by the provider.
  */
 #include <linux/log2.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/vmw_pvrdma-abi.h>
 
 #include "pvrdma.h"
+#include "pvrdma_ring.h"
+
+/* The CQE status and flag values are the IB core's (spec §8.4). */
+static_assert(PVRDMA_WC_GENERAL_ERR == (int)IB_WC_GENERAL_ERR);
+static_assert(PVRDMA_WC_RNR_RETRY_EXC_ERR == (int)IB_WC_RNR_RETRY_EXC_ERR);
+static_assert(PVRDMA_WC_GRH == (int)IB_WC_GRH);
+static_assert(PVRDMA_WC_WITH_IMM == (int)IB_WC_WITH_IMM);
+static_assert(PVRDMA_WC_WITH_INVALIDATE == (int)IB_WC_WITH_INVALIDATE);
+static_assert(PVRDMA_WC_IP_CSUM_OK == (int)IB_WC_IP_CSUM_OK);
+static_assert(PVRDMA_WC_WITH_SMAC == (int)IB_WC_WITH_SMAC);
+static_assert(PVRDMA_WC_WITH_NETWORK_HDR_TYPE ==
+	      (int)IB_WC_WITH_NETWORK_HDR_TYPE);
+
+/*
+ * CQE flags passed to the IB core.  WITH_VLAN is dropped: the CQE has no
+ * VLAN id field to go with it.
+ */
+#define PVRDMA_WC_FLAGS_SUPPORTED					\
+	(IB_WC_GRH | IB_WC_WITH_IMM | IB_WC_WITH_INVALIDATE |		\
+	 IB_WC_IP_CSUM_OK | IB_WC_WITH_SMAC | IB_WC_WITH_NETWORK_HDR_TYPE)
 
 /*
  * Look up a CQ by device handle from interrupt context and take a
@@ -88,6 +107,273 @@ void pvrdma_cq_event(struct pvrdma_dev *dev, u32 cq_handle,
 	}
 	pvrdma_cq_put(cq);
 }
+
+/* -------------------------------------------------------------------- */
+/* Polling and arming of kernel CQs */
+
+static struct pvrdma_cqe *pvrdma_cq_elem(struct pvrdma_cq *cq, u32 slot)
+{
+	return pvrdma_pdir_elem(&cq->pdir, 1, slot, PVRDMA_CQE_SIZE);
+}
+
+/* spec §8.4 completion opcode table; unknown opcodes read as SEND. */
+static enum ib_wc_opcode pvrdma_wc_opcode_to_ib(u32 op)
+{
+	switch (op) {
+	case PVRDMA_WC_SEND:
+		return IB_WC_SEND;
+	case PVRDMA_WC_RDMA_WRITE:
+		return IB_WC_RDMA_WRITE;
+	case PVRDMA_WC_RDMA_READ:
+		return IB_WC_RDMA_READ;
+	case PVRDMA_WC_COMP_SWAP:
+		return IB_WC_COMP_SWAP;
+	case PVRDMA_WC_FETCH_ADD:
+		return IB_WC_FETCH_ADD;
+	case PVRDMA_WC_LOCAL_INV:
+		return IB_WC_LOCAL_INV;
+	case PVRDMA_WC_FAST_REG_MR:
+		return IB_WC_REG_MR;
+	case PVRDMA_WC_MASKED_COMP_SWAP:
+		return IB_WC_MASKED_COMP_SWAP;
+	case PVRDMA_WC_MASKED_FETCH_ADD:
+		return IB_WC_MASKED_FETCH_ADD;
+	case PVRDMA_WC_RECV:
+		return IB_WC_RECV;
+	case PVRDMA_WC_RECV_RDMA_WITH_IMM:
+		return IB_WC_RECV_RDMA_WITH_IMM;
+	default:
+		return IB_WC_SEND;
+	}
+}
+
+static u8 pvrdma_network_type_to_ib(u8 type)
+{
+	switch (type) {
+	case PVRDMA_NETWORK_ROCE_V1:
+		return RDMA_NETWORK_ROCE_V1;
+	case PVRDMA_NETWORK_IPV4:
+		return RDMA_NETWORK_IPV4;
+	default:
+		return RDMA_NETWORK_IPV6;
+	}
+}
+
+/*
+ * Translate one CQE (already copied out of the ring) into @wc.
+ * Return: 0, or -ENOENT if the CQE names no live QP (a CQE of a QP being
+ * destroyed, or a bad handle): the caller drops it.
+ */
+static int pvrdma_cqe_to_wc(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
+			    const struct pvrdma_cqe *cqe, struct ib_wc *wc)
+{
+	struct pvrdma_qp *qp = NULL;
+	u64 handle = cqe->qp;
+	unsigned long flags;
+	u32 wc_flags;
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	if (handle < dev->caps.max_qp)
+		qp = dev->qp_tbl[handle];
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	/*
+	 * No reference is taken: destroying a QP purges its CQEs under
+	 * cq->lock, which the caller holds, after it left the table.
+	 */
+	if (!qp) {
+		pvrdma_stat_inc(dev, PVRDMA_STAT_CQE_BAD);
+		pvrdma_dbg_cq(cq, "dropped CQE of unknown QP handle %llu\n",
+			      handle);
+		return -ENOENT;
+	}
+
+	memset(wc, 0, sizeof(*wc));
+	wc->wr_id = cqe->wr_id;
+	wc->status = cqe->status <= IB_WC_GENERAL_ERR ?
+		     cqe->status : IB_WC_GENERAL_ERR;
+	wc->opcode = pvrdma_wc_opcode_to_ib(cqe->opcode);
+	wc->vendor_err = cqe->vendor_err;
+	wc->byte_len = cqe->byte_len;
+	wc->qp = &qp->ibqp;
+	wc->src_qp = cqe->src_qp;
+	wc_flags = cqe->wc_flags & PVRDMA_WC_FLAGS_SUPPORTED;
+	wc->wc_flags = wc_flags;
+	/*
+	 * Project convention: an invalidated rkey travels in the CQE's
+	 * imm_data field as a raw u32.
+	 */
+	if (wc_flags & IB_WC_WITH_INVALIDATE)
+		wc->ex.invalidate_rkey = (__force u32)cqe->imm_data;
+	else
+		wc->ex.imm_data = cqe->imm_data;
+	wc->pkey_index = cqe->pkey_index;
+	wc->slid = cqe->slid;
+	wc->sl = cqe->sl;
+	wc->dlid_path_bits = cqe->dlid_path_bits;
+	wc->port_num = cqe->port_num;
+	if (wc_flags & IB_WC_WITH_SMAC)
+		memcpy(wc->smac, cqe->smac, ETH_ALEN);
+	if (wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)
+		wc->network_hdr_type =
+			pvrdma_network_type_to_ib(cqe->network_hdr_type);
+	return 0;
+}
+
+/**
+ * pvrdma_poll_cq() - reap completions of a kernel CQ (spec §8.4)
+ * @ibcq: CQ
+ * @num_entries: room in @wc
+ * @wc: completions out
+ *
+ * When the ring is found empty the POLL doorbell asks the device to flush
+ * completions it may still hold, and the ring is looked at once more.
+ *
+ * Context: any; takes the CQ lock with interrupts disabled.
+ *
+ * Return: number of completions, or a negative errno.
+ */
+int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibcq->device);
+	struct pvrdma_cq *cq = to_pcq(ibcq);
+	struct pvrdma_ring *ring;
+	struct pvrdma_cqe cqe;
+	bool rang = false;
+	unsigned long flags;
+	int npolled = 0;
+	u32 slot;
+	int ret;
+
+	if (!cq->ring_state)
+		return -EOPNOTSUPP;
+	ring = &cq->ring_state->rx;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	while (npolled < num_entries) {
+		ret = pvrdma_ring_peek(ring, cq->ncqe, &slot);
+		if (ret < 0) {
+			pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
+			pvrdma_err_cq(cq, "CQ ring state invalid\n");
+			break;
+		}
+		if (!ret) {
+			if (rang || npolled)
+				break;
+			pvrdma_db_write(dev, PVRDMA_UAR_CQ_OFFSET,
+					(u32)PVRDMA_UAR_CQ_POLL | cq->cq_handle);
+			rang = true;
+			continue;
+		}
+		/* One copy, so the device cannot change fields under us. */
+		memcpy(&cqe, pvrdma_cq_elem(cq, slot), sizeof(cqe));
+		pvrdma_ring_consume(ring, cq->ncqe);
+		if (!pvrdma_cqe_to_wc(dev, cq, &cqe, &wc[npolled]))
+			npolled++;
+	}
+	spin_unlock_irqrestore(&cq->lock, flags);
+	return npolled;
+}
+
+/**
+ * pvrdma_req_notify_cq() - arm a kernel CQ (spec §7 CQ doorbell)
+ * @ibcq: CQ
+ * @flags: IB_CQ_SOLICITED or IB_CQ_NEXT_COMP, maybe REPORT_MISSED_EVENTS
+ *
+ * Return: 0, or with IB_CQ_REPORT_MISSED_EVENTS 1 if completions are
+ * already waiting in the ring.
+ */
+int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibcq->device);
+	struct pvrdma_cq *cq = to_pcq(ibcq);
+	unsigned long irqflags;
+	u32 val = cq->cq_handle;
+	int ret = 0;
+	u32 slot;
+
+	if (!cq->ring_state)
+		return -EOPNOTSUPP;
+
+	if ((flags & IB_CQ_SOLICITED_MASK) == IB_CQ_SOLICITED)
+		val |= (u32)PVRDMA_UAR_CQ_ARM_SOL;
+	else
+		val |= (u32)PVRDMA_UAR_CQ_ARM;
+
+	spin_lock_irqsave(&cq->lock, irqflags);
+	pvrdma_db_write(dev, PVRDMA_UAR_CQ_OFFSET, val);
+	if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
+		ret = pvrdma_ring_peek(&cq->ring_state->rx, cq->ncqe, &slot);
+		if (ret < 0) {
+			pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
+			pvrdma_err_cq(cq, "CQ ring state invalid\n");
+			/* Make the caller poll, which reports nothing more. */
+			ret = 1;
+		}
+	}
+	spin_unlock_irqrestore(&cq->lock, irqflags);
+	return ret;
+}
+
+/**
+ * pvrdma_cq_purge_qp() - remove a QP's completions from a kernel CQ
+ * @cq: CQ; user CQs are purged by the provider and are left alone
+ * @qp_handle: device handle of the QP being reset or destroyed
+ *
+ * The entries between cons_head and prod_tail are compacted towards
+ * prod_tail, keeping their order, and cons_head skips the freed slots
+ * (spec §12 item 9).  The device only ever writes at prod_tail, so it
+ * cannot race with this.
+ */
+void pvrdma_cq_purge_qp(struct pvrdma_cq *cq, u32 qp_handle)
+{
+	struct pvrdma_dev *dev = to_pvdev(cq->ibcq.device);
+	const u32 n = cq->ncqe;
+	const u32 mask = 2 * n - 1;
+	struct pvrdma_ring *ring;
+	unsigned long flags;
+	u32 head, tail, src, dst, removed = 0;
+	struct pvrdma_cqe *s;
+
+	if (!cq->ring_state)
+		return;
+	ring = &cq->ring_state->rx;
+
+	spin_lock_irqsave(&cq->lock, flags);
+	head = READ_ONCE(ring->cons_head);
+	tail = READ_ONCE(ring->prod_tail);
+	if (!pvrdma_idx_valid(head, n) || !pvrdma_idx_valid(tail, n)) {
+		pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
+		pvrdma_err_cq(cq, "CQ ring state invalid\n");
+		goto out_unlock;
+	}
+	dma_rmb();
+
+	/* Walk from the newest entry back to the oldest. */
+	for (src = tail, dst = tail; src != head;) {
+		src = (src - 1) & mask;
+		s = pvrdma_cq_elem(cq, pvrdma_idx_slot(src, n));
+		if (READ_ONCE(s->qp) == qp_handle) {
+			removed++;
+			continue;
+		}
+		dst = (dst - 1) & mask;
+		if (dst != src)
+			memcpy(pvrdma_cq_elem(cq, pvrdma_idx_slot(dst, n)), s,
+			       sizeof(*s));
+	}
+	if (removed) {
+		/* The moved entries must be in place before the index. */
+		dma_mb();
+		WRITE_ONCE(ring->cons_head, dst);
+		pvrdma_dbg_cq(cq, "purged %u CQEs of QP %u\n", removed,
+			      qp_handle);
+	}
+out_unlock:
+	spin_unlock_irqrestore(&cq->lock, flags);
+}
+
+/* -------------------------------------------------------------------- */
+/* Creation and destruction */
 
 static void pvrdma_destroy_cq_cmd(struct pvrdma_dev *dev, u32 cq_handle)
 {

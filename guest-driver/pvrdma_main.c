@@ -697,6 +697,8 @@ static int pvrdma_ib_device_add(struct pvrdma_dev *dev)
 	/* Already big-endian in the DSR (spec §3). */
 	ibdev->node_guid = (__force __be64)dev->caps.node_guid;
 	ib_set_device_ops(ibdev, &pvrdma_dev_ops);
+	if (dev->caps.max_srq)
+		ib_set_device_ops(ibdev, &pvrdma_dev_srq_ops);
 
 	/* Pair first, so that registration builds the GID table from it. */
 	rtnl_lock();
@@ -798,6 +800,7 @@ static int pvrdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	init_completion(&dev->cmd_done);
 	spin_lock_init(&dev->uar_lock);
 	mutex_init(&dev->gid_lock);
+	mutex_init(&dev->qp_handle_lock);
 	spin_lock_init(&dev->tbl_lock);
 	INIT_WORK(&dev->rescan_work, pvrdma_rescan_work);
 	dev->fn0 = pvrdma_get_fn0(pdev);

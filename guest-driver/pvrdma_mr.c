@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Memory regions (spec §5.3 CREATE_MR): the DMA MR of kernel PDs and
- * user MRs over pinned memory.  Fast-register MRs belong to the data
- * path and are not provided yet.
+ * Memory regions (spec §5.3 CREATE_MR): the DMA MR of kernel PDs, user
+ * MRs over pinned memory, and fast-register MRs whose page list is a
+ * driver-owned page directory that REG_MR WQEs point at (spec §8.2).
  */
 #include <linux/slab.h>
 
@@ -71,7 +71,9 @@ struct ib_mr *pvrdma_get_dma_mr(struct ib_pd *ibpd, int access_flags)
 	if (ret)
 		goto err_free_mr;
 
-	pvrdma_dbg_mr(mr, "DMA MR, lkey %#x\n", mr->ibmr.lkey);
+	/* ibmr.device is set by the IB core only after we return. */
+	pvrdma_dbg(dev, "mr#%u: DMA MR, lkey %#x\n", mr->mr_handle,
+		   mr->ibmr.lkey);
 	return &mr->ibmr;
 
 err_free_mr:
@@ -148,8 +150,9 @@ struct ib_mr *pvrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		goto err_free_pdir;
 
 	mr->ibmr.length = length;
-	pvrdma_dbg_mr(mr, "%llu bytes in %u pages, lkey %#x rkey %#x\n",
-		      length, npages, mr->ibmr.lkey, mr->ibmr.rkey);
+	pvrdma_dbg(dev, "mr#%u: %llu bytes in %u pages, lkey %#x rkey %#x\n",
+		   mr->mr_handle, length, npages, mr->ibmr.lkey,
+		   mr->ibmr.rkey);
 	return &mr->ibmr;
 
 err_free_pdir:
@@ -161,6 +164,102 @@ err_free_mr:
 err_dec_count:
 	atomic_dec(&dev->num_mrs);
 	return ERR_PTR(ret);
+}
+
+/**
+ * pvrdma_alloc_mr() - a fast-register MR (CREATE_MR with the FRMR flag)
+ * @ibpd: PD
+ * @mr_type: IB_MR_TYPE_MEM_REG only
+ * @max_num_sg: page-list capacity, 1..max_fast_reg_page_list_len
+ *
+ * The page list (one directory page and one table page) is allocated
+ * here; map_mr_sg fills it and a REG_MR WQE hands it to the device.
+ *
+ * Return: the MR or an ERR_PTR.
+ */
+struct ib_mr *pvrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
+			      u32 max_num_sg)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibpd->device);
+	union pvrdma_cmd_req req = {};
+	struct pvrdma_mr *mr;
+	int ret;
+
+	if (mr_type != IB_MR_TYPE_MEM_REG)
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!(dev->ibdev.attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS))
+		return ERR_PTR(-EOPNOTSUPP);
+	if (!max_num_sg ||
+	    max_num_sg > dev->ibdev.attrs.max_fast_reg_page_list_len)
+		return ERR_PTR(-EINVAL);
+
+	if ((u32)atomic_inc_return(&dev->num_mrs) > dev->caps.max_mr) {
+		ret = -ENOMEM;
+		goto err_dec_count;
+	}
+
+	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr) {
+		ret = -ENOMEM;
+		goto err_dec_count;
+	}
+	mr->max_pages = max_num_sg;
+
+	ret = pvrdma_pdir_init(dev, &mr->pdir, max_num_sg, false);
+	if (ret)
+		goto err_free_mr;
+
+	req.create_mr.pd_handle = to_ppd(ibpd)->pd_handle;
+	req.create_mr.flags = PVRDMA_MR_FLAG_FRMR;
+	req.create_mr.nchunks = max_num_sg;
+	ret = pvrdma_create_mr_cmd(dev, mr, &req);
+	if (ret)
+		goto err_free_pdir;
+
+	pvrdma_dbg(dev, "mr#%u: fast-reg MR of %u pages, lkey %#x rkey %#x\n",
+		   mr->mr_handle, max_num_sg, mr->ibmr.lkey, mr->ibmr.rkey);
+	return &mr->ibmr;
+
+err_free_pdir:
+	pvrdma_pdir_cleanup(dev, &mr->pdir);
+err_free_mr:
+	kfree(mr);
+err_dec_count:
+	atomic_dec(&dev->num_mrs);
+	return ERR_PTR(ret);
+}
+
+static int pvrdma_set_page(struct ib_mr *ibmr, u64 addr)
+{
+	struct pvrdma_mr *mr = to_pmr(ibmr);
+
+	if (mr->npages >= mr->max_pages)
+		return -ENOMEM;
+	pvrdma_pdir_set_page(&mr->pdir, mr->npages++, addr);
+	return 0;
+}
+
+/**
+ * pvrdma_map_mr_sg() - write a fast-register MR's page list
+ * @ibmr: MR from pvrdma_alloc_mr()
+ * @sg: DMA-mapped scatterlist
+ * @sg_nents: entries in @sg
+ * @sg_offset: offset into the first entry, updated
+ *
+ * The device reads the page list when it executes the REG_MR WQE, so the
+ * MR must not be mapped again before that WQE completed.
+ *
+ * Return: number of @sg entries mapped, or a negative errno.
+ */
+int pvrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
+		     unsigned int *sg_offset)
+{
+	struct pvrdma_mr *mr = to_pmr(ibmr);
+
+	if (!mr->max_pages)
+		return -EINVAL;
+	mr->npages = 0;
+	return ib_sg_to_pages(ibmr, sg, sg_nents, sg_offset, pvrdma_set_page);
 }
 
 int pvrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * PVRDMA verbs: device and port queries, GID table, user contexts,
- * protection domains, and the ib_device_ops table.
+ * protection domains, and the ib_device_ops tables.
  */
 #include <linux/if_vlan.h>
 #include <rdma/ib_cache.h>
@@ -78,9 +78,11 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 	props->local_ca_ack_delay = caps->local_ca_ack_delay;
 	if ((caps->bmme_flags & bmme_all) == bmme_all) {
 		props->device_cap_flags |= IB_DEVICE_MEM_MGT_EXTENSIONS;
+		/* The page list is one PDIR table (spec §4: <= 128). */
 		props->max_fast_reg_page_list_len =
 			dev->version >= PVRDMA_VERSION_ROCEV2 ?
-			caps->max_fast_reg_page_list_len :
+			min_t(u32, caps->max_fast_reg_page_list_len,
+			      PVRDMA_MAX_FAST_REG_PAGES) :
 			PVRDMA_MAX_FAST_REG_PAGES;
 	}
 	return 0;
@@ -103,6 +105,7 @@ static const struct rdma_stat_desc pvrdma_stat_descs[PVRDMA_NUM_STATS] = {
 	[PVRDMA_STAT_CQ_NOTIFY].name = "cq_notifications",
 	[PVRDMA_STAT_CQ_NOTIFY_BAD].name = "cq_bad_notifications",
 	[PVRDMA_STAT_RING_BAD].name = "ring_state_errors",
+	[PVRDMA_STAT_CQE_BAD].name = "cqe_unknown_qp",
 };
 
 static struct rdma_hw_stats *
@@ -524,27 +527,52 @@ const struct ib_device_ops pvrdma_dev_ops = {
 
 	.add_gid = pvrdma_add_gid,
 	.alloc_hw_device_stats = pvrdma_alloc_hw_device_stats,
+	.alloc_mr = pvrdma_alloc_mr,
 	.alloc_pd = pvrdma_alloc_pd,
 	.alloc_ucontext = pvrdma_alloc_ucontext,
+	.create_ah = pvrdma_create_ah,
 	.create_cq = pvrdma_create_cq,
+	.create_qp = pvrdma_create_qp,
 	.dealloc_pd = pvrdma_dealloc_pd,
 	.dealloc_ucontext = pvrdma_dealloc_ucontext,
 	.del_gid = pvrdma_del_gid,
 	.dereg_mr = pvrdma_dereg_mr,
+	.destroy_ah = pvrdma_destroy_ah,
 	.destroy_cq = pvrdma_destroy_cq,
+	.destroy_qp = pvrdma_destroy_qp,
 	.disassociate_ucontext = pvrdma_disassociate_ucontext,
 	.get_dev_fw_str = pvrdma_get_dev_fw_str,
 	.get_dma_mr = pvrdma_get_dma_mr,
 	.get_hw_stats = pvrdma_get_hw_stats,
 	.get_link_layer = pvrdma_get_link_layer,
 	.get_port_immutable = pvrdma_get_port_immutable,
+	.map_mr_sg = pvrdma_map_mr_sg,
 	.mmap = pvrdma_mmap,
+	.modify_qp = pvrdma_modify_qp,
+	.poll_cq = pvrdma_poll_cq,
+	.post_recv = pvrdma_post_recv,
+	.post_send = pvrdma_post_send,
 	.query_device = pvrdma_query_device,
 	.query_pkey = pvrdma_query_pkey,
 	.query_port = pvrdma_query_port,
+	.query_qp = pvrdma_query_qp,
 	.reg_user_mr = pvrdma_reg_user_mr,
+	.req_notify_cq = pvrdma_req_notify_cq,
 
+	INIT_RDMA_OBJ_SIZE(ib_ah, pvrdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, pvrdma_cq, ibcq),
 	INIT_RDMA_OBJ_SIZE(ib_pd, pvrdma_pd, ibpd),
+	INIT_RDMA_OBJ_SIZE(ib_qp, pvrdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, pvrdma_ucontext, ibucontext),
+};
+
+/* SRQ verbs, added only when the device has SRQs (caps.max_srq != 0). */
+const struct ib_device_ops pvrdma_dev_srq_ops = {
+	.create_srq = pvrdma_create_srq,
+	.destroy_srq = pvrdma_destroy_srq,
+	.modify_srq = pvrdma_modify_srq,
+	.post_srq_recv = pvrdma_post_srq_recv,
+	.query_srq = pvrdma_query_srq,
+
+	INIT_RDMA_OBJ_SIZE(ib_srq, pvrdma_srq, ibsrq),
 };

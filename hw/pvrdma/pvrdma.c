@@ -24,6 +24,7 @@
 #include "qemu/osdep.h"
 #include "qemu/log.h"
 #include "qemu/module.h"
+#include "qemu/timer.h"
 #include "qapi/error.h"
 #include "hw/pci/pci_device.h"
 #include "hw/pci/msix.h"
@@ -47,6 +48,7 @@ struct PvrdmaState {
 
     PvrdmaCoreConfig cfg;
     PvrdmaCore *core;
+    QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
 };
 
@@ -117,6 +119,68 @@ static int pvrdma_dma_write(void *opaque, uint64_t addr, const void *buf,
     return 0;
 }
 
+/*
+ * Data path: short-lived host mappings of guest RAM for zero-copy moves
+ * between two guests' memory, refused for our own BARs like dma_read.
+ */
+static void *pvrdma_dma_map(void *opaque, uint64_t addr, uint64_t *plen,
+                            bool is_write)
+{
+    PvrdmaState *s = opaque;
+    dma_addr_t len = *plen;
+    void *p;
+
+    *plen = 0;
+    if (len == 0 || pvrdma_dma_check(s, addr, len)) {
+        return NULL;
+    }
+    p = dma_memory_map(pci_get_address_space(PCI_DEVICE(s)), addr, &len,
+                       is_write ? DMA_DIRECTION_FROM_DEVICE :
+                       DMA_DIRECTION_TO_DEVICE, MEMTXATTRS_UNSPECIFIED);
+    if (!p) {
+        trace_pvrdma_dma_failed(addr, *plen);
+        return NULL;
+    }
+    *plen = len;
+    return p;
+}
+
+static void pvrdma_dma_unmap(void *opaque, void *ptr, uint64_t len,
+                             bool is_write, uint64_t access_len)
+{
+    PvrdmaState *s = opaque;
+
+    dma_memory_unmap(pci_get_address_space(PCI_DEVICE(s)), ptr, len,
+                     is_write ? DMA_DIRECTION_FROM_DEVICE :
+                     DMA_DIRECTION_TO_DEVICE, access_len);
+}
+
+static int64_t pvrdma_clock_ns(void *opaque)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
+}
+
+static void pvrdma_timer_mod(void *opaque, int64_t expire_ns)
+{
+    PvrdmaState *s = opaque;
+
+    if (!s->timer) {
+        return;                 /* unrealize: the timer is already gone */
+    }
+    if (expire_ns < 0) {
+        timer_del(s->timer);
+    } else {
+        timer_mod(s->timer, expire_ns);
+    }
+}
+
+static void pvrdma_timer_cb(void *opaque)
+{
+    PvrdmaState *s = opaque;
+
+    pvrdma_core_timer_expired(s->core);
+}
+
 static void pvrdma_notify(void *opaque, unsigned vector)
 {
     PCIDevice *pdev = PCI_DEVICE(opaque);
@@ -144,6 +208,10 @@ static const PvrdmaCoreOps pvrdma_core_ops = {
     .notify = pvrdma_notify,
     .guest_error = pvrdma_guest_error,
     .trace_cmd = pvrdma_trace_cmd,
+    .dma_map = pvrdma_dma_map,
+    .dma_unmap = pvrdma_dma_unmap,
+    .clock_ns = pvrdma_clock_ns,
+    .timer_mod = pvrdma_timer_mod,
 };
 
 /* ---- BARs ------------------------------------------------------------- */
@@ -275,8 +343,18 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                            ((uint64_t)pci_dev_bus_num(pdev) << 8) |
                            pdev->devfn;
     }
+    s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pvrdma_timer_cb, s);
     s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
     return true;
+}
+
+static void pvrdma_exit_core(PvrdmaState *s)
+{
+    /* The timer goes first so that it can never fire into a freed core. */
+    timer_free(s->timer);
+    s->timer = NULL;
+    pvrdma_core_free(s->core);
+    s->core = NULL;
 }
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
@@ -308,8 +386,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     return;
 
 err_free_core:
-    pvrdma_core_free(s->core);
-    s->core = NULL;
+    pvrdma_exit_core(s);
 err_exit_pci:
     pvrdma_exit_pci(s);
 }
@@ -319,8 +396,7 @@ static void pvrdma_exit(PCIDevice *pdev)
     PvrdmaState *s = PVRDMA(pdev);
 
     migrate_del_blocker(&s->migration_blocker);
-    pvrdma_core_free(s->core);
-    s->core = NULL;
+    pvrdma_exit_core(s);
     pvrdma_exit_pci(s);
 }
 

@@ -53,6 +53,12 @@ typedef struct PvrdmaBackendOps {
     int (*cq_create)(void *be, PvrdmaCq *cq);
     void (*cq_destroy)(void *be, PvrdmaCq *cq);
 
+    /*
+     * qp->qpn holds the core's default wire QP number (the handle; 1 for
+     * GSI).  With a driver of interface version >= 20 (QPHANDLE) the
+     * backend may replace it by a 24-bit number unique on its transport;
+     * older drivers use the qpn as the handle, so it must stay.
+     */
     int (*qp_create)(void *be, PvrdmaQp *qp);
     /*
      * Runs after the transition and the attribute values were validated,
@@ -61,6 +67,11 @@ typedef struct PvrdmaBackendOps {
      */
     int (*qp_modify)(void *be, PvrdmaQp *qp,
                      const struct pvrdma_qp_attr *attr, uint32_t mask);
+    /*
+     * Runs after a successful MODIFY_QP was committed (qp->state and
+     * qp->attr hold the new values); @old_state is the state before.
+     */
+    void (*qp_modified)(void *be, PvrdmaQp *qp, uint32_t old_state);
     void (*qp_destroy)(void *be, PvrdmaQp *qp);
 
     int (*srq_create)(void *be, PvrdmaSrq *srq);
@@ -78,6 +89,8 @@ typedef struct PvrdmaBackendOps {
     void (*srq_post_recv)(void *be, PvrdmaSrq *srq);
     /* CQ POLL doorbell: flush pending completions of @cq now. */
     void (*cq_poll)(void *be, PvrdmaCq *cq);
+    /* The core's timer (PvrdmaCoreOps.timer_mod) expired. */
+    void (*timer_expired)(void *be);
 } PvrdmaBackendOps;
 
 /* The software fabric backend (the default). */

@@ -242,7 +242,7 @@ static int pvrdma_cmd_query_port(PvrdmaCore *core,
     a->active_mtu = PVRDMA_MTU_4096;
     a->gid_tbl_len = core->cfg.gid_tbl_len;
     a->port_cap_flags = PVRDMA_IB_PORT_IP_BASED_GIDS | PVRDMA_IB_PORT_CM_SUP;
-    a->max_msg_sz = 0x80000000u;
+    a->max_msg_sz = PVRDMA_PORT_MAX_MSG_SZ;
     a->pkey_tbl_len = 1;
     a->max_vl_num = 1;
     a->active_width = PVRDMA_IB_WIDTH_4X;
@@ -1023,7 +1023,7 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     const struct pvrdma_cmd_modify_qp *c = &req->modify_qp;
     const struct pvrdma_qp_attr *a = &c->attrs;
     PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, c->qp_handle);
-    uint32_t mask = c->attr_mask, next;
+    uint32_t mask = c->attr_mask, next, old;
     int ret;
 
     if (!qp) {
@@ -1069,7 +1069,11 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     } else {
         pvrdma_qp_attr_store(qp, a, mask);
     }
+    old = qp->state;
     qp->state = next;
+    if (core->be_ops->qp_modified) {
+        core->be_ops->qp_modified(core->be, qp, old);
+    }
     return 0;
 }
 

@@ -271,6 +271,60 @@ int pvrdma_core_dma_write(PvrdmaCore *core, uint64_t addr, const void *buf,
            -EFAULT : 0;
 }
 
+void *pvrdma_core_dma_map(PvrdmaCore *core, uint64_t addr, uint64_t *plen,
+                          bool is_write)
+{
+    uint64_t want = *plen;
+    void *p;
+
+    *plen = 0;
+    if (!core->ops->dma_map || !pvrdma_core_dma_range_ok(core, addr, want)) {
+        return NULL;
+    }
+    *plen = want;
+    p = core->ops->dma_map(core->opaque, addr, plen, is_write);
+    if (!p || *plen == 0 || *plen > want) {
+        if (p) {
+            pvrdma_core_dma_unmap(core, p, *plen, is_write, 0);
+        }
+        *plen = 0;
+        return NULL;
+    }
+    return p;
+}
+
+void pvrdma_core_dma_unmap(PvrdmaCore *core, void *ptr, uint64_t len,
+                           bool is_write, uint64_t access_len)
+{
+    if (ptr && core->ops->dma_unmap) {
+        core->ops->dma_unmap(core->opaque, ptr, len, is_write, access_len);
+    }
+}
+
+int64_t pvrdma_core_now_ns(PvrdmaCore *core)
+{
+    return core->ops->clock_ns ? core->ops->clock_ns(core->opaque) : 0;
+}
+
+bool pvrdma_core_has_timer(PvrdmaCore *core)
+{
+    return core->ops->timer_mod && core->ops->clock_ns;
+}
+
+void pvrdma_core_timer_mod(PvrdmaCore *core, int64_t expire_ns)
+{
+    if (pvrdma_core_has_timer(core)) {
+        core->ops->timer_mod(core->opaque, expire_ns);
+    }
+}
+
+void pvrdma_core_timer_expired(PvrdmaCore *core)
+{
+    if (core->be_ops->timer_expired) {
+        core->be_ops->timer_expired(core->be);
+    }
+}
+
 void pvrdma_core_raise(PvrdmaCore *core, unsigned vector)
 {
     uint32_t bit = 1u << vector;

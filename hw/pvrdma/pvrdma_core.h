@@ -35,6 +35,30 @@ typedef struct PvrdmaCoreOps {
     void (*guest_error)(void *opaque, const char *msg);
     /* Trace hook: one line per executed command, may be NULL. */
     void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
+
+    /*
+     * Data path (docs/datapath.md).  All four are optional.
+     *
+     * dma_map: a host pointer to guest memory at bus address @addr for
+     * at most *@plen bytes; *@plen is set to the length actually mapped
+     * (it may come back shorter: callers loop).  NULL if the range is not
+     * mappable guest RAM (MMIO, the device's own BARs, unmapped).  A
+     * mapping never outlives the doorbell that made it.
+     * dma_unmap: release it; @access_len bytes were read or written.
+     */
+    void *(*dma_map)(void *opaque, uint64_t addr, uint64_t *plen,
+                     bool is_write);
+    void (*dma_unmap)(void *opaque, void *ptr, uint64_t len, bool is_write,
+                      uint64_t access_len);
+    /* Monotonic clock of the glue (QEMU_CLOCK_VIRTUAL), nanoseconds. */
+    int64_t (*clock_ns)(void *opaque);
+    /*
+     * One timer per core: (re)arm it to fire at absolute time @expire_ns
+     * of clock_ns, or cancel it when @expire_ns < 0.  On expiry the glue
+     * calls pvrdma_core_timer_expired() (under the same lock as every
+     * other entry point).
+     */
+    void (*timer_mod)(void *opaque, int64_t expire_ns);
 } PvrdmaCoreOps;
 
 /* User-tunable limits (the -device properties); validated by
@@ -119,5 +143,8 @@ void pvrdma_core_set_uar_base(PvrdmaCore *core, uint64_t bus_addr);
  */
 int pvrdma_core_post_async_event(PvrdmaCore *core, uint32_t type,
                                  uint32_t info);
+
+/* The timer armed through PvrdmaCoreOps.timer_mod has expired. */
+void pvrdma_core_timer_expired(PvrdmaCore *core);
 
 #endif /* HW_PVRDMA_CORE_H */

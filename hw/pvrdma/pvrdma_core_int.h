@@ -38,6 +38,9 @@
 #define PVRDMA_IB_SPEED_DDR                 2
 #define PVRDMA_IB_PHYS_STATE_LINK_UP        5
 
+/* QUERY_PORT max_msg_sz: the data path fails longer messages. */
+#define PVRDMA_PORT_MAX_MSG_SZ          0x80000000u
+
 /* Values advertised in caps (see pvrdma_core_fill_caps()). */
 #define PVRDMA_CAP_VENDOR_ID            0x15AD
 #define PVRDMA_CAP_HW_VER               1
@@ -161,7 +164,7 @@ struct PvrdmaSrq {
 
 struct PvrdmaQp {
     uint32_t handle;            /* 1..max_qp-1, 1 = GSI */
-    uint32_t qpn;               /* wire QP number */
+    uint32_t qpn;               /* wire QP number (backend's choice) */
     uint8_t type;               /* PVRDMA_QPT_* */
     uint32_t ctx_handle;
     PvrdmaPd *pd;
@@ -240,6 +243,21 @@ int pvrdma_core_dma_read(PvrdmaCore *core, uint64_t addr, void *buf,
                          uint64_t len);
 int pvrdma_core_dma_write(PvrdmaCore *core, uint64_t addr, const void *buf,
                           uint64_t len);
+
+/*
+ * Short-lived host mapping of guest memory (PvrdmaCoreOps.dma_map); NULL
+ * when no DSR is loaded, the glue has no dma_map or refuses the range.
+ * Every successful map is paired with pvrdma_core_dma_unmap() before the
+ * entry point returns.
+ */
+void *pvrdma_core_dma_map(PvrdmaCore *core, uint64_t addr, uint64_t *plen,
+                          bool is_write);
+void pvrdma_core_dma_unmap(PvrdmaCore *core, void *ptr, uint64_t len,
+                           bool is_write, uint64_t access_len);
+/* Glue clock (0 without clock_ns) and timer (no-op without timer_mod). */
+int64_t pvrdma_core_now_ns(PvrdmaCore *core);
+bool pvrdma_core_has_timer(PvrdmaCore *core);
+void pvrdma_core_timer_mod(PvrdmaCore *core, int64_t expire_ns);
 
 void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
     G_GNUC_PRINTF(2, 3);

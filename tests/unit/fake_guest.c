@@ -53,6 +53,66 @@ static int fg_dma_write(void *opaque, uint64_t addr, const void *buf,
     return 0;
 }
 
+static void *fg_dma_map(void *opaque, uint64_t addr, uint64_t *plen,
+                        bool is_write)
+{
+    FakeGuest *fg = opaque;
+    uint64_t len = *plen;
+
+    (void)is_write;
+    *plen = 0;
+    if (fg->map_refuse || len == 0 || addr < FG_MEM_BASE ||
+        addr >= FG_MEM_BASE + FG_MEM_SIZE ||
+        (fg->mmio_len && addr < fg->mmio_base + fg->mmio_len &&
+         addr + len > fg->mmio_base)) {
+        fg->map_fails++;
+        return NULL;
+    }
+    /* Short mappings: the end of RAM, and the test's cap. */
+    len = MIN(len, FG_MEM_BASE + FG_MEM_SIZE - addr);
+    if (fg->map_max) {
+        len = MIN(len, fg->map_max);
+    }
+    fg->maps++;
+    *plen = len;
+    return fg->mem + (addr - FG_MEM_BASE);
+}
+
+static void fg_dma_unmap(void *opaque, void *ptr, uint64_t len,
+                         bool is_write, uint64_t access_len)
+{
+    FakeGuest *fg = opaque;
+
+    (void)is_write;
+    assert_non_null(ptr);
+    assert_true(access_len <= len);
+    assert_true((uint8_t *)ptr >= fg->mem &&
+                (uint8_t *)ptr + len <= fg->mem + FG_MEM_SIZE);
+    fg->unmaps++;
+}
+
+static int64_t fg_clock_ns(void *opaque)
+{
+    return ((FakeGuest *)opaque)->now_ns;
+}
+
+static void fg_timer_mod(void *opaque, int64_t expire_ns)
+{
+    FakeGuest *fg = opaque;
+
+    fg->timer_mods++;
+    fg->timer_expire = expire_ns < 0 ? -1 : expire_ns;
+}
+
+void fg_advance(FakeGuest *fg, int64_t ns)
+{
+    fg->now_ns += ns;
+    if (fg->timer_expire >= 0 && fg->timer_expire <= fg->now_ns) {
+        fg->timer_expire = -1;
+        pvrdma_core_timer_expired(fg->core);
+    }
+}
+
 static void fg_notify(void *opaque, unsigned vector)
 {
     FakeGuest *fg = opaque;
@@ -87,9 +147,22 @@ static const PvrdmaCoreOps fg_ops = {
     .notify = fg_notify,
     .guest_error = fg_guest_error,
     .trace_cmd = fg_trace_cmd,
+    .dma_map = fg_dma_map,
+    .dma_unmap = fg_dma_unmap,
+    .clock_ns = fg_clock_ns,
+    .timer_mod = fg_timer_mod,
 };
 
-FakeGuest *fg_new(const PvrdmaCoreConfig *cfg)
+static const PvrdmaCoreOps fg_ops_minimal = {
+    .dma_read = fg_dma_read,
+    .dma_write = fg_dma_write,
+    .notify = fg_notify,
+    .guest_error = fg_guest_error,
+    .trace_cmd = fg_trace_cmd,
+};
+
+static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
+                             const PvrdmaCoreOps *ops)
 {
     FakeGuest *fg = g_new0(FakeGuest, 1);
     char *err = NULL;
@@ -103,14 +176,27 @@ FakeGuest *fg_new(const PvrdmaCoreConfig *cfg)
     }
     assert_true(pvrdma_core_check_config(&fg->cfg, &err));
     assert_null(err);
-    fg->core = pvrdma_core_new(&fg->cfg, &fg_ops, fg);
+    fg->timer_expire = -1;
+    fg->core = pvrdma_core_new(&fg->cfg, ops, fg);
     pvrdma_core_set_uar_base(fg->core, FG_UAR_BASE);
     return fg;
+}
+
+FakeGuest *fg_new(const PvrdmaCoreConfig *cfg)
+{
+    return fg_new_ops(cfg, &fg_ops);
+}
+
+FakeGuest *fg_new_minimal(const PvrdmaCoreConfig *cfg)
+{
+    return fg_new_ops(cfg, &fg_ops_minimal);
 }
 
 void fg_free(FakeGuest *fg)
 {
     pvrdma_core_free(fg->core);
+    /* No mapping outlives the entry point that made it. */
+    assert_int_equal(fg->maps, fg->unmaps);
     g_free(fg->mem);
     g_free(fg);
 }

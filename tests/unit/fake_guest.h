@@ -41,6 +41,18 @@ typedef struct FakeGuest {
     unsigned trace_cmds;
     uint64_t ro_page;           /* writes touching this page fail (0: none) */
 
+    /* Data path ops (dma_map, clock, timer). */
+    unsigned maps;              /* successful dma_map calls */
+    unsigned unmaps;
+    unsigned map_fails;
+    uint64_t map_max;           /* cap on one mapping's length (0: none) */
+    bool map_refuse;            /* dma_map always fails (MMIO-like) */
+    uint64_t mmio_base;         /* [base, base+len): dma_map refuses it */
+    uint64_t mmio_len;
+    int64_t now_ns;             /* manual clock */
+    int64_t timer_expire;       /* armed expiry, -1 = none */
+    unsigned timer_mods;
+
     /* The "driver" state after fg_load_dsr(). */
     uint64_t dsr;
     uint64_t cmd_slot;
@@ -54,6 +66,10 @@ typedef struct FakeGuest {
 
 /* New guest + core (default config if @cfg is NULL); IMR left at reset. */
 FakeGuest *fg_new(const PvrdmaCoreConfig *cfg);
+/* Same, with the optional data path ops left out (no map, no timer). */
+FakeGuest *fg_new_minimal(const PvrdmaCoreConfig *cfg);
+/* Advance the manual clock by @ns and fire the timer if it is due. */
+void fg_advance(FakeGuest *fg, int64_t ns);
 void fg_free(FakeGuest *fg);
 
 /* Host pointer for guest bus address @addr (must be inside RAM). */

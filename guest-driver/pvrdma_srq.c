@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Shared receive queues (spec §5.3 CREATE_SRQ..DESTROY_SRQ, §9): user
+ * SRQs over the provider's pinned ring, and kernel SRQs over driver-owned
+ * pages with post_srq_recv.  Exposed only when caps.max_srq != 0.
+ *
+ * The ring is one page directory: the ring-state page (indices at +8),
+ * then the receive WQEs.
+ */
+#include <linux/log2.h>
+#include <rdma/uverbs_ioctl.h>
+#include <rdma/vmw_pvrdma-abi.h>
+
+#include "pvrdma.h"
+#include "pvrdma_ring.h"
+
+static int pvrdma_srq_pin_user(struct pvrdma_dev *dev, struct pvrdma_srq *srq,
+			       struct ib_udata *udata, unsigned int *npages)
+{
+	struct pvrdma_create_srq ucmd = {};
+	int ret;
+
+	if (udata->inlen < offsetofend(struct pvrdma_create_srq, buf_size))
+		return -EINVAL;
+	if (udata->inlen > sizeof(ucmd) &&
+	    !ib_is_udata_cleared(udata, sizeof(ucmd),
+				 udata->inlen - sizeof(ucmd)))
+		return -EINVAL;
+	/* ucmd.reserved is not checked: the stock provider leaves it unset. */
+	ret = ib_copy_from_udata(&ucmd, udata,
+				 min_t(size_t, udata->inlen, sizeof(ucmd)));
+	if (ret)
+		return ret;
+	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))
+		return -EINVAL;
+
+	srq->umem = ib_umem_get(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
+				IB_ACCESS_LOCAL_WRITE);
+	if (IS_ERR(srq->umem)) {
+		ret = PTR_ERR(srq->umem);
+		srq->umem = NULL;
+		return ret;
+	}
+	*npages = ib_umem_num_dma_blocks(srq->umem, PAGE_SIZE);
+	if (*npages < 2 || *npages > PVRDMA_PDIR_MAX_PAGES) {
+		ret = -EINVAL;
+		goto err_release_umem;
+	}
+	ret = pvrdma_pdir_init(dev, &srq->pdir, *npages, false);
+	if (ret)
+		goto err_release_umem;
+	ret = pvrdma_pdir_insert_umem(&srq->pdir, srq->umem, 0);
+	if (ret)
+		goto err_free_pdir;
+	return 0;
+
+err_free_pdir:
+	pvrdma_pdir_cleanup(dev, &srq->pdir);
+err_release_umem:
+	ib_umem_release(srq->umem);
+	srq->umem = NULL;
+	return ret;
+}
+
+/* Sizing as for a kernel RQ (spec §8.1); rounded values written back. */
+static int pvrdma_srq_alloc_kernel(struct pvrdma_dev *dev,
+				   struct pvrdma_srq *srq,
+				   struct ib_srq_attr *attr,
+				   unsigned int *npages)
+{
+	struct pvrdma_wq *rq = &srq->rq;
+	struct pvrdma_ring_state *state;
+	int ret;
+
+	rq->wqe_cnt = roundup_pow_of_two(max(attr->max_wr, 1U));
+	rq->max_sge = roundup_pow_of_two(attr->max_sge ? attr->max_sge : 1);
+	if (rq->max_sge > dev->caps.max_srq_sge)
+		rq->max_sge = dev->caps.max_srq_sge;
+	rq->wqe_size = roundup_pow_of_two(PVRDMA_RQ_WQE_HDR_SIZE +
+					  PVRDMA_SGE_SIZE * rq->max_sge);
+	rq->first_page = 1;
+	if (rq->wqe_cnt > dev->caps.max_srq_wr)
+		return -EINVAL;
+
+	*npages = 1 + DIV_ROUND_UP(rq->wqe_cnt * rq->wqe_size, PAGE_SIZE);
+	ret = pvrdma_pdir_init(dev, &srq->pdir, *npages, true);
+	if (ret)
+		return ret;
+	state = srq->pdir.pages[0];
+	rq->ring = &state->rx;
+
+	attr->max_wr = rq->wqe_cnt;
+	attr->max_sge = rq->max_sge;
+	return 0;
+}
+
+static void pvrdma_srq_free_ring(struct pvrdma_dev *dev,
+				 struct pvrdma_srq *srq)
+{
+	pvrdma_pdir_cleanup(dev, &srq->pdir);
+	ib_umem_release(srq->umem);
+	srq->umem = NULL;
+}
+
+static void pvrdma_destroy_srq_cmd(struct pvrdma_dev *dev, u32 srq_handle)
+{
+	union pvrdma_cmd_req req = {};
+
+	req.destroy_srq.hdr.cmd = PVRDMA_CMD_DESTROY_SRQ;
+	req.destroy_srq.srq_handle = srq_handle;
+	pvrdma_cmd_post(dev, &req, NULL);
+}
+
+/**
+ * pvrdma_create_srq() - create a basic SRQ
+ * @ibsrq: SRQ allocated by the IB core
+ * @init: attributes; for kernel SRQs the sizes are written back
+ * @udata: user data (struct pvrdma_create_srq), NULL for kernel SRQs
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
+		      struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
+	struct pvrdma_srq *srq = to_psrq(ibsrq);
+	struct ib_srq_attr *attr = &init->attr;
+	struct pvrdma_create_srq_resp uresp = {};
+	union pvrdma_cmd_req req = {};
+	struct pvrdma_cmd_create_srq *cmd = &req.create_srq;
+	union pvrdma_cmd_resp resp;
+	unsigned long flags;
+	unsigned int npages;
+	int ret;
+
+	if (init->srq_type != IB_SRQT_BASIC)
+		return -EOPNOTSUPP;
+	if (!attr->max_wr || attr->max_wr > dev->caps.max_srq_wr ||
+	    attr->max_sge > dev->caps.max_srq_sge ||
+	    attr->srq_limit > attr->max_wr)
+		return -EINVAL;
+
+	if ((u32)atomic_inc_return(&dev->num_srqs) > dev->caps.max_srq) {
+		ret = -ENOMEM;
+		goto err_dec_count;
+	}
+
+	spin_lock_init(&srq->rq.lock);
+	refcount_set(&srq->refcnt, 1);
+	init_completion(&srq->free);
+
+	if (udata) {
+		ret = pvrdma_srq_pin_user(dev, srq, udata, &npages);
+		srq->max_wr = attr->max_wr;
+		srq->max_sge = attr->max_sge;
+	} else {
+		ret = pvrdma_srq_alloc_kernel(dev, srq, attr, &npages);
+		srq->max_wr = srq->rq.wqe_cnt;
+		srq->max_sge = srq->rq.max_sge;
+	}
+	if (ret)
+		goto err_dec_count;
+
+	cmd->hdr.cmd = PVRDMA_CMD_CREATE_SRQ;
+	cmd->pdir_dma = srq->pdir.dir_dma;
+	cmd->pd_handle = to_ppd(ibsrq->pd)->pd_handle;
+	cmd->nchunks = npages;
+	cmd->attrs.max_wr = srq->max_wr;
+	cmd->attrs.max_sge = srq->max_sge;
+	cmd->attrs.srq_limit = attr->srq_limit;
+	cmd->srq_type = 0;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (ret)
+		goto err_free_ring;
+	srq->srq_handle = resp.create_srq_resp.srqn;
+
+	if (srq->srq_handle >= dev->caps.max_srq) {
+		pvrdma_err_srq(srq, "device returned an out-of-range handle\n");
+		ret = -EIO;
+		goto err_destroy_srq;
+	}
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	if (dev->srq_tbl[srq->srq_handle]) {
+		ret = -EIO;
+	} else {
+		dev->srq_tbl[srq->srq_handle] = srq;
+		ret = 0;
+	}
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	if (ret) {
+		pvrdma_err_srq(srq, "device reused a live SRQ handle\n");
+		goto err_free_ring;
+	}
+
+	if (udata) {
+		uresp.srqn = srq->srq_handle;
+		ret = ib_copy_to_udata(udata, &uresp,
+				       min_t(size_t, udata->outlen,
+					     sizeof(uresp)));
+		if (ret)
+			goto err_remove_srq;
+	}
+
+	pvrdma_dbg_srq(srq, "%u WRs x %u SGEs, %u pages (%s)\n", srq->max_wr,
+		       srq->max_sge, npages, udata ? "user" : "kernel");
+	return 0;
+
+err_remove_srq:
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	dev->srq_tbl[srq->srq_handle] = NULL;
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	if (refcount_dec_and_test(&srq->refcnt))
+		complete(&srq->free);
+	wait_for_completion(&srq->free);
+err_destroy_srq:
+	pvrdma_destroy_srq_cmd(dev, srq->srq_handle);
+err_free_ring:
+	pvrdma_srq_free_ring(dev, srq);
+err_dec_count:
+	atomic_dec(&dev->num_srqs);
+	return ret;
+}
+
+/**
+ * pvrdma_modify_srq() - MODIFY_SRQ: only the limit can change
+ * @ibsrq: SRQ
+ * @attr: new attributes
+ * @attr_mask: must be IB_SRQ_LIMIT (resizing is not supported)
+ * @udata: must carry no driver data
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
+		      enum ib_srq_attr_mask attr_mask, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
+	struct pvrdma_srq *srq = to_psrq(ibsrq);
+	union pvrdma_cmd_req req = {};
+
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+	if (attr_mask != IB_SRQ_LIMIT)
+		return -EOPNOTSUPP;
+	if (attr->srq_limit > srq->max_wr)
+		return -EINVAL;
+
+	req.modify_srq.hdr.cmd = PVRDMA_CMD_MODIFY_SRQ;
+	req.modify_srq.srq_handle = srq->srq_handle;
+	req.modify_srq.attr_mask = PVRDMA_SRQ_LIMIT;
+	req.modify_srq.attrs.srq_limit = attr->srq_limit;
+	return pvrdma_cmd_post(dev, &req, NULL);
+}
+
+/**
+ * pvrdma_query_srq() - QUERY_SRQ
+ * @ibsrq: SRQ
+ * @attr: filled with the device's attributes
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_query_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
+	struct pvrdma_srq *srq = to_psrq(ibsrq);
+	union pvrdma_cmd_req req = {};
+	union pvrdma_cmd_resp resp;
+	int ret;
+
+	req.query_srq.hdr.cmd = PVRDMA_CMD_QUERY_SRQ;
+	req.query_srq.srq_handle = srq->srq_handle;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (ret)
+		return ret;
+	attr->max_wr = resp.query_srq_resp.attrs.max_wr;
+	attr->max_sge = resp.query_srq_resp.attrs.max_sge;
+	attr->srq_limit = resp.query_srq_resp.attrs.srq_limit;
+	return 0;
+}
+
+/**
+ * pvrdma_destroy_srq() - destroy is create in reverse
+ * @ibsrq: SRQ, no longer used by any QP
+ * @udata: unused
+ *
+ * Return: 0; a device failure is logged, the SRQ is gone for the guest.
+ */
+int pvrdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
+	struct pvrdma_srq *srq = to_psrq(ibsrq);
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	dev->srq_tbl[srq->srq_handle] = NULL;
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	if (refcount_dec_and_test(&srq->refcnt))
+		complete(&srq->free);
+	wait_for_completion(&srq->free);
+
+	pvrdma_destroy_srq_cmd(dev, srq->srq_handle);
+	pvrdma_srq_free_ring(dev, srq);
+	atomic_dec(&dev->num_srqs);
+	pvrdma_dbg_srq(srq, "destroyed\n");
+	return 0;
+}
+
+/**
+ * pvrdma_post_srq_recv() - post receive WRs on a kernel SRQ
+ * @ibsrq: SRQ
+ * @wr: chain of WRs
+ * @bad_wr: the first WR not posted, on error
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_post_srq_recv(struct ib_srq *ibsrq, const struct ib_recv_wr *wr,
+			 const struct ib_recv_wr **bad_wr)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
+	struct pvrdma_srq *srq = to_psrq(ibsrq);
+	unsigned int posted;
+	unsigned long flags;
+	int ret;
+
+	if (srq->umem) {
+		if (bad_wr)
+			*bad_wr = wr;
+		return -EOPNOTSUPP;
+	}
+
+	spin_lock_irqsave(&srq->rq.lock, flags);
+	ret = pvrdma_wq_post_recv(&srq->rq, &srq->pdir, wr, bad_wr, &posted);
+	if (ret == -EIO) {
+		pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
+		pvrdma_err_srq(srq, "SRQ ring state invalid\n");
+	}
+	if (posted)
+		pvrdma_db_write(dev, PVRDMA_UAR_SRQ_OFFSET,
+				(u32)PVRDMA_UAR_SRQ_RECV | srq->srq_handle);
+	spin_unlock_irqrestore(&srq->rq.lock, flags);
+	return ret;
+}

@@ -1,0 +1,1876 @@
+/*
+ * Unit tests: the RC data path of the software fabric (docs/datapath.md):
+ * every opcode end to end between two QPs of one device and between two
+ * devices (two fake guests, each with its own memory and ops), CQE
+ * fields, error statuses, RNR with the timer, flushing, async events,
+ * CQ overrun and arming, SRQs, fast registration, hostile WQEs and rings.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "fake_guest.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+#include "pvrdma_fabric.h"
+
+#define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
+                     PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
+#define SIG         PVRDMA_WR_FLAG_SIGNALED
+#define VA_A        0x7f0000000800ull   /* not page aligned on purpose */
+#define VA_B        0x7e0000000100ull
+#define MR_LEN      (5 * 4096ull)
+
+typedef struct Pair {
+    FakeGuest *fa, *fb;
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+} Pair;
+
+static const FvConnOpts default_opts = {
+    .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
+    .retry_cnt = 7,
+};
+
+static FakeGuest *dev_new(void)
+{
+    FakeGuest *fg = fg_new(NULL);
+
+    fg_setup(fg);
+    assert_int_equal(fg_bind_gid(fg, 0), 0);
+    return fg;
+}
+
+/* QPs a (on fa) and b (on fb, == fa unless @two), connected. */
+static Pair *pair_new_opts(bool two, const FvConnOpts *o, bool sig_all)
+{
+    Pair *p = g_new0(Pair, 1);
+
+    p->fa = dev_new();
+    p->fb = two ? dev_new() : p->fa;
+    assert_int_equal(fg_create_pd(p->fa, 0, &p->pda), 0);
+    if (two) {
+        assert_int_equal(fg_create_pd(p->fb, 0, &p->pdb), 0);
+    } else {
+        p->pdb = p->pda;
+    }
+    p->cqa = fv_cq_new(p->fa, 0, 64);
+    p->cqb = fv_cq_new(p->fb, 0, 64);
+    p->a = fv_qp_new(p->fa, PVRDMA_QPT_RC, p->pda, p->cqa, p->cqa, NULL, 16,
+                     4, sig_all);
+    p->b = fv_qp_new(p->fb, PVRDMA_QPT_RC, p->pdb, p->cqb, p->cqb, NULL, 16,
+                     4, sig_all);
+    p->ma = fv_mr_new(p->fa, p->pda, VA_A, MR_LEN, ALL_ACCESS);
+    p->mb = fv_mr_new(p->fb, p->pdb, VA_B, MR_LEN, ALL_ACCESS);
+    fv_connect(p->a, p->b, o);
+    return p;
+}
+
+static Pair *pair_new(bool two)
+{
+    return pair_new_opts(two, &default_opts, false);
+}
+
+static void pair_free(Pair *p)
+{
+    FakeGuest *fb = p->fb;
+
+    fg_free(p->fa);
+    if (fb != p->fa) {
+        fg_free(fb);
+    }
+    g_free(p->cqa);
+    g_free(p->cqb);
+    g_free(p->a);
+    g_free(p->b);
+    g_free(p->ma);
+    g_free(p->mb);
+    g_free(p);
+}
+
+static struct pvrdma_sge sge(FvMr *mr, uint64_t va, uint32_t len)
+{
+    struct pvrdma_sge s = { .addr = va, .length = len, .lkey = mr->lkey };
+
+    return s;
+}
+
+static struct pvrdma_sq_wqe_hdr wqe(uint64_t id, uint32_t op, uint32_t flags,
+                                    uint32_t nsge)
+{
+    struct pvrdma_sq_wqe_hdr h;
+
+    memset(&h, 0, sizeof(h));
+    h.wr_id = id;
+    h.opcode = op;
+    h.send_flags = flags;
+    h.num_sge = nsge;
+    return h;
+}
+
+static struct pvrdma_cqe expect_cqe(FvCq *cq, uint64_t wr_id, uint32_t qp,
+                                    uint32_t opcode, uint32_t status,
+                                    uint32_t byte_len)
+{
+    struct pvrdma_cqe c;
+
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, wr_id);
+    assert_int_equal(c.qp, qp);
+    assert_int_equal(c.opcode, opcode);
+    assert_int_equal(c.status, status);
+    assert_int_equal(c.byte_len, byte_len);
+    assert_int_equal(c.vendor_err, 0);
+    assert_int_equal(c.port_num, 1);
+    return c;
+}
+
+/* The requester's own CQE: no receive-only fields. */
+static void expect_send_cqe(Pair *p, uint64_t wr_id, uint32_t opcode,
+                            uint32_t status, uint32_t byte_len)
+{
+    struct pvrdma_cqe c = expect_cqe(p->cqa, wr_id, p->a->handle, opcode,
+                                     status, byte_len);
+
+    assert_int_equal(c.wc_flags, 0);
+    assert_int_equal(c.src_qp, 0);
+    assert_int_equal(c.imm_data, 0);
+}
+
+/* A successful receive CQE on b from a. */
+static struct pvrdma_cqe expect_recv_cqe(Pair *p, uint64_t wr_id,
+                                         uint32_t opcode, uint32_t byte_len,
+                                         uint32_t flags)
+{
+    struct pvrdma_cqe c = expect_cqe(p->cqb, wr_id, p->b->handle, opcode,
+                                     PVRDMA_WC_SUCCESS, byte_len);
+
+    assert_int_equal(c.src_qp, p->a->qpn);
+    assert_int_equal(c.wc_flags,
+                     flags | PVRDMA_WC_WITH_NETWORK_HDR_TYPE);
+    /* fe80::/64 test GIDs are not IPv4-mapped: RoCE v2 over IPv6. */
+    assert_int_equal(c.network_hdr_type, PVRDMA_NETWORK_IPV6);
+    assert_int_equal(c.sl, 3);
+    return c;
+}
+
+/* Byte-wise: MR pages are not contiguous in guest memory. */
+static void expect_mr_equal(FvMr *x, uint64_t xva, FvMr *y, uint64_t yva,
+                            uint64_t len)
+{
+    uint64_t i;
+
+    for (i = 0; i < len; i++) {
+        assert_int_equal(*fv_mr_ptr(x, xva + i), *fv_mr_ptr(y, yva + i));
+    }
+}
+
+static void expect_empty(FvCq *cq)
+{
+    struct pvrdma_cqe c;
+
+    assert_false(fv_cq_poll(cq, &c));
+}
+
+/* ---- SEND / RECV ------------------------------------------------------ */
+
+static void do_send_recv(bool two)
+{
+    Pair *p = pair_new(two);
+    struct pvrdma_sge s[3], r[2];
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    uint32_t len = 100 + 5000 + 700;
+
+    /* Three SGEs crossing page boundaries of non-contiguous pages. */
+    fv_mr_fill(p->ma, VA_A + 10, 100, 1);
+    fv_mr_fill(p->ma, VA_A + 3000, 5000, 2);
+    fv_mr_fill(p->ma, VA_A + 12000, 700, 3);
+    s[0] = sge(p->ma, VA_A + 10, 100);
+    s[1] = sge(p->ma, VA_A + 3000, 5000);
+    s[2] = sge(p->ma, VA_A + 12000, 700);
+    r[0] = sge(p->mb, VA_B + 4000, 150);
+    r[1] = sge(p->mb, VA_B + 8000, 8000);
+    fv_post_recv(p->b, 0xb0b0, r, 2);
+    fv_ring_rq(p->b);
+    h = wqe(0xa0a0, PVRDMA_WR_SEND, SIG, 3);
+    fv_post_send(p->a, &h, s, 3);
+    fv_ring_sq(p->a);
+
+    expect_send_cqe(p, 0xa0a0, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, len);
+    c = expect_recv_cqe(p, 0xb0b0, PVRDMA_WC_RECV, len, 0);
+    assert_int_equal(c.imm_data, 0);
+    /* bytes: 100 | 5000 | 700 packed into 150 + 8000 */
+    assert_true(fv_mr_check(p->mb, VA_B + 4000, 100, 1));
+    expect_mr_equal(p->mb, VA_B + 4100, p->ma, VA_A + 3000, 50);
+    {
+        uint32_t i;
+
+        for (i = 0; i < 5000; i++) {
+            uint64_t dst = i < 50 ? VA_B + 4100 + i : VA_B + 8000 + i - 50;
+
+            assert_int_equal(*fv_mr_ptr(p->mb, dst),
+                             *fv_mr_ptr(p->ma, VA_A + 3000 + i));
+        }
+        for (i = 0; i < 700; i++) {
+            assert_int_equal(*fv_mr_ptr(p->mb, VA_B + 8000 + 4950 + i),
+                             *fv_mr_ptr(p->ma, VA_A + 12000 + i));
+        }
+    }
+    /* the byte after the message is untouched */
+    assert_int_equal(*fv_mr_ptr(p->mb, VA_B + 8000 + 5650), 0);
+    assert_int_equal(fv_sq_cons(p->a), 1);
+
+    /* SEND_WITH_IMM, solicited, zero SGEs on the receive side too. */
+    fv_post_recv(p->b, 7, NULL, 0);
+    fv_ring_rq(p->b);
+    h = wqe(8, PVRDMA_WR_SEND_WITH_IMM, SIG | PVRDMA_WR_FLAG_SOLICITED, 0);
+    h.ex.imm_data = 0x12345678;
+    fv_post_send(p->a, &h, NULL, 0);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 8, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 0);
+    c = expect_recv_cqe(p, 7, PVRDMA_WC_RECV, 0, PVRDMA_WC_WITH_IMM);
+    assert_int_equal(c.imm_data, 0x12345678);
+    expect_empty(p->cqa);
+    expect_empty(p->cqb);
+    assert_int_equal(p->fa->guest_errors, 0);
+    assert_int_equal(p->fb->guest_errors, 0);
+    pair_free(p);
+}
+
+static void test_send_recv_loopback(void **state)
+{
+    (void)state;
+    do_send_recv(false);
+}
+
+static void test_send_recv_two_devices(void **state)
+{
+    (void)state;
+    do_send_recv(true);
+}
+
+/* ---- RDMA WRITE / READ -------------------------------------------------- */
+
+static void do_write_read(bool two)
+{
+    Pair *p = pair_new(two);
+    struct pvrdma_sge s[2];
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+
+    fv_mr_fill(p->ma, VA_A, 9000, 9);
+    s[0] = sge(p->ma, VA_A, 4000);
+    s[1] = sge(p->ma, VA_A + 4000, 5000);
+    h = wqe(1, PVRDMA_WR_RDMA_WRITE, SIG, 2);
+    h.wr.rdma.remote_addr = VA_B + 1234;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, s, 2);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 9000);
+    assert_true(fv_mr_check(p->mb, VA_B + 1234, 9000, 9));
+    expect_empty(p->cqb);           /* plain WRITE: nothing on b */
+
+    /* WRITE_WITH_IMM consumes a receive (its SGEs are not used). */
+    fv_post_recv(p->b, 77, NULL, 0);
+    fv_ring_rq(p->b);
+    fv_mr_fill(p->ma, VA_A, 300, 4);
+    s[0] = sge(p->ma, VA_A, 300);
+    h = wqe(2, PVRDMA_WR_RDMA_WRITE_WITH_IMM, SIG, 1);
+    h.ex.imm_data = 0xcafef00d;
+    h.wr.rdma.remote_addr = VA_B + 20000;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 300);
+    c = expect_recv_cqe(p, 77, PVRDMA_WC_RECV_RDMA_WITH_IMM, 300,
+                        PVRDMA_WC_WITH_IMM);
+    assert_int_equal(c.imm_data, 0xcafef00d);
+    assert_true(fv_mr_check(p->mb, VA_B + 20000, 300, 4));
+
+    /* READ back 6000 bytes into two local SGEs. */
+    fv_mr_fill(p->mb, VA_B + 100, 6000, 5);
+    s[0] = sge(p->ma, VA_A + 10000, 1000);
+    s[1] = sge(p->ma, VA_A + 15000, 5000);
+    h = wqe(3, PVRDMA_WR_RDMA_READ, SIG, 2);
+    h.wr.rdma.remote_addr = VA_B + 100;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, s, 2);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 3, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 6000);
+    expect_mr_equal(p->ma, VA_A + 10000, p->mb, VA_B + 100, 1000);
+    {
+        uint32_t i;
+
+        for (i = 0; i < 5000; i++) {
+            assert_int_equal(*fv_mr_ptr(p->ma, VA_A + 15000 + i),
+                             *fv_mr_ptr(p->mb, VA_B + 1100 + i));
+        }
+    }
+    /* zero-length WRITE and READ check no rkey */
+    h = wqe(4, PVRDMA_WR_RDMA_WRITE, SIG, 0);
+    h.wr.rdma.rkey = 0xdeadbeef;
+    fv_post_send(p->a, &h, NULL, 0);
+    h = wqe(5, PVRDMA_WR_RDMA_READ, SIG, 0);
+    h.wr.rdma.rkey = 0xdeadbeef;
+    fv_post_send(p->a, &h, NULL, 0);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 4, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 0);
+    expect_send_cqe(p, 5, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 0);
+    expect_empty(p->cqb);
+    pair_free(p);
+}
+
+static void test_write_read_loopback(void **state)
+{
+    (void)state;
+    do_write_read(false);
+}
+
+static void test_write_read_two_devices(void **state)
+{
+    (void)state;
+    do_write_read(true);
+}
+
+/* ---- atomics ------------------------------------------------------------ */
+
+static void post_atomic(Pair *p, uint64_t id, uint32_t op, uint64_t raddr,
+                        uint64_t cmp_add, uint64_t swap, uint64_t laddr)
+{
+    struct pvrdma_sge s = sge(p->ma, laddr, 8);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, SIG, 1);
+
+    h.wr.atomic.remote_addr = raddr;
+    h.wr.atomic.rkey = p->mb->rkey;
+    h.wr.atomic.compare_add = cmp_add;
+    h.wr.atomic.swap = swap;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+}
+
+static void do_atomics(bool two)
+{
+    Pair *p = pair_new(two);
+    uint64_t v = 100, r;
+
+    /* 8 bytes straddling the MR's first page boundary are fine: aligned */
+    memcpy(fv_mr_ptr(p->mb, VA_B + 0xf00), &v, 8);
+    post_atomic(p, 1, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, VA_B + 0xf00, 23, 0,
+                VA_A + 8);
+    expect_send_cqe(p, 1, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_SUCCESS, 8);
+    memcpy(&r, fv_mr_ptr(p->ma, VA_A + 8), 8);
+    assert_int_equal(r, 100);
+    memcpy(&v, fv_mr_ptr(p->mb, VA_B + 0xf00), 8);
+    assert_int_equal(v, 123);
+
+    /* CAS that matches, then one that does not */
+    post_atomic(p, 2, PVRDMA_WR_ATOMIC_CMP_AND_SWP, VA_B + 0xf00, 123,
+                0x1111222233334444ull, VA_A + 16);
+    expect_send_cqe(p, 2, PVRDMA_WC_COMP_SWAP, PVRDMA_WC_SUCCESS, 8);
+    memcpy(&r, fv_mr_ptr(p->ma, VA_A + 16), 8);
+    assert_int_equal(r, 123);
+    memcpy(&v, fv_mr_ptr(p->mb, VA_B + 0xf00), 8);
+    assert_int_equal(v, 0x1111222233334444ull);
+    post_atomic(p, 3, PVRDMA_WR_ATOMIC_CMP_AND_SWP, VA_B + 0xf00, 5, 6,
+                VA_A + 24);
+    expect_send_cqe(p, 3, PVRDMA_WC_COMP_SWAP, PVRDMA_WC_SUCCESS, 8);
+    memcpy(&r, fv_mr_ptr(p->ma, VA_A + 24), 8);
+    assert_int_equal(r, 0x1111222233334444ull);
+    memcpy(&v, fv_mr_ptr(p->mb, VA_B + 0xf00), 8);
+    assert_int_equal(v, 0x1111222233334444ull);
+    expect_empty(p->cqb);
+    assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_REQ_ERR,
+                                    p->b->handle), 0);
+
+    /* misaligned: invalid request, responder to ERR with QP_REQ_ERR */
+    post_atomic(p, 4, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, VA_B + 0xf04, 1, 0,
+                VA_A + 32);
+    expect_send_cqe(p, 4, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_REQ_ERR,
+                                    p->b->handle), 1);
+    memcpy(&r, fv_mr_ptr(p->ma, VA_A + 32), 8);
+    assert_int_equal(r, 0);
+    pair_free(p);
+}
+
+static void test_atomics_loopback(void **state)
+{
+    (void)state;
+    do_atomics(false);
+}
+
+static void test_atomics_two_devices(void **state)
+{
+    (void)state;
+    do_atomics(true);
+}
+
+static void test_atomic_bad(void **state)
+{
+    Pair *p;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    /* local buffer shorter than 8 bytes: LOC_LEN_ERR */
+    p = pair_new(false);
+    s = sge(p->ma, VA_A, 4);
+    h = wqe(1, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, SIG, 1);
+    h.wr.atomic.remote_addr = VA_B;
+    h.wr.atomic.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 1, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_LOC_LEN_ERR, 0);
+    pair_free(p);
+
+    /* target memory that cannot be mapped: not emulated non-atomically */
+    p = pair_new(true);
+    p->fb->map_refuse = true;
+    post_atomic(p, 2, PVRDMA_WR_ATOMIC_CMP_AND_SWP, VA_B, 0, 1, VA_A);
+    expect_send_cqe(p, 2, PVRDMA_WC_COMP_SWAP, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_ACCESS_ERR,
+                                    p->b->handle), 1);
+    pair_free(p);
+
+    /* QP without REMOTE_ATOMIC */
+    {
+        FvConnOpts o = default_opts;
+
+        o.access = ALL_ACCESS & ~PVRDMA_ACCESS_REMOTE_ATOMIC;
+        p = pair_new_opts(false, &o, false);
+        post_atomic(p, 3, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, VA_B, 1, 0, VA_A);
+        expect_send_cqe(p, 3, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_REM_ACCESS_ERR,
+                        0);
+        pair_free(p);
+    }
+}
+
+/* ---- signaled / unsignaled ---------------------------------------------- */
+
+static void test_unsignaled(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 64), r = sge(p->mb, VA_B, 64);
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    fv_post_recv(p->b, 1, &r, 1);
+    fv_post_recv(p->b, 2, &r, 1);
+    fv_ring_rq(p->b);
+    h = wqe(10, PVRDMA_WR_SEND, 0, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    h = wqe(11, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    /* only the signaled one completes, both were consumed */
+    expect_send_cqe(p, 11, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    expect_empty(p->cqa);
+    assert_int_equal(fv_sq_cons(p->a), 2);
+    expect_recv_cqe(p, 1, PVRDMA_WC_RECV, 64, 0);
+    expect_recv_cqe(p, 2, PVRDMA_WC_RECV, 64, 0);
+    /* an unsignaled error still completes */
+    h = wqe(12, PVRDMA_WR_RDMA_WRITE, 0, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey + 1;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 12, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_REM_ACCESS_ERR,
+                    0);
+    pair_free(p);
+
+    /* sq_sig_all: every WQE completes */
+    p = pair_new_opts(false, &default_opts, true);
+    s = sge(p->ma, VA_A, 8);
+    h = wqe(20, PVRDMA_WR_RDMA_WRITE, 0, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 20, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 8);
+    pair_free(p);
+}
+
+/* ---- local errors ------------------------------------------------------- */
+
+static void send_one(Pair *p, uint64_t id, uint32_t op,
+                     const struct pvrdma_sge *s, uint32_t n)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, SIG, n);
+
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, s, n);
+    fv_ring_sq(p->a);
+}
+
+static void test_loc_prot_err(void **state)
+{
+    struct {
+        uint32_t op;
+        int kind;
+    } cases[] = {
+        { PVRDMA_WR_SEND, 0 },          /* unknown lkey */
+        { PVRDMA_WR_SEND, 1 },          /* key of another PD */
+        { PVRDMA_WR_SEND, 2 },          /* beyond the MR */
+        { PVRDMA_WR_SEND, 3 },          /* before the MR */
+        { PVRDMA_WR_RDMA_READ, 4 },     /* READ into an MR w/o LOCAL_WRITE */
+        { PVRDMA_WR_RDMA_WRITE, 5 },    /* address overflows */
+        { PVRDMA_WR_SEND, 6 },          /* stale key byte */
+    };
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        Pair *p = pair_new(false);
+        struct pvrdma_sge s = sge(p->ma, VA_A, 16);
+        uint32_t pd2;
+        FvMr *other, *ro;
+
+        switch (cases[i].kind) {
+        case 0:
+            s.lkey = 0x7f0001;
+            break;
+        case 1:
+            assert_int_equal(fg_create_pd(p->fa, 0, &pd2), 0);
+            other = fv_mr_new(p->fa, pd2, VA_A, 4096, ALL_ACCESS);
+            s.lkey = other->lkey;
+            g_free(other);
+            break;
+        case 2:
+            s.addr = VA_A + MR_LEN - 8;
+            break;
+        case 3:
+            s.addr = VA_A - 1;
+            break;
+        case 4:
+            ro = fv_mr_new(p->fa, p->pda, VA_A, 4096, 0);
+            s.lkey = ro->lkey;
+            g_free(ro);
+            break;
+        case 5:
+            s.addr = UINT64_MAX - 4;
+            break;
+        case 6:
+            s.lkey ^= 0x80;
+            break;
+        }
+        if (cases[i].op == PVRDMA_WR_SEND) {
+            struct pvrdma_sge r = sge(p->mb, VA_B, 64);
+
+            fv_post_recv(p->b, 5, &r, 1);
+            fv_ring_rq(p->b);
+        }
+        send_one(p, 100 + i, cases[i].op, &s, 1);
+        expect_send_cqe(p, 100 + i, pvrdma_fabric_wc_opcode(cases[i].op),
+                        PVRDMA_WC_LOC_PROT_ERR, 0);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        /* the responder saw nothing and is fine */
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_RTS);
+        expect_empty(p->cqb);
+        pair_free(p);
+    }
+}
+
+static void test_loc_len_err(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s[5];
+    unsigned i;
+
+    (void)state;
+    /* num_sge above max_send_sge (4), still inside the 256-byte slot */
+    for (i = 0; i < 5; i++) {
+        s[i] = sge(p->ma, VA_A, 1);
+    }
+    send_one(p, 1, PVRDMA_WR_RDMA_WRITE, s, 5);
+    expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_LOC_LEN_ERR, 0);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+    pair_free(p);
+
+    /* a message above max_msg_sz (2^31), u32 lengths summing past 2^32 */
+    p = pair_new(false);
+    s[0] = sge(p->ma, VA_A, 0x80000000u);
+    s[1] = sge(p->ma, VA_A, 0xffffffffu);
+    s[2] = sge(p->ma, VA_A, 2);
+    send_one(p, 2, PVRDMA_WR_RDMA_WRITE, s, 3);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_LOC_LEN_ERR, 0);
+    pair_free(p);
+
+    /* num_sge far beyond the WQE slot */
+    p = pair_new(false);
+    {
+        struct pvrdma_sq_wqe_hdr h = wqe(3, PVRDMA_WR_SEND, SIG, 0);
+
+        fv_post_send(p->a, &h, NULL, 0);
+        /* patch num_sge in guest memory after posting */
+        ((struct pvrdma_sq_wqe_hdr *)fg_ptr(p->fa, p->a->pages[1]))->num_sge =
+            0xffffffffu;
+        fv_ring_sq(p->a);
+        expect_send_cqe(p, 3, PVRDMA_WC_SEND, PVRDMA_WC_LOC_LEN_ERR, 0);
+    }
+    pair_free(p);
+}
+
+static void test_bad_opcodes(void **state)
+{
+    static const uint32_t ops[] = {
+        PVRDMA_WR_LSO, PVRDMA_WR_RDMA_READ_WITH_INV,
+        PVRDMA_WR_MASKED_ATOMIC_CMP_AND_SWP,
+        PVRDMA_WR_MASKED_ATOMIC_FETCH_AND_ADD, PVRDMA_WR_BIND_MW,
+        PVRDMA_WR_REG_SIG_MR, PVRDMA_WR_ERROR, 17, 0x7fffffff, 0xffffffff,
+    };
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        Pair *p = pair_new(false);
+        struct pvrdma_sge s = sge(p->ma, VA_A, 8);
+        struct pvrdma_sq_wqe_hdr h = wqe(i, ops[i], 0, 1);
+
+        /* errors complete even unsignaled; later WQEs are flushed */
+        fv_post_send(p->a, &h, &s, 1);
+        h = wqe(99, PVRDMA_WR_RDMA_WRITE, 0, 0);
+        fv_post_send(p->a, &h, NULL, 0);
+        fv_ring_sq(p->a);
+        expect_send_cqe(p, i, pvrdma_fabric_wc_opcode(ops[i]),
+                        PVRDMA_WC_LOC_QP_OP_ERR, 0);
+        expect_send_cqe(p, 99, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_WR_FLUSH_ERR,
+                        0);
+        expect_empty(p->cqa);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        pair_free(p);
+    }
+}
+
+static void test_ud_send_rejected(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *qp;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 16);
+    qp = fv_qp_new(fg, PVRDMA_QPT_UD, pd, cq, cq, NULL, 4, 1, false);
+    assert_int_equal(fg_qp_to_rts(fg, qp->handle, PVRDMA_QPT_UD), 0);
+    h = wqe(1, PVRDMA_WR_SEND, 0, 0);
+    fv_post_send(qp, &h, NULL, 0);
+    fv_post_send(qp, &h, NULL, 0);
+    fv_ring_sq(qp);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.status, PVRDMA_WC_LOC_QP_OP_ERR);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.status, PVRDMA_WC_LOC_QP_OP_ERR);
+    /* UD is a later issue: no state change */
+    assert_int_equal(fv_qp_state(qp), PVRDMA_QPS_RTS);
+    fg_free(fg);
+    g_free(cq);
+    g_free(qp);
+}
+
+/* ---- remote errors ------------------------------------------------------ */
+
+static void test_rem_access_err(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 8; kind++) {
+        FvConnOpts o = default_opts;
+        Pair *p;
+        struct pvrdma_sge s;
+        struct pvrdma_sq_wqe_hdr h;
+        uint32_t op = PVRDMA_WR_RDMA_WRITE;
+
+        if (kind == 3) {
+            o.access = PVRDMA_ACCESS_LOCAL_WRITE;   /* QP: no remote */
+        }
+        p = pair_new_opts(kind == 7, &o, false);
+        s = sge(p->ma, VA_A, 16);
+        h = wqe(kind, op, SIG, 1);
+        h.wr.rdma.remote_addr = VA_B;
+        h.wr.rdma.rkey = p->mb->rkey;
+        switch (kind) {
+        case 0:
+            h.wr.rdma.rkey = 0x12345601;        /* no such MR */
+            break;
+        case 1:
+            h.wr.rdma.remote_addr = VA_B + MR_LEN - 15;   /* past the end */
+            break;
+        case 2: {                               /* MR w/o REMOTE_WRITE */
+            FvMr *m = fv_mr_new(p->fb, p->pdb, VA_B, 4096,
+                                PVRDMA_ACCESS_LOCAL_WRITE |
+                                PVRDMA_ACCESS_REMOTE_READ);
+
+            h.wr.rdma.rkey = m->rkey;
+            g_free(m);
+            break;
+        }
+        case 3:
+            break;
+        case 4:                                 /* READ of a WRITE-only MR */
+        {
+            FvMr *m = fv_mr_new(p->fb, p->pdb, VA_B, 4096,
+                                PVRDMA_ACCESS_LOCAL_WRITE |
+                                PVRDMA_ACCESS_REMOTE_WRITE);
+
+            h.opcode = op = PVRDMA_WR_RDMA_READ;
+            h.wr.rdma.rkey = m->rkey;
+            g_free(m);
+            break;
+        }
+        case 5:                                 /* range overflows */
+            h.wr.rdma.remote_addr = UINT64_MAX - 7;
+            break;
+        case 6: {                               /* rkey of another PD */
+            uint32_t pd2;
+            FvMr *m;
+
+            assert_int_equal(fg_create_pd(p->fb, 0, &pd2), 0);
+            m = fv_mr_new(p->fb, pd2, VA_B, 4096, ALL_ACCESS);
+            h.wr.rdma.rkey = m->rkey;
+            g_free(m);
+            break;
+        }
+        case 7:                 /* two devices: a's own key means nothing */
+            h.wr.rdma.rkey = p->ma->rkey + 0x100;
+            break;
+        }
+        fv_post_send(p->a, &h, &s, 1);
+        fv_ring_sq(p->a);
+        expect_send_cqe(p, kind, pvrdma_fabric_wc_opcode(op),
+                        PVRDMA_WC_REM_ACCESS_ERR, 0);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+        assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_ACCESS_ERR,
+                                        p->b->handle), 1);
+        /* nothing was written */
+        assert_int_equal(*fv_mr_ptr(p->mb, VA_B), 0);
+        pair_free(p);
+    }
+}
+
+static void test_rem_inv_req_recv_too_small(void **state)
+{
+    Pair *p = pair_new(true);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 200), r = sge(p->mb, VA_B, 199);
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    fv_post_recv(p->b, 1, &r, 1);
+    fv_post_recv(p->b, 2, &r, 1);
+    fv_ring_rq(p->b);
+    h = wqe(5, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 5, PVRDMA_WC_SEND, PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    /* receive: LOC_LEN_ERR, then the second one is flushed */
+    expect_cqe(p->cqb, 1, p->b->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_LOC_LEN_ERR, 0);
+    expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect_empty(p->cqb);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_REQ_ERR,
+                                    p->b->handle), 1);
+    pair_free(p);
+}
+
+static void test_recv_wqe_bad(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 3; kind++) {
+        Pair *p = pair_new(false);
+        struct pvrdma_sge s = sge(p->ma, VA_A, 16), r[5];
+        unsigned i, n = 1;
+
+        for (i = 0; i < 5; i++) {
+            r[i] = sge(p->mb, VA_B, 4);
+        }
+        if (kind == 0) {
+            n = 5;              /* num_sge > max_recv_sge */
+        } else if (kind == 1) {
+            r[0].lkey = 0x999901;
+            r[0].length = 16;
+        } else {
+            FvMr *ro = fv_mr_new(p->fb, p->pdb, VA_B, 4096,
+                                 PVRDMA_ACCESS_REMOTE_READ);
+
+            r[0] = sge(ro, VA_B, 16);    /* no LOCAL_WRITE */
+            g_free(ro);
+        }
+        fv_post_recv(p->b, 9, r, n);
+        fv_ring_rq(p->b);
+        send_one(p, 1, PVRDMA_WR_SEND, &s, 1);
+        expect_send_cqe(p, 1, PVRDMA_WC_SEND, PVRDMA_WC_REM_OP_ERR, 0);
+        expect_cqe(p->cqb, 9, p->b->handle, PVRDMA_WC_RECV,
+                   kind == 0 ? PVRDMA_WC_LOC_LEN_ERR : PVRDMA_WC_LOC_PROT_ERR,
+                   0);
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+        pair_free(p);
+    }
+}
+
+static void test_retry_exc_err(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 6; kind++) {
+        Pair *p = pair_new(kind >= 3);
+        struct pvrdma_sge s = sge(p->ma, VA_A, 16);
+        struct pvrdma_sge r = sge(p->mb, VA_B, 64);
+        FvConnOpts o = default_opts;
+
+        fv_post_recv(p->b, 1, &r, 1);
+        fv_ring_rq(p->b);
+        switch (kind) {
+        case 0:                 /* responder back in INIT (via RESET) */
+            assert_int_equal(fv_qp_modify_state(p->b, PVRDMA_QPS_RESET), 0);
+            break;
+        case 1:                 /* nonexistent destination QPN */
+            assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_RESET), 0);
+            assert_int_equal(fv_qp_rts(p->a, p->b->qpn + 7, 0, &o), 0);
+            break;
+        case 2:                 /* responder not connected back */
+            assert_int_equal(fv_qp_modify_state(p->b, PVRDMA_QPS_RESET), 0);
+            assert_int_equal(fv_qp_rts(p->b, 0x123, 0, &o), 0);
+            fv_post_recv(p->b, 1, &r, 1);
+            fv_ring_rq(p->b);
+            break;
+        case 3:                 /* DGID not bound on the peer device */
+            assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_RESET), 0);
+            assert_int_equal(fv_qp_rts(p->a, p->b->qpn, 5, &o), 0);
+            break;
+        case 4:                 /* peer device's QP destroyed */
+            assert_int_equal(fg_destroy_qp(p->fb, p->b->handle), 0);
+            break;
+        case 5:                 /* the source GID was unbound */
+        {
+            struct pvrdma_cmd_destroy_bind c = {
+                .hdr.cmd = PVRDMA_CMD_DESTROY_BIND
+            };
+
+            c.index = 0;
+            fg_test_gid(0, c.dest_gid);
+            assert_int_equal(fg_cmd(p->fa, &c, sizeof(c), NULL), 0);
+            break;
+        }
+        }
+        send_one(p, 7, PVRDMA_WR_SEND, &s, 1);
+        expect_send_cqe(p, 7, PVRDMA_WC_SEND, PVRDMA_WC_RETRY_EXC_ERR, 0);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        pair_free(p);
+    }
+}
+
+/* ---- RNR ----------------------------------------------------------------- */
+
+static void test_rnr_retry_counts(void **state)
+{
+    uint8_t retry;
+
+    (void)state;
+    for (retry = 0; retry < 7; retry++) {
+        FvConnOpts o = default_opts;
+        Pair *p;
+        struct pvrdma_sge s;
+        unsigned fired = 0;
+
+        o.rnr_retry = retry;
+        o.min_rnr_timer = 14;           /* 1.28 ms */
+        p = pair_new_opts(retry & 1, &o, false);
+        s = sge(p->ma, VA_A, 32);
+        send_one(p, 1, PVRDMA_WR_SEND, &s, 1);
+        while (retry && fv_cq_count(p->cqa) == 0) {
+            /* the SQ head waits for the responder's RNR timer */
+            assert_int_equal(p->fa->timer_expire, p->fa->now_ns + 1280000);
+            assert_int_equal(fv_sq_cons(p->a), 0);
+            fg_advance(p->fa, 1279999);
+            assert_int_equal(fv_cq_count(p->cqa), 0);
+            fg_advance(p->fa, 1);
+            fired++;
+            assert_true(fired <= retry);
+        }
+        assert_int_equal(fired, retry);
+        expect_send_cqe(p, 1, PVRDMA_WC_SEND, PVRDMA_WC_RNR_RETRY_EXC_ERR, 0);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_RTS);
+        assert_int_equal(p->fa->timer_expire, -1);
+        pair_free(p);
+    }
+}
+
+static void test_rnr_infinite_and_kick(void **state)
+{
+    FvConnOpts o = default_opts;
+    Pair *p;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    unsigned i;
+
+    (void)state;
+    o.rnr_retry = 7;
+    o.min_rnr_timer = 0;                /* 655.36 ms */
+    p = pair_new_opts(true, &o, false);
+    fv_mr_fill(p->ma, VA_A, 32, 3);
+    s = sge(p->ma, VA_A, 32);
+    send_one(p, 1, PVRDMA_WR_SEND, &s, 1);
+    /* a second WQE stays behind the stalled head (ordering) */
+    h = wqe(2, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B + 4096;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    for (i = 0; i < 20; i++) {
+        assert_int_equal(p->fa->timer_expire, p->fa->now_ns + 655360000);
+        fg_advance(p->fa, 655360000);
+        assert_int_equal(fv_cq_count(p->cqa), 0);
+    }
+    assert_int_equal(*fv_mr_ptr(p->mb, VA_B + 4096), 0);
+    /* posting the receive retries at once, without the timer */
+    r = sge(p->mb, VA_B, 64);
+    fv_post_recv(p->b, 3, &r, 1);
+    fv_ring_rq(p->b);
+    expect_send_cqe(p, 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 32);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 32);
+    expect_recv_cqe(p, 3, PVRDMA_WC_RECV, 32, 0);
+    assert_true(fv_mr_check(p->mb, VA_B, 32, 3));
+    assert_true(fv_mr_check(p->mb, VA_B + 4096, 32, 3));
+    /* the timer is cancelled or fires into nothing */
+    fg_advance(p->fa, 1000000000);
+    expect_empty(p->cqa);
+
+    /* WRITE_WITH_IMM RNR, then QP destroyed while stalled */
+    h = wqe(4, PVRDMA_WR_RDMA_WRITE_WITH_IMM, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    assert_true(p->fa->timer_expire >= 0);
+    assert_int_equal(fg_destroy_qp(p->fa, p->a->handle), 0);
+    fg_advance(p->fa, 1000000000);
+    /* and the same with the timer left to the core reset */
+    pair_free(p);
+}
+
+static void test_rnr_without_timer(void **state)
+{
+    FakeGuest *fg = fg_new_minimal(NULL);
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *a, *b;
+    FvMr *m;
+    FvConnOpts o = default_opts;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+
+    (void)state;
+    fg_setup(fg);
+    assert_int_equal(fg_bind_gid(fg, 0), 0);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 16);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    m = fv_mr_new(fg, pd, VA_A, 3 * 4096, ALL_ACCESS);
+    fv_connect(a, b, &o);
+    /* rnr_retry 7 without a timer: waits for the receive */
+    fv_mr_fill(m, VA_A, 5000, 6);
+    s = sge(m, VA_A, 5000);
+    h = wqe(1, PVRDMA_WR_SEND, 0, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_int_equal(fv_cq_count(cq), 0);
+    /* no dma_map: the copy bounces through dma_read/dma_write */
+    r = (struct pvrdma_sge){ .addr = VA_A + 5000, .length = 6000,
+                             .lkey = m->lkey };
+    fv_post_recv(b, 2, &r, 1);
+    fv_ring_rq(b);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.byte_len, 5000);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    /* the source was filled before: compare with the pattern */
+    assert_true(fv_mr_check(m, VA_A + 5000, 5000, 6));
+    /* finite rnr_retry without a timer: exhausted at once */
+    assert_int_equal(fv_qp_modify_state(a, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(a);
+    o.rnr_retry = 3;
+    assert_int_equal(fv_qp_rts(a, b->qpn, 0, &o), 0);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_RNR_RETRY_EXC_ERR);
+    assert_int_equal(fg->maps, 0);
+    fg_free(fg);
+    g_free(cq);
+    g_free(a);
+    g_free(b);
+    g_free(m);
+}
+
+/* ---- flush, error state and RESET --------------------------------------- */
+
+static void test_flush(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 16), r = sge(p->mb, VA_B, 16);
+    struct pvrdma_sq_wqe_hdr h;
+    static const uint32_t ops[] = {
+        PVRDMA_WR_SEND, PVRDMA_WR_RDMA_READ, PVRDMA_WR_ATOMIC_CMP_AND_SWP,
+        PVRDMA_WR_LOCAL_INV, PVRDMA_WR_FAST_REG_MR,
+    };
+    static const uint32_t wcs[] = {
+        PVRDMA_WC_SEND, PVRDMA_WC_RDMA_READ, PVRDMA_WC_COMP_SWAP,
+        PVRDMA_WC_LOCAL_INV, PVRDMA_WC_FAST_REG_MR,
+    };
+    unsigned i;
+
+    (void)state;
+    /* receives on a, sends on a (not rung), then modify a to ERR */
+    fv_post_recv(p->a, 50, &r, 1);
+    fv_post_recv(p->a, 51, &r, 1);
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        h = wqe(i, ops[i], 0, 1);
+        fv_post_send(p->a, &h, &s, 1);
+    }
+    fv_mr_fill(p->ma, VA_A, 16, 1);
+    assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_ERR), 0);
+    for (i = 0; i < G_N_ELEMENTS(ops); i++) {
+        expect_send_cqe(p, i, wcs[i], PVRDMA_WC_WR_FLUSH_ERR, 0);
+    }
+    expect_cqe(p->cqa, 50, p->a->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect_cqe(p->cqa, 51, p->a->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect_empty(p->cqa);
+    /* later posts are flushed at their doorbell; buffers untouched */
+    h = wqe(9, PVRDMA_WR_RDMA_WRITE, 0, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 9, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_WR_FLUSH_ERR, 0);
+    fv_post_recv(p->a, 52, &r, 1);
+    fv_ring_rq(p->a);
+    expect_cqe(p->cqa, 52, p->a->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    assert_int_equal(*fv_mr_ptr(p->mb, VA_B), 0);
+    assert_true(fv_mr_check(p->ma, VA_A, 16, 1));
+
+    /* RESET: positions forgotten, the guest zeroes its indexes */
+    assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(p->a);
+    assert_int_equal(fv_qp_rts(p->a, p->b->qpn, 0, &default_opts), 0);
+    fv_post_recv(p->b, 60, &r, 1);
+    fv_ring_rq(p->b);
+    h = wqe(61, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    assert_int_equal(fv_sq_cons(p->a), 1);
+    expect_send_cqe(p, 61, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    expect_recv_cqe(p, 60, PVRDMA_WC_RECV, 16, 0);
+    assert_true(fv_mr_check(p->mb, VA_B, 16, 1));
+    pair_free(p);
+}
+
+/* ---- async events ------------------------------------------------------- */
+
+static void test_comm_est(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd, t, info;
+    FvCq *cq;
+    FvQp *a, *b;
+    FvMr *m;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_qp_attr at;
+    struct pvrdma_cqe c;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 16);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    m = fv_mr_new(fg, pd, VA_A, 8192, ALL_ACCESS);
+    assert_int_equal(fv_qp_rts(a, b->qpn, 0, &default_opts), 0);
+    /* b only up to RTR */
+    assert_int_equal(fv_qp_rts(b, a->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_modify_state(b, PVRDMA_QPS_RESET), 0);
+    memset(&at, 0, sizeof(at));
+    at.qp_state = PVRDMA_QPS_INIT;
+    at.port_num = 1;
+    at.qp_access_flags = ALL_ACCESS;
+    assert_int_equal(fg_modify_qp(fg, b->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_PKEY_INDEX | PVRDMA_QP_PORT |
+                                  PVRDMA_QP_ACCESS_FLAGS, &at), 0);
+    memset(&at, 0, sizeof(at));
+    at.qp_state = PVRDMA_QPS_RTR;
+    at.path_mtu = PVRDMA_MTU_1024;
+    at.dest_qp_num = a->qpn;
+    at.ah_attr.ah_flags = PVRDMA_AH_FLAG_GRH;
+    at.ah_attr.port_num = 1;
+    fg_test_gid(0, at.ah_attr.grh.dgid);
+    assert_int_equal(fg_modify_qp(fg, b->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_AV | PVRDMA_QP_PATH_MTU |
+                                  PVRDMA_QP_DEST_QPN | PVRDMA_QP_RQ_PSN |
+                                  PVRDMA_QP_MAX_DEST_RD_ATOMIC |
+                                  PVRDMA_QP_MIN_RNR_TIMER, &at), 0);
+    while (fv_async_next(fg, &t, &info)) {
+    }
+    s = sge(m, VA_A, 8);
+    r = sge(m, VA_A + 100, 8);
+    fv_post_recv(b, 1, &r, 1);
+    fv_post_recv(b, 2, &r, 1);
+    fv_ring_rq(b);
+    h = wqe(3, PVRDMA_WR_SEND, 0, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    /* exactly one COMM_EST for b */
+    assert_true(fv_async_next(fg, &t, &info));
+    assert_int_equal(t, PVRDMA_EQE_TYPE_COMM_EST);
+    assert_int_equal(info, b->handle);
+    assert_false(fv_async_next(fg, &t, &info));
+    assert_int_equal(fg->notify[PVRDMA_VECTOR_ASYNC] > 0, 1);
+    while (fv_cq_poll(cq, &c)) {
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    }
+    fg_free(fg);
+    g_free(cq);
+    g_free(a);
+    g_free(b);
+    g_free(m);
+}
+
+static void test_cq_overrun(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd;
+    FvCq *small, *big;
+    FvQp *a, *b, *c2;
+    FvMr *m;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    small = fv_cq_new(fg, 0, 4);
+    big = fv_cq_new(fg, 0, 64);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, small, big, NULL, 8, 1, true);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, big, big, NULL, 8, 1, true);
+    /* another QP that uses the small CQ for receives only */
+    c2 = fv_qp_new(fg, PVRDMA_QPT_RC, pd, big, small, NULL, 8, 1, true);
+    m = fv_mr_new(fg, pd, VA_A, 8192, ALL_ACCESS);
+    fv_connect(a, b, &default_opts);
+    assert_int_equal(fv_qp_rts(c2, b->qpn, 0, &default_opts), 0);
+    s = sge(m, VA_A, 8);
+    for (i = 0; i < 6; i++) {
+        h = wqe(i, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+        h.wr.rdma.remote_addr = VA_A + 4096;
+        h.wr.rdma.rkey = m->rkey;
+        fv_post_send(a, &h, &s, 1);
+    }
+    fv_ring_sq(a);
+    /* 4 CQEs fit, the 5th is dropped: CQ_ERR, a and c2 to ERR */
+    for (i = 0; i < 4; i++) {
+        assert_true(fv_cq_poll(small, &c));
+        assert_int_equal(c.wr_id, i);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    }
+    assert_false(fv_cq_poll(small, &c));
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_CQ_ERR,
+                                    small->handle), 1);
+    assert_int_equal(fv_qp_state(a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(c2), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(b), PVRDMA_QPS_RTS);
+    /* the CQ stays in error: nothing more is written to it */
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_false(fv_cq_poll(small, &c));
+    assert_true(fg->guest_errors > 0);
+    fg_free(fg);
+    g_free(small);
+    g_free(big);
+    g_free(a);
+    g_free(b);
+    g_free(c2);
+    g_free(m);
+}
+
+static void test_cq_arm(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 8), r = sge(p->mb, VA_B, 8);
+    struct pvrdma_sq_wqe_hdr h;
+    uint32_t cqh;
+    unsigned v2;
+
+    (void)state;
+    /* ARM: the next completion notifies once */
+    pvrdma_core_uar_write(p->fa->core, PVRDMA_UAR_CQ_OFFSET,
+                          PVRDMA_DB_CQ_ARM | p->cqb->handle);
+    v2 = p->fa->notify[PVRDMA_VECTOR_CQ];
+    fv_post_recv(p->b, 1, &r, 1);
+    fv_post_recv(p->b, 2, &r, 1);
+    fv_ring_rq(p->b);
+    send_one(p, 3, PVRDMA_WR_SEND, &s, 1);
+    send_one(p, 4, PVRDMA_WR_SEND, &s, 1);
+    assert_int_equal(p->fa->notify[PVRDMA_VECTOR_CQ], v2 + 1);
+    assert_true(fv_cqn_next(p->fa, &cqh));
+    assert_int_equal(cqh, p->cqb->handle);
+    assert_false(fv_cqn_next(p->fa, &cqh));
+    expect_recv_cqe(p, 1, PVRDMA_WC_RECV, 8, 0);
+    expect_recv_cqe(p, 2, PVRDMA_WC_RECV, 8, 0);
+
+    /* ARM_SOL: an unsolicited receive does not notify, a solicited does */
+    pvrdma_core_uar_write(p->fa->core, PVRDMA_UAR_CQ_OFFSET,
+                          PVRDMA_DB_CQ_ARM_SOL | p->cqb->handle);
+    fv_post_recv(p->b, 5, &r, 1);
+    fv_post_recv(p->b, 6, &r, 1);
+    fv_ring_rq(p->b);
+    send_one(p, 7, PVRDMA_WR_SEND, &s, 1);
+    assert_false(fv_cqn_next(p->fa, &cqh));
+    h = wqe(8, PVRDMA_WR_SEND, SIG | PVRDMA_WR_FLAG_SOLICITED, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    assert_true(fv_cqn_next(p->fa, &cqh));
+    assert_int_equal(cqh, p->cqb->handle);
+    assert_false(fv_cqn_next(p->fa, &cqh));
+
+    /* ARM_SOL: an error completion notifies too */
+    pvrdma_core_uar_write(p->fa->core, PVRDMA_UAR_CQ_OFFSET,
+                          PVRDMA_DB_CQ_ARM_SOL | p->cqa->handle);
+    while (fv_cq_poll(p->cqa, &(struct pvrdma_cqe){ 0 })) {
+    }
+    send_one(p, 9, PVRDMA_WR_SEND, &s, 1);     /* no receive: RNR ... */
+    assert_false(fv_cqn_next(p->fa, &cqh));
+    h = wqe(10, 0x77, 0, 0);
+    assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_ERR), 0);
+    assert_true(fv_cqn_next(p->fa, &cqh));
+    assert_int_equal(cqh, p->cqa->handle);
+    assert_false(fv_cqn_next(p->fa, &cqh));
+    (void)h;
+    pair_free(p);
+}
+
+/* ---- SRQ ----------------------------------------------------------------- */
+
+static void test_srq(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd;
+    FvCq *cq;
+    FvSrq *srq;
+    FvQp *a, *b1, *b2, *a2;
+    FvMr *m;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 64);
+    srq = fv_srq_new(fg, pd, 8, 2, 3);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 8, 1, true);
+    a2 = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 8, 1, true);
+    b1 = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, srq, 8, 1, true);
+    b2 = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, srq, 8, 1, true);
+    m = fv_mr_new(fg, pd, VA_A, 3 * 4096, ALL_ACCESS);
+    fv_connect(a, b1, &default_opts);
+    fv_connect(a2, b2, &default_opts);
+    for (i = 0; i < 5; i++) {
+        r = sge(m, VA_A + 4096 + i * 100, 100);
+        fv_srq_post(srq, 100 + i, &r, 1);
+    }
+    fv_srq_ring(srq);
+    fv_mr_fill(m, VA_A, 50, 8);
+    s = sge(m, VA_A, 50);
+    /* 5 posted, limit 3: the event when the count drops to 2 */
+    for (i = 0; i < 3; i++) {
+        h = wqe(i, PVRDMA_WR_SEND, 0, 1);
+        fv_post_send(i & 1 ? a2 : a, &h, &s, 1);
+        fv_ring_sq(i & 1 ? a2 : a);
+        /* the responder's CQE is written before the requester's */
+        assert_true(fv_cq_poll(cq, &c));
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.opcode, PVRDMA_WC_RECV);
+        assert_int_equal(c.wr_id, 100 + i);
+        assert_int_equal(c.byte_len, 50);
+        assert_int_equal(c.qp, i & 1 ? b2->handle : b1->handle);
+        assert_int_equal(c.src_qp, i & 1 ? a2->qpn : a->qpn);
+        assert_true(fv_cq_poll(cq, &c));
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.opcode, PVRDMA_WC_SEND);
+        assert_int_equal(c.qp, i & 1 ? a2->handle : a->handle);
+        assert_true(fv_mr_check(m, VA_A + 4096 + i * 100, 50, 8));
+        assert_int_equal(fv_async_count(fg,
+                                        PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                        srq->handle), i == 2 ? 1 : 0);
+    }
+    /* disarmed: no second event; re-arm with MODIFY_SRQ */
+    h = wqe(9, PVRDMA_WR_SEND, 0, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                    srq->handle), 0);
+    assert_int_equal(fv_srq_modify_limit(srq, 2), 0);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                    srq->handle), 1);
+    while (fv_cq_poll(cq, &c)) {
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    }
+    /* SRQ empty: RNR, then a post on the SRQ kicks the requester */
+    fv_post_send(a2, &h, &s, 1);
+    fv_ring_sq(a2);
+    assert_false(fv_cq_poll(cq, &c));
+    r = sge(m, VA_A + 8192, 100);
+    fv_srq_post(srq, 200, &r, 1);
+    fv_srq_ring(srq);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 200);
+    assert_int_equal(c.qp, b2->handle);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.qp, a2->handle);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    /* a QP with an SRQ going to ERR: LAST_WQE_REACHED */
+    assert_int_equal(fv_qp_modify_state(b1, PVRDMA_QPS_ERR), 0);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_QP_LAST_WQE_REACHED,
+                                    b1->handle), 1);
+    /* a corrupted SRQ prod_tail: SRQ_ERR, its QPs to ERR */
+    fv_srq_set_prod(srq, 0xffff);
+    fv_srq_ring(srq);
+    assert_int_equal(fv_qp_state(b2), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_ERR,
+                                    srq->handle), 1);
+    /* a failed SRQ ignores its doorbell */
+    fv_srq_ring(srq);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_ERR,
+                                    srq->handle), 0);
+    fg_free(fg);
+    g_free(cq);
+    g_free(srq);
+    g_free(a);
+    g_free(a2);
+    g_free(b1);
+    g_free(b2);
+    g_free(m);
+}
+
+/* ---- fast registration and invalidation ---------------------------------- */
+
+static void post_reg_mr(Pair *p, FvFrmr *f, uint64_t id, uint64_t iova,
+                        uint32_t npages, uint32_t len, uint32_t access,
+                        uint32_t key)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_FAST_REG_MR, SIG, 0);
+    uint32_t i;
+
+    for (i = 0; i < npages && i < FV_MAX_PAGES; i++) {
+        f->pl_table[i] = f->pages[i];
+    }
+    h.wr.fast_reg.iova_start = iova;
+    h.wr.fast_reg.pl_pdir_dma = f->pl_pdir;
+    h.wr.fast_reg.page_shift = 12;
+    h.wr.fast_reg.page_list_len = npages;
+    h.wr.fast_reg.length = len;
+    h.wr.fast_reg.access_flags = access;
+    h.wr.fast_reg.rkey = key;
+    fv_post_send(p->b, &h, NULL, 0);
+    fv_ring_sq(p->b);
+}
+
+static void do_fast_reg(bool two)
+{
+    Pair *p = pair_new(two);
+    FvFrmr *f = fv_frmr_new(p->fb, p->pdb, 4);
+    uint64_t iova = 0x10000000a00ull;
+    uint32_t key = (f->key & ~0xffu) | 0x42;
+    struct pvrdma_sge s = sge(p->ma, VA_A, 6000), r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    /* before registration the key is unusable */
+    h = wqe(1, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = iova;
+    h.wr.rdma.rkey = f->key;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    pair_free(p);
+
+    p = pair_new(two);
+    g_free(f);
+    f = fv_frmr_new(p->fb, p->pdb, 4);
+    key = (f->key & ~0xffu) | 0x42;
+    post_reg_mr(p, f, 2, iova, 3, 3 * 4096 - 0xa00 - 100,
+                PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE, key);
+    c = expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_FAST_REG_MR,
+                   PVRDMA_WC_SUCCESS, 0);
+    /* WRITE 6000 bytes at iova + 0x100 through the new key */
+    fv_mr_fill(p->ma, VA_A, 6000, 7);
+    h = wqe(3, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = iova + 0x100;
+    h.wr.rdma.rkey = key;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 3, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 6000);
+    for (i = 0; i < 6000; i++) {
+        uint64_t rel = 0xa00 + 0x100 + i;
+        uint8_t *b = fg_ptr(p->fb, f->pages[rel >> 12] + (rel & 0xfff));
+
+        assert_int_equal(*b, *fv_mr_ptr(p->ma, VA_A + i));
+    }
+    /* the old key byte no longer works; nor past the length */
+    h.wr.rdma.rkey = f->key;
+    h.wr_id = 4;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 4, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    pair_free(p);
+
+    /* LOCAL_INV, then SEND_WITH_INV on a re-registered MR */
+    p = pair_new(two);
+    g_free(f);
+    f = fv_frmr_new(p->fb, p->pdb, 4);
+    key = (f->key & ~0xffu) | 0x43;
+    post_reg_mr(p, f, 5, iova, 1, 4096 - 0xa00, ALL_ACCESS, key);
+    expect_cqe(p->cqb, 5, p->b->handle, PVRDMA_WC_FAST_REG_MR,
+               PVRDMA_WC_SUCCESS, 0);
+    /* registering a valid MR again is refused */
+    post_reg_mr(p, f, 6, iova, 1, 100, ALL_ACCESS, key);
+    expect_cqe(p->cqb, 6, p->b->handle, PVRDMA_WC_FAST_REG_MR,
+               PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+    pair_free(p);
+
+    p = pair_new(two);
+    g_free(f);
+    f = fv_frmr_new(p->fb, p->pdb, 4);
+    key = (f->key & ~0xffu) | 0x44;
+    post_reg_mr(p, f, 7, iova, 1, 1024, ALL_ACCESS, key);
+    expect_cqe(p->cqb, 7, p->b->handle, PVRDMA_WC_FAST_REG_MR,
+               PVRDMA_WC_SUCCESS, 0);
+    h = wqe(8, PVRDMA_WR_LOCAL_INV, SIG, 0);
+    h.ex.invalidate_rkey = key;
+    fv_post_send(p->b, &h, NULL, 0);
+    fv_ring_sq(p->b);
+    expect_cqe(p->cqb, 8, p->b->handle, PVRDMA_WC_LOCAL_INV,
+               PVRDMA_WC_SUCCESS, 0);
+    /* re-register (the MR is free again), then SEND_WITH_INV from a */
+    key = (key & ~0xffu) | 0x45;
+    post_reg_mr(p, f, 9, iova, 1, 1024, ALL_ACCESS, key);
+    expect_cqe(p->cqb, 9, p->b->handle, PVRDMA_WC_FAST_REG_MR,
+               PVRDMA_WC_SUCCESS, 0);
+    r = sge(p->mb, VA_B, 64);
+    fv_post_recv(p->b, 10, &r, 1);
+    fv_ring_rq(p->b);
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(11, PVRDMA_WR_SEND_WITH_INV, SIG, 1);
+    h.ex.invalidate_rkey = key;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 11, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    c = expect_recv_cqe(p, 10, PVRDMA_WC_RECV, 64,
+                        PVRDMA_WC_WITH_INVALIDATE);
+    assert_int_equal(c.imm_data, key);
+    /* invalidated: a WRITE with it fails */
+    h = wqe(12, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = iova;
+    h.wr.rdma.rkey = key;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 12, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    pair_free(p);
+    g_free(f);
+}
+
+static void test_fast_reg_loopback(void **state)
+{
+    (void)state;
+    do_fast_reg(false);
+}
+
+static void test_fast_reg_two_devices(void **state)
+{
+    (void)state;
+    do_fast_reg(true);
+}
+
+static void test_fast_reg_bad(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 9; kind++) {
+        Pair *p = pair_new(false);
+        FvFrmr *f = fv_frmr_new(p->fb, p->pdb, 4);
+        uint32_t key = f->key, n = 1, len = 100, access = ALL_ACCESS;
+        uint64_t iova = 0x5000;
+        uint32_t status = PVRDMA_WC_LOC_QP_OP_ERR;
+        struct pvrdma_sq_wqe_hdr h;
+
+        switch (kind) {
+        case 0:
+            n = 5;                          /* > max_num_sg */
+            break;
+        case 1:
+            key += 0x100;                   /* another handle */
+            break;
+        case 2:
+            len = 4097;                     /* longer than the pages */
+            break;
+        case 3:
+            access = PVRDMA_ACCESS_REMOTE_WRITE;   /* w/o LOCAL_WRITE */
+            break;
+        case 4:
+            n = 0;
+            break;
+        case 5:
+            iova = UINT64_MAX - 10;         /* iova + length overflows */
+            break;
+        case 6:                             /* bad page address */
+            f->pages[0] = 0x1234;
+            status = PVRDMA_WC_LOC_PROT_ERR;
+            break;
+        case 7: {                           /* LOCAL_INV of a user MR */
+            h = wqe(1, PVRDMA_WR_LOCAL_INV, SIG, 0);
+            h.ex.invalidate_rkey = p->mb->rkey;
+            fv_post_send(p->b, &h, NULL, 0);
+            fv_ring_sq(p->b);
+            expect_cqe(p->cqb, 1, p->b->handle, PVRDMA_WC_LOCAL_INV,
+                       PVRDMA_WC_LOC_QP_OP_ERR, 0);
+            pair_free(p);
+            g_free(f);
+            continue;
+        }
+        case 8: {                           /* SEND_WITH_INV of a bad key */
+            struct pvrdma_sge r = sge(p->mb, VA_B, 64);
+            struct pvrdma_sge s = sge(p->ma, VA_A, 64);
+
+            fv_post_recv(p->b, 2, &r, 1);
+            fv_ring_rq(p->b);
+            h = wqe(3, PVRDMA_WR_SEND_WITH_INV, SIG, 1);
+            h.ex.invalidate_rkey = p->mb->rkey;   /* not a fast-reg MR */
+            fv_post_send(p->a, &h, &s, 1);
+            fv_ring_sq(p->a);
+            expect_send_cqe(p, 3, PVRDMA_WC_SEND, PVRDMA_WC_REM_ACCESS_ERR,
+                            0);
+            /* the receive was not consumed: flushed */
+            expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_RECV,
+                       PVRDMA_WC_WR_FLUSH_ERR, 0);
+            pair_free(p);
+            g_free(f);
+            continue;
+        }
+        }
+        post_reg_mr(p, f, 1, iova, n, len, access, key);
+        expect_cqe(p->cqb, 1, p->b->handle, PVRDMA_WC_FAST_REG_MR, status, 0);
+        pair_free(p);
+        g_free(f);
+    }
+}
+
+/* ---- memory movement ---------------------------------------------------- */
+
+static void test_short_mappings_and_bounce(void **state)
+{
+    unsigned mode;
+
+    (void)state;
+    for (mode = 0; mode < 3; mode++) {
+        Pair *p = pair_new(true);
+        struct pvrdma_sge s = sge(p->ma, VA_A + 1, 15000);
+
+        if (mode == 0) {
+            p->fa->map_max = 100;       /* short mappings on one side */
+            p->fb->map_max = 77;
+        } else if (mode == 1) {
+            p->fb->map_refuse = true;   /* MMIO-like: bounce */
+        } else {
+            p->fa->map_refuse = true;
+            p->fb->map_max = 13;
+        }
+        fv_mr_fill(p->ma, VA_A + 1, 15000, 11);
+        send_one(p, 1, PVRDMA_WR_RDMA_WRITE, &s, 1);
+        expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 15000);
+        assert_true(fv_mr_check(p->mb, VA_B, 15000, 11));
+        s = sge(p->ma, VA_A + 5, 15000);
+        send_one(p, 2, PVRDMA_WR_RDMA_READ, &s, 1);
+        expect_send_cqe(p, 2, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 15000);
+        assert_true(fv_mr_check(p->ma, VA_A + 5, 15000, 11));
+        pair_free(p);
+    }
+}
+
+static void test_dma_faults(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd, dma_lkey;
+    FvCq *cq;
+    FvQp *a, *b;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    uint64_t buf = fg_alloc_pages(fg, 1);
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    assert_int_equal(fg_create_dma_mr(fg, pd, NULL, &dma_lkey), 0);
+    cq = fv_cq_new(fg, 0, 16);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, true);
+    fv_connect(a, b, &default_opts);
+    /* DMA MR: bus addresses; the source is outside guest RAM */
+    s = (struct pvrdma_sge){ .addr = FG_BAD_ADDR, .length = 64,
+                             .lkey = dma_lkey };
+    r = (struct pvrdma_sge){ .addr = buf, .length = 64, .lkey = dma_lkey };
+    fv_post_recv(b, 1, &r, 1);
+    fv_ring_rq(b);
+    h = wqe(2, PVRDMA_WR_SEND, 0, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_LOC_PROT_ERR);
+    /* the receive was not consumed */
+    assert_int_equal(fv_qp_state(b), PVRDMA_QPS_RTS);
+    assert_false(fv_cq_poll(cq, &c));
+    /* now the destination faults: the receive fails, REM_OP_ERR */
+    assert_int_equal(fv_qp_modify_state(a, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(a);
+    assert_int_equal(fv_qp_rts(a, b->qpn, 0, &default_opts), 0);
+    fg_write32(fg, b->pages[0] + 8, 0);
+    assert_int_equal(fv_qp_modify_state(b, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(b);
+    assert_int_equal(fv_qp_rts(b, a->qpn, 0, &default_opts), 0);
+    r.addr = FG_BAD_ADDR;
+    fv_post_recv(b, 3, &r, 1);
+    fv_ring_rq(b);
+    s.addr = buf;
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 3);
+    assert_int_equal(c.status, PVRDMA_WC_LOC_PROT_ERR);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_REM_OP_ERR);
+    fg_free(fg);
+    g_free(cq);
+    g_free(a);
+    g_free(b);
+}
+
+/* ---- hostile rings and doorbells ----------------------------------------- */
+
+static void test_corrupted_sq_index(void **state)
+{
+    static const uint32_t bad[] = { 32, 0xffffffffu, 17 + 16, 16 + 1 };
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < G_N_ELEMENTS(bad); i++) {
+        Pair *p = pair_new(false);
+        struct pvrdma_sge r = sge(p->mb, VA_B, 8);
+        struct pvrdma_cqe c;
+
+        if (i == 3) {
+            /* valid index but 17 entries ahead of cons on a 16-entry SQ */
+            fv_sq_set_prod(p->a, 17);
+        } else {
+            fv_sq_set_prod(p->a, bad[i]);
+        }
+        fv_ring_sq(p->a);
+        assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+        assert_int_equal(fv_async_count(p->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                        p->a->handle), 1);
+        assert_false(fv_cq_poll(p->cqa, &c));
+        /* again: no loop, no second event */
+        fv_ring_sq(p->a);
+        assert_int_equal(fv_async_count(p->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                        p->a->handle), 0);
+        /* RQ of b corrupted */
+        fv_post_recv(p->b, 1, &r, 1);
+        fv_rq_set_prod(p->b, 0x80000000u);
+        fv_ring_rq(p->b);
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+        assert_int_equal(fv_async_count(p->fb, PVRDMA_EQE_TYPE_QP_FATAL,
+                                        p->b->handle), 1);
+        pair_free(p);
+    }
+}
+
+static void test_corrupted_cq_cons(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 8);
+
+    (void)state;
+    fv_cq_set_cons(p->cqa, 0x7777);
+    send_one(p, 1, PVRDMA_WR_RDMA_WRITE, &s, 1);
+    assert_int_equal(fv_async_count(p->fa, PVRDMA_EQE_TYPE_CQ_ERR,
+                                    p->cqa->handle), 1);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+    pair_free(p);
+}
+
+static void test_doorbell_destroyed_qp(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 8);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND, SIG, 1);
+    unsigned errs;
+    uint32_t uc, ucq, upd;
+    FvCq *cq;
+    FvQp *uqp;
+
+    (void)state;
+    fv_post_send(p->a, &h, &s, 1);
+    assert_int_equal(fg_destroy_qp(p->fa, p->a->handle), 0);
+    errs = p->fa->guest_errors;
+    fv_ring_sq(p->a);
+    fv_ring_rq(p->a);
+    assert_int_equal(p->fa->guest_errors, errs + 2);
+    assert_int_equal(fv_cq_count(p->cqa), 0);
+    /* a user context's QP rung from the kernel UAR page: ignored */
+    assert_int_equal(fg_create_uc(p->fa, 3, &uc), 0);
+    assert_int_equal(fg_create_pd(p->fa, uc, &upd), 0);
+    cq = fv_cq_new(p->fa, uc, 16);
+    ucq = cq->handle;
+    uqp = fv_qp_new(p->fa, PVRDMA_QPT_RC, upd, cq, cq, NULL, 4, 1, true);
+    fv_post_send(uqp, &h, &s, 1);
+    fv_ring_sq(uqp);
+    assert_int_equal(p->fa->guest_errors, errs + 3);
+    assert_int_equal(fv_sq_cons(uqp), 0);
+    (void)ucq;
+    g_free(cq);
+    g_free(uqp);
+    pair_free(p);
+}
+
+static void test_budget_bounded(void **state)
+{
+    Pair *p = pair_new(false);
+    struct pvrdma_sge s = sge(p->ma, VA_A, 8);
+    struct pvrdma_sq_wqe_hdr h;
+    unsigned i;
+
+    (void)state;
+    /* 16 WQEs fill the 16-entry SQ; all run in one doorbell, in order */
+    for (i = 0; i < 16; i++) {
+        h = wqe(i, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+        h.wr.rdma.remote_addr = VA_B + i * 8;
+        h.wr.rdma.rkey = p->mb->rkey;
+        fv_post_send(p->a, &h, &s, 1);
+    }
+    fv_ring_sq(p->a);
+    for (i = 0; i < 16; i++) {
+        expect_send_cqe(p, i, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 8);
+    }
+    /* wrap-around of the indexes: another 40 in batches of 10 */
+    for (i = 0; i < 40; i++) {
+        h = wqe(100 + i, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+        h.wr.rdma.remote_addr = VA_B;
+        h.wr.rdma.rkey = p->mb->rkey;
+        fv_post_send(p->a, &h, &s, 1);
+        if (i % 10 == 9) {
+            unsigned j;
+
+            fv_ring_sq(p->a);
+            for (j = i - 9; j <= i; j++) {
+                expect_send_cqe(p, 100 + j, PVRDMA_WC_RDMA_WRITE,
+                                PVRDMA_WC_SUCCESS, 8);
+            }
+        }
+    }
+    assert_int_equal(fv_sq_cons(p->a), (16 + 40) & 31);
+    pair_free(p);
+}
+
+static void test_qpn_layout_two_devices(void **state)
+{
+    Pair *p = pair_new(true);
+    uint8_t ia = pvrdma_fabric_index(p->fa->core->be);
+    uint8_t ib = pvrdma_fabric_index(p->fb->core->be);
+
+    (void)state;
+    assert_true(ia != 0 && ib != 0 && ia != ib);
+    assert_int_equal(p->a->qpn, ((uint32_t)ia << 16) | p->a->handle);
+    assert_int_equal(p->b->qpn, ((uint32_t)ib << 16) | p->b->handle);
+    /* identical GIDs, identical handles, distinct QPNs */
+    assert_int_equal(p->a->handle, p->b->handle);
+    pair_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_send_recv_loopback),
+        cmocka_unit_test(test_send_recv_two_devices),
+        cmocka_unit_test(test_write_read_loopback),
+        cmocka_unit_test(test_write_read_two_devices),
+        cmocka_unit_test(test_atomics_loopback),
+        cmocka_unit_test(test_atomics_two_devices),
+        cmocka_unit_test(test_atomic_bad),
+        cmocka_unit_test(test_unsignaled),
+        cmocka_unit_test(test_loc_prot_err),
+        cmocka_unit_test(test_loc_len_err),
+        cmocka_unit_test(test_bad_opcodes),
+        cmocka_unit_test(test_ud_send_rejected),
+        cmocka_unit_test(test_rem_access_err),
+        cmocka_unit_test(test_rem_inv_req_recv_too_small),
+        cmocka_unit_test(test_recv_wqe_bad),
+        cmocka_unit_test(test_retry_exc_err),
+        cmocka_unit_test(test_rnr_retry_counts),
+        cmocka_unit_test(test_rnr_infinite_and_kick),
+        cmocka_unit_test(test_rnr_without_timer),
+        cmocka_unit_test(test_flush),
+        cmocka_unit_test(test_comm_est),
+        cmocka_unit_test(test_cq_overrun),
+        cmocka_unit_test(test_cq_arm),
+        cmocka_unit_test(test_srq),
+        cmocka_unit_test(test_fast_reg_loopback),
+        cmocka_unit_test(test_fast_reg_two_devices),
+        cmocka_unit_test(test_fast_reg_bad),
+        cmocka_unit_test(test_short_mappings_and_bounce),
+        cmocka_unit_test(test_dma_faults),
+        cmocka_unit_test(test_corrupted_sq_index),
+        cmocka_unit_test(test_corrupted_cq_cons),
+        cmocka_unit_test(test_doorbell_destroyed_qp),
+        cmocka_unit_test(test_budget_bounded),
+        cmocka_unit_test(test_qpn_layout_two_devices),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

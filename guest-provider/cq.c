@@ -215,10 +215,17 @@ static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe->opcode));
 	wc->vendor_err = le32toh(cqe->vendor_err);
 	wc->byte_len = le32toh(cqe->byte_len);
-	wc->imm_data = cqe->imm_data;
 	wc->qp_num = qp->vqp.qp.qp_num;
 	wc->src_qp = le32toh(cqe->src_qp);
 	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe->wc_flags));
+	/*
+	 * Project convention: a SEND_WITH_INV receive carries the invalidated
+	 * rkey in imm_data as a plain little-endian u32, not in wire order.
+	 */
+	if (wc->wc_flags & IBV_WC_WITH_INV)
+		wc->invalidated_rkey = le32toh((__force uint32_t)cqe->imm_data);
+	else
+		wc->imm_data = cqe->imm_data;
 	wc->pkey_index = le16toh(cqe->pkey_index);
 	wc->slid = le16toh(cqe->slid);
 	wc->sl = cqe->sl;
@@ -253,6 +260,38 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 		return -EIO;
 	}
 	return npolled;
+}
+
+/*
+ * A QP that goes to RESET or away leaves no CQEs behind (spec §9): walk
+ * the occupied part of the ring from the newest entry back, drop the QP's
+ * CQEs, slide the others toward the producer end, and hand the freed slots
+ * at the consumer end back. The device only appends at prod_tail, beyond
+ * the range walked here, and no longer completes work of this QP.
+ */
+void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle)
+{
+	uint32_t mask = 2 * cq->nelems - 1;
+	uint32_t cons, prod, idx, removed = 0;
+	const struct pvrdma_cqe *cqe;
+
+	if (pvrdma_ring_used(cq->ring, cq->nelems, &cons, &prod))
+		return;
+	udma_from_device_barrier();
+
+	for (idx = prod; idx != cons;) {
+		idx = (idx - 1) & mask;
+		cqe = &cq->cqes[pvrdma_ring_slot(idx, cq->nelems)];
+		if ((le64toh(cqe->qp) & PVRDMA_QP_TABLE_INDEX_MASK) ==
+		    (qp_handle & PVRDMA_QP_TABLE_INDEX_MASK))
+			removed++;
+		else if (removed)
+			cq->cqes[pvrdma_ring_slot(idx + removed, cq->nelems)] =
+				*cqe;
+	}
+
+	if (removed)
+		pvrdma_ring_consume_n(cq->ring, cq->nelems, removed);
 }
 
 /* Arm the CQ for the next (solicited) completion (spec §7). */

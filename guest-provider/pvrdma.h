@@ -65,13 +65,57 @@ struct pvrdma_cq {
 };
 
 /*
- * The part of a QP that poll_cq needs; the send/receive rings join it with
- * the QP verbs. A QP's qp_table slot is written under qp_table_lock and the
- * locks of its CQs, and read by poll_cq under the CQ lock.
+ * A work queue in user memory (spec §8.1): the SQ or RQ of a QP, or an SRQ.
+ * nelems WQEs of wqe_size bytes each; the indices are a struct pvrdma_ring
+ * in the object's ring-state page. The provider produces, the device
+ * consumes; posting holds lock.
+ */
+struct pvrdma_wq {
+	pthread_spinlock_t lock;
+	struct pvrdma_ring *ring;
+	uint8_t *wqes;
+	uint32_t nelems;		/* power of two */
+	uint32_t wqe_size;		/* power of two, at most a page */
+	uint32_t max_sge;		/* as sent to the device, >= 1 */
+};
+
+/*
+ * A QP's SQ buffer starts with the ring-state page (SQ indices at offset 0,
+ * RQ indices at offset 8), SQ WQEs follow; the RQ has a buffer of its own,
+ * absent when the QP receives from an SRQ (spec §8.1). A QP's qp_table
+ * slot is written under qp_table_lock and the locks of its CQs, and read by
+ * poll_cq under the CQ lock. The cached state and Q_Key are written by
+ * modify_qp under both WQ locks and read by the post verbs under theirs.
  */
 struct pvrdma_qp {
 	struct verbs_qp vqp;
 	uint32_t qp_handle;		/* device QP handle (spec §9) */
+	enum ibv_qp_state state;
+	uint32_t qkey;			/* UD: for WRs that ask for it */
+	struct pvrdma_wq sq;
+	struct pvrdma_wq rq;		/* unused with an SRQ */
+	void *sbuf;
+	size_t sbuf_size;
+	void *rbuf;			/* NULL with an SRQ */
+	size_t rbuf_size;
+};
+
+/*
+ * An SRQ buffer is the ring-state page (indices at offset 8) followed by
+ * the receive WQEs (spec §4, §8.1).
+ */
+struct pvrdma_srq {
+	struct ibv_srq ibvsrq;
+	struct pvrdma_wq wq;
+	void *buf;
+	size_t buf_size;
+	uint32_t srqn;			/* device SRQ handle */
+};
+
+/* An AH is the address vector UD send WQEs carry (spec §8.2). */
+struct pvrdma_ah {
+	struct ibv_ah ibvah;
+	struct pvrdma_av av;
 };
 
 static inline struct pvrdma_device *to_pvrdma_dev(struct ibv_device *ibvdev)
@@ -94,6 +138,21 @@ static inline struct pvrdma_cq *to_pvrdma_cq(struct ibv_cq *ibvcq)
 	return container_of(ibvcq, struct pvrdma_cq, ibvcq);
 }
 
+static inline struct pvrdma_qp *to_pvrdma_qp(struct ibv_qp *ibvqp)
+{
+	return container_of(ibvqp, struct pvrdma_qp, vqp.qp);
+}
+
+static inline struct pvrdma_srq *to_pvrdma_srq(struct ibv_srq *ibvsrq)
+{
+	return container_of(ibvsrq, struct pvrdma_srq, ibvsrq);
+}
+
+static inline struct pvrdma_ah *to_pvrdma_ah(struct ibv_ah *ibvah)
+{
+	return container_of(ibvah, struct pvrdma_ah, ibvah);
+}
+
 /*
  * Ring a doorbell of this context's UAR page: one 32-bit little-endian
  * store, handle in the low 24 bits, operation flags above (spec §7). The
@@ -111,5 +170,8 @@ static inline void pvrdma_uar_write(struct pvrdma_context *ctx,
 /* Zeroed, page-aligned ring memory shared with the device. */
 void *pvrdma_alloc_ring_buf(size_t size);
 void pvrdma_free_ring_buf(void *buf, size_t size);
+
+/* Drop a QP's CQEs from a CQ; the caller holds cq->lock. */
+void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle);
 
 #endif /* __PVRDMA_H__ */

@@ -70,16 +70,43 @@ static inline int pvrdma_ring_peek(struct pvrdma_ring *ring, uint32_t nelems,
 	return 1;
 }
 
-/* Consumer side: hand the entry at cons_head back to the producer. */
-static inline void pvrdma_ring_consume(struct pvrdma_ring *ring,
-				       uint32_t nelems)
+/*
+ * Consumer side, for a consumer that walks several entries before handing
+ * them back: the indices of the occupied range [*cons, *prod). Returns 0,
+ * or -1 when an index is out of range. The entries may be read after
+ * udma_from_device_barrier().
+ */
+static inline int pvrdma_ring_used(struct pvrdma_ring *ring, uint32_t nelems,
+				   uint32_t *cons, uint32_t *prod)
+{
+	*prod = atomic_load_explicit(pvrdma_ring_atomic(&ring->prod_tail),
+				     memory_order_acquire);
+	*cons = atomic_load_explicit(pvrdma_ring_atomic(&ring->cons_head),
+				     memory_order_relaxed);
+
+	if (!pvrdma_ring_idx_valid(*prod, nelems) ||
+	    !pvrdma_ring_idx_valid(*cons, nelems))
+		return -1;
+	return 0;
+}
+
+/* Consumer side: hand n entries from cons_head back to the producer. */
+static inline void pvrdma_ring_consume_n(struct pvrdma_ring *ring,
+					 uint32_t nelems, uint32_t n)
 {
 	uint32_t cons = atomic_load_explicit(
 		pvrdma_ring_atomic(&ring->cons_head), memory_order_relaxed);
 
 	atomic_store_explicit(pvrdma_ring_atomic(&ring->cons_head),
-			      pvrdma_ring_next(cons, nelems),
+			      (cons + n) & (2 * nelems - 1),
 			      memory_order_release);
+}
+
+/* Consumer side: hand the entry at cons_head back to the producer. */
+static inline void pvrdma_ring_consume(struct pvrdma_ring *ring,
+				       uint32_t nelems)
+{
+	pvrdma_ring_consume_n(ring, nelems, 1);
 }
 
 /*

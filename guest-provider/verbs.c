@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "pvrdma.h"
@@ -161,4 +162,105 @@ void pvrdma_free_ring_buf(void *buf, size_t size)
 {
 	ibv_dofork_range(buf, size);
 	munmap(buf, size);
+}
+
+/*
+ * The destination MAC of a RoCE AH. With IP-based GIDs (the kernel driver
+ * sets them) the kernel's neighbour table knows it; otherwise only
+ * link-local and multicast GIDs map to a MAC by themselves.
+ */
+static int pvrdma_resolve_dmac(struct ibv_context *ibvctx,
+			       struct ibv_ah_attr *attr,
+			       const struct ibv_port_attr *port_attr,
+			       uint8_t dmac[ETHERNET_LL_SIZE])
+{
+	const uint8_t *gid = attr->grh.dgid.raw;
+	static const uint8_t link_local[8] = { 0xfe, 0x80 };
+	int err;
+
+	if (port_attr->port_cap_flags & IBV_PORT_IP_BASED_GIDS) {
+		err = ibv_resolve_eth_l2_from_gid(ibvctx, attr, dmac, NULL);
+		return err < 0 ? -err : err;
+	}
+
+	if (!memcmp(gid, link_local, sizeof(link_local))) {
+		/* EUI-64 interface id back to the MAC (RFC 4291 app. A). */
+		dmac[0] = gid[8] ^ 0x02;
+		dmac[1] = gid[9];
+		dmac[2] = gid[10];
+		dmac[3] = gid[13];
+		dmac[4] = gid[14];
+		dmac[5] = gid[15];
+		return 0;
+	}
+	if (gid[0] == 0xff) {
+		/* IPv6 multicast MAC (RFC 2464 §7). */
+		dmac[0] = 0x33;
+		dmac[1] = 0x33;
+		memcpy(&dmac[2], &gid[12], 4);
+		return 0;
+	}
+	return EINVAL;
+}
+
+/*
+ * AHs are provider objects: the address vector is built here and copied
+ * into every UD send WQE (spec §8.2 AV construction); no system call
+ * other than the port and neighbour queries.
+ */
+struct ibv_ah *pvrdma_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr)
+{
+	struct pvrdma_pd *pd = to_pvrdma_pd(ibvpd);
+	struct ibv_port_attr port_attr;
+	struct pvrdma_ah *ah;
+	int err;
+
+	/* RoCE addresses by GID only (spec §8.2). */
+	if (!attr->is_global) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	err = ibv_query_port(ibvpd->context, attr->port_num, &port_attr);
+	if (err) {
+		errno = err;
+		return NULL;
+	}
+	if (port_attr.link_layer != IBV_LINK_LAYER_ETHERNET) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	ah = calloc(1, sizeof(*ah));
+	if (!ah) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pvrdma_resolve_dmac(ibvpd->context, attr, &port_attr,
+				  ah->av.dmac);
+	if (err) {
+		free(ah);
+		errno = err;
+		return NULL;
+	}
+
+	ah->av.port_pd = htole32((pd->pdn & 0xFFFFFF) |
+				 ((uint32_t)attr->port_num << 24));
+	/* The device has no use for the SL (spec §8.2). */
+	ah->av.sl_tclass_flowlabel =
+		htole32(((uint32_t)attr->grh.traffic_class << 20) |
+			(attr->grh.flow_label & 0xFFFFF));
+	memcpy(ah->av.dgid, attr->grh.dgid.raw, sizeof(ah->av.dgid));
+	ah->av.src_path_bits = attr->src_path_bits | 0x80;
+	ah->av.gid_index = attr->grh.sgid_index;
+	ah->av.hop_limit = attr->grh.hop_limit;
+
+	return &ah->ibvah;
+}
+
+int pvrdma_destroy_ah(struct ibv_ah *ibvah)
+{
+	free(to_pvrdma_ah(ibvah));
+	return 0;
 }

@@ -25,4 +25,28 @@ int pvrdma_destroy_cq(struct ibv_cq *ibvcq);
 int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
 int pvrdma_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
 
+struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
+				struct ibv_qp_init_attr *attr);
+int pvrdma_destroy_qp(struct ibv_qp *ibvqp);
+int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		     int attr_mask);
+int pvrdma_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		    int attr_mask, struct ibv_qp_init_attr *init_attr);
+int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr);
+int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad_wr);
+
+struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
+				  struct ibv_srq_init_attr *attr);
+int pvrdma_destroy_srq(struct ibv_srq *ibvsrq);
+int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
+		      int attr_mask);
+int pvrdma_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr);
+int pvrdma_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr);
+
+struct ibv_ah *pvrdma_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
+int pvrdma_destroy_ah(struct ibv_ah *ibvah);
+
 #endif /* __PVRDMA_VERBS_H__ */

@@ -1,0 +1,759 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
+/*
+ * Queue pairs and shared receive queues of the PVRDMA provider. The work
+ * queues live in user memory: posting writes WQEs, publishes them with the
+ * ring's producer index and rings one doorbell, without a system call.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ccan/minmax.h>
+#include <util/util.h>
+
+#include "pvrdma.h"
+#include "verbs.h"
+
+/* Send flags that mean the same to the device as to ibverbs (spec §8.3). */
+#define PVRDMA_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | \
+			   IBV_SEND_SOLICITED | IBV_SEND_IP_CSUM)
+
+/* IBA: a UD WR's Q_Key with the high bit set stands for the QP's Q_Key. */
+#define PVRDMA_QKEY_USE_QP 0x80000000u
+
+/*
+ * Size a work queue (spec §8.1): at least one WR and one SGE, the WR count
+ * rounded up to a power of two, the WQE (header plus SGEs) rounded up to a
+ * power of two. WQEs never straddle a page (spec §4), which bounds the SGE
+ * count; buffer sizes travel in 32-bit udata fields (spec §9), which
+ * bounds the WR count.
+ */
+static int pvrdma_wq_init(struct pvrdma_wq *wq, uint32_t max_wr,
+			  uint32_t max_sge, size_t hdr_size)
+{
+	uint64_t nelems, wqe_size;
+
+	max_wr = max_t(uint32_t, max_wr, 1);
+	max_sge = max_t(uint32_t, max_sge, 1);
+	if (max_sge > (PVRDMA_PAGE_SIZE - hdr_size) / PVRDMA_SGE_SIZE)
+		return EINVAL;
+
+	nelems = roundup_pow_of_two(max_wr);
+	wqe_size = roundup_pow_of_two(hdr_size + max_sge * PVRDMA_SGE_SIZE);
+	if (nelems * wqe_size > UINT32_MAX / 2)
+		return EINVAL;
+
+	wq->nelems = nelems;
+	wq->wqe_size = wqe_size;
+	wq->max_sge = max_sge;
+	return pthread_spin_init(&wq->lock, PTHREAD_PROCESS_PRIVATE);
+}
+
+static size_t pvrdma_wq_bytes(const struct pvrdma_wq *wq)
+{
+	return (size_t)wq->nelems * wq->wqe_size;
+}
+
+static void *pvrdma_wq_get_wqe(struct pvrdma_wq *wq, uint32_t slot)
+{
+	return wq->wqes + (size_t)slot * wq->wqe_size;
+}
+
+static void pvrdma_write_sges(struct pvrdma_sge *dst,
+			      const struct ibv_sge *src, uint32_t num_sge)
+{
+	uint32_t i;
+
+	for (i = 0; i < num_sge; i++) {
+		dst[i].addr = htole64(src[i].addr);
+		dst[i].length = htole32(src[i].length);
+		dst[i].lkey = htole32(src[i].lkey);
+	}
+}
+
+/*
+ * Both CQs of a QP, locked in cqn order so that two threads handling QPs
+ * with swapped send and receive CQs cannot deadlock.
+ */
+static void pvrdma_lock_cqs(struct pvrdma_qp *qp)
+{
+	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
+	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+
+	if (scq == rcq) {
+		pthread_spin_lock(&scq->lock);
+	} else if (scq->cqn < rcq->cqn) {
+		pthread_spin_lock(&scq->lock);
+		pthread_spin_lock(&rcq->lock);
+	} else {
+		pthread_spin_lock(&rcq->lock);
+		pthread_spin_lock(&scq->lock);
+	}
+}
+
+static void pvrdma_unlock_cqs(struct pvrdma_qp *qp)
+{
+	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
+	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+
+	if (scq != rcq)
+		pthread_spin_unlock(&rcq->lock);
+	pthread_spin_unlock(&scq->lock);
+}
+
+/* The caller holds the locks of both CQs. */
+static void pvrdma_clean_cqs_locked(struct pvrdma_qp *qp)
+{
+	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
+	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+
+	pvrdma_cq_clean_locked(scq, qp->qp_handle);
+	if (rcq != scq)
+		pvrdma_cq_clean_locked(rcq, qp->qp_handle);
+}
+
+static void pvrdma_qp_caps(const struct pvrdma_qp *qp, struct ibv_qp_cap *cap)
+{
+	cap->max_send_wr = qp->sq.nelems;
+	cap->max_send_sge = qp->sq.max_sge;
+	cap->max_recv_wr = qp->rbuf ? qp->rq.nelems : 0;
+	cap->max_recv_sge = qp->rbuf ? qp->rq.max_sge : 0;
+	/* WQEs have no room for payload: SGEs always point at memory. */
+	cap->max_inline_data = 0;
+}
+
+/*
+ * Size and allocate the SQ buffer (ring-state page, then the SQ) and,
+ * without an SRQ, the RQ buffer (spec §8.1).
+ */
+static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp, size_t pg_sz,
+				const struct ibv_qp_init_attr *attr)
+{
+	struct pvrdma_ring_state *ring_state;
+	int err;
+
+	err = pvrdma_wq_init(&qp->sq, attr->cap.max_send_wr,
+			     attr->cap.max_send_sge, PVRDMA_SQ_WQE_HDR_SIZE);
+	if (err)
+		return err;
+	/* The RQ lock is taken on RESET even when an SRQ receives. */
+	err = pvrdma_wq_init(&qp->rq, attr->srq ? 1 : attr->cap.max_recv_wr,
+			     attr->srq ? 1 : attr->cap.max_recv_sge,
+			     PVRDMA_RQ_WQE_HDR_SIZE);
+	if (err)
+		goto err_destroy_sq_lock;
+
+	qp->sbuf_size = align(pg_sz + pvrdma_wq_bytes(&qp->sq), pg_sz);
+	qp->sbuf = pvrdma_alloc_ring_buf(qp->sbuf_size);
+	if (!qp->sbuf) {
+		err = errno;
+		goto err_destroy_rq_lock;
+	}
+	ring_state = qp->sbuf;
+	qp->sq.ring = &ring_state->tx;
+	qp->sq.wqes = (uint8_t *)qp->sbuf + pg_sz;
+	qp->rq.ring = &ring_state->rx;
+
+	if (!attr->srq) {
+		qp->rbuf_size = align(pvrdma_wq_bytes(&qp->rq), pg_sz);
+		qp->rbuf = pvrdma_alloc_ring_buf(qp->rbuf_size);
+		if (!qp->rbuf) {
+			err = errno;
+			goto err_free_sbuf;
+		}
+		qp->rq.wqes = qp->rbuf;
+	}
+	return 0;
+
+err_free_sbuf:
+	pvrdma_free_ring_buf(qp->sbuf, qp->sbuf_size);
+err_destroy_rq_lock:
+	pthread_spin_destroy(&qp->rq.lock);
+err_destroy_sq_lock:
+	pthread_spin_destroy(&qp->sq.lock);
+	return err;
+}
+
+static void pvrdma_qp_free_bufs(struct pvrdma_qp *qp)
+{
+	if (qp->rbuf)
+		pvrdma_free_ring_buf(qp->rbuf, qp->rbuf_size);
+	pvrdma_free_ring_buf(qp->sbuf, qp->sbuf_size);
+	pthread_spin_destroy(&qp->rq.lock);
+	pthread_spin_destroy(&qp->sq.lock);
+}
+
+/*
+ * Make the QP findable by poll_cq at qp_table[qp_handle & 0xFFFF] (spec
+ * §9). A slot that is out of range or taken means the kernel handed out a
+ * handle the table cannot hold.
+ */
+static int pvrdma_qp_table_insert(struct pvrdma_context *ctx,
+				  struct pvrdma_qp *qp)
+{
+	uint32_t idx = qp->qp_handle & PVRDMA_QP_TABLE_INDEX_MASK;
+	int err = 0;
+
+	pthread_spin_lock(&ctx->qp_table_lock);
+	pvrdma_lock_cqs(qp);
+	if (idx >= ctx->qp_table_size || ctx->qp_table[idx])
+		err = EIO;
+	else
+		ctx->qp_table[idx] = qp;
+	pvrdma_unlock_cqs(qp);
+	pthread_spin_unlock(&ctx->qp_table_lock);
+	return err;
+}
+
+struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
+				struct ibv_qp_init_attr *attr)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvpd->context);
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvpd->context->device);
+	struct pvrdma_ucmd_create_qp_resp resp = {};
+	struct pvrdma_ucmd_create_qp cmd = {};
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct pvrdma_qp *qp;
+	int err;
+
+	/* User space gets RC and UD QPs only (spec §9). */
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pvrdma_qp_alloc_bufs(qp, dev->pg_sz, attr);
+	if (err)
+		goto err_free_qp;
+
+	cmd.sbuf_addr = (uintptr_t)qp->sbuf;
+	cmd.sbuf_size = qp->sbuf_size;
+	cmd.rbuf_addr = (uintptr_t)qp->rbuf;
+	cmd.rbuf_size = qp->rbuf_size;
+	cmd.qp_addr = (uintptr_t)qp;
+
+	/*
+	 * The device sizes the rings from these caps with the formulas of
+	 * spec §8.1, so they must describe the buffers exactly. Inline data
+	 * is not supported: a request for it gets a QP without it, reported
+	 * in the caps (as with the stock provider, so that applications that
+	 * check the caps fall back to SGEs).
+	 */
+	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr_ex.pd = ibvpd;
+	pvrdma_qp_caps(qp, &attr_ex.cap);
+
+	err = ibv_cmd_create_qp_ex(ibvpd->context, &qp->vqp, &attr_ex,
+				   &cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				   sizeof(resp));
+	if (err) {
+		verbs_err(&ctx->ibvctx, "CREATE_QP failed: %d\n", err);
+		goto err_free_bufs;
+	}
+
+	/* Device interface >= 20 returns a handle; 0 means "the qpn". */
+	qp->qp_handle = resp.qp_handle ? resp.qp_handle : resp.qpn;
+	qp->state = IBV_QPS_RESET;
+
+	err = pvrdma_qp_table_insert(ctx, qp);
+	if (err) {
+		verbs_err(&ctx->ibvctx,
+			  "CREATE_QP: handle %#x does not fit the QP table\n",
+			  qp->qp_handle);
+		goto err_destroy_qp;
+	}
+
+	pvrdma_qp_caps(qp, &attr->cap);
+	return &qp->vqp.qp;
+
+err_destroy_qp:
+	ibv_cmd_destroy_qp(&qp->vqp.qp);
+err_free_bufs:
+	pvrdma_qp_free_bufs(qp);
+err_free_qp:
+	free(qp);
+	errno = err;
+	return NULL;
+}
+
+int pvrdma_destroy_qp(struct ibv_qp *ibvqp)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvqp->context);
+	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
+	int err;
+
+	/*
+	 * Out of the table first: the handle may be reused as soon as the
+	 * kernel has destroyed the QP. Its CQEs go once the device has
+	 * stopped producing them; poll_cq drops them in between.
+	 */
+	pthread_spin_lock(&ctx->qp_table_lock);
+	pvrdma_lock_cqs(qp);
+	ctx->qp_table[qp->qp_handle & PVRDMA_QP_TABLE_INDEX_MASK] = NULL;
+	pvrdma_unlock_cqs(qp);
+	pthread_spin_unlock(&ctx->qp_table_lock);
+
+	err = ibv_cmd_destroy_qp(ibvqp);
+	if (err) {
+		verbs_err(&ctx->ibvctx, "DESTROY_QP %#x failed: %d\n",
+			  qp->qp_handle, err);
+		/* The QP lives on, so its handle is still ours. */
+		pvrdma_qp_table_insert(ctx, qp);
+		return err;
+	}
+
+	pvrdma_lock_cqs(qp);
+	pvrdma_clean_cqs_locked(qp);
+	pvrdma_unlock_cqs(qp);
+
+	pvrdma_qp_free_bufs(qp);
+	free(qp);
+	return 0;
+}
+
+int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		     int attr_mask)
+{
+	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
+	struct ibv_modify_qp cmd;
+	bool reset;
+	int err;
+
+	err = ibv_cmd_modify_qp(ibvqp, attr, attr_mask, &cmd, sizeof(cmd));
+	if (err)
+		return err;
+	if (!(attr_mask & (IBV_QP_STATE | IBV_QP_QKEY)))
+		return 0;
+
+	/*
+	 * After RESET the QP starts from empty rings and leaves no CQEs
+	 * behind (spec §5.3 MODIFY_QP, §9); the device no longer uses either.
+	 */
+	reset = (attr_mask & IBV_QP_STATE) && attr->qp_state == IBV_QPS_RESET;
+	if (reset) {
+		pvrdma_lock_cqs(qp);
+		pvrdma_clean_cqs_locked(qp);
+		pvrdma_unlock_cqs(qp);
+	}
+
+	pthread_spin_lock(&qp->sq.lock);
+	pthread_spin_lock(&qp->rq.lock);
+	if (attr_mask & IBV_QP_STATE)
+		qp->state = attr->qp_state;
+	if (attr_mask & IBV_QP_QKEY)
+		qp->qkey = attr->qkey;
+	if (reset) {
+		pvrdma_ring_reset(qp->sq.ring);
+		pvrdma_ring_reset(qp->rq.ring);
+	}
+	pthread_spin_unlock(&qp->rq.lock);
+	pthread_spin_unlock(&qp->sq.lock);
+	return 0;
+}
+
+/* The ring sizes are the provider's; everything else is the device's. */
+int pvrdma_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
+		    int attr_mask, struct ibv_qp_init_attr *init_attr)
+{
+	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
+	struct ibv_query_qp cmd;
+	int err;
+
+	err = ibv_cmd_query_qp(ibvqp, attr, attr_mask, init_attr, &cmd,
+			       sizeof(cmd));
+	if (err)
+		return err;
+
+	pvrdma_qp_caps(qp, &attr->cap);
+	init_attr->cap = attr->cap;
+	return 0;
+}
+
+/*
+ * ibverbs opcodes to device opcodes (spec §8.3). The two enums agree only
+ * up to 6, so every opcode is translated explicitly; UD QPs only send.
+ */
+static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
+			    enum ibv_wr_opcode opcode, uint32_t *wqe_opcode)
+{
+	if (qp_type == IBV_QPT_UD && opcode != IBV_WR_SEND &&
+	    opcode != IBV_WR_SEND_WITH_IMM)
+		return EINVAL;
+
+	switch (opcode) {
+	case IBV_WR_RDMA_WRITE:
+		*wqe_opcode = PVRDMA_WR_RDMA_WRITE;
+		return 0;
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		*wqe_opcode = PVRDMA_WR_RDMA_WRITE_WITH_IMM;
+		return 0;
+	case IBV_WR_SEND:
+		*wqe_opcode = PVRDMA_WR_SEND;
+		return 0;
+	case IBV_WR_SEND_WITH_IMM:
+		*wqe_opcode = PVRDMA_WR_SEND_WITH_IMM;
+		return 0;
+	case IBV_WR_RDMA_READ:
+		*wqe_opcode = PVRDMA_WR_RDMA_READ;
+		return 0;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		*wqe_opcode = PVRDMA_WR_ATOMIC_CMP_AND_SWP;
+		return 0;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		*wqe_opcode = PVRDMA_WR_ATOMIC_FETCH_AND_ADD;
+		return 0;
+	case IBV_WR_LOCAL_INV:
+		*wqe_opcode = PVRDMA_WR_LOCAL_INV;
+		return 0;
+	case IBV_WR_SEND_WITH_INV:
+		*wqe_opcode = PVRDMA_WR_SEND_WITH_INV;
+		return 0;
+	default:
+		return EINVAL;
+	}
+}
+
+/*
+ * Check a send WR and work out what its WQE carries; nothing is written to
+ * the ring until the whole WR is known to be good.
+ */
+static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
+				const struct ibv_send_wr *wr,
+				uint32_t *opcode, uint32_t *num_sge)
+{
+	uint64_t len = 0;
+	int i, err;
+
+	err = pvrdma_wr_opcode(qp->vqp.qp.qp_type, wr->opcode, opcode);
+	if (err)
+		return err;
+	if (wr->num_sge < 0 || (uint32_t)wr->num_sge > qp->sq.max_sge)
+		return EINVAL;
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD && !wr->wr.ud.ah)
+		return EINVAL;
+
+	*num_sge = wr->num_sge;
+	if (wr->opcode == IBV_WR_LOCAL_INV)
+		*num_sge = 0;
+
+	/*
+	 * max_inline_data is 0: an inline WR can only carry nothing, and
+	 * then its SGEs (whose lkeys need not be valid) are not passed on.
+	 */
+	if (wr->send_flags & IBV_SEND_INLINE) {
+		for (i = 0; i < wr->num_sge; i++)
+			len += wr->sg_list[i].length;
+		if (len)
+			return EINVAL;
+		*num_sge = 0;
+	}
+	return 0;
+}
+
+static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
+				  struct pvrdma_sq_wqe_hdr *wqe,
+				  const struct ibv_send_wr *wr,
+				  uint32_t opcode, uint32_t num_sge)
+{
+	const struct pvrdma_ah *ah;
+
+	/* Stale union members of an earlier WQE must not leak through. */
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr_id = htole64(wr->wr_id);
+	wqe->num_sge = htole32(num_sge);
+	wqe->opcode = htole32(opcode);
+	wqe->send_flags = htole32(wr->send_flags & PVRDMA_SEND_FLAGS);
+
+	switch (wr->opcode) {
+	case IBV_WR_SEND_WITH_IMM:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		wqe->ex.imm_data = wr->imm_data;
+		break;
+	case IBV_WR_SEND_WITH_INV:
+	case IBV_WR_LOCAL_INV:
+		wqe->ex.invalidate_rkey = htole32(wr->invalidate_rkey);
+		break;
+	default:
+		break;
+	}
+
+	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
+		ah = to_pvrdma_ah(wr->wr.ud.ah);
+		wqe->wr.ud.remote_qpn = htole32(wr->wr.ud.remote_qpn);
+		wqe->wr.ud.remote_qkey = htole32(
+			wr->wr.ud.remote_qkey & PVRDMA_QKEY_USE_QP ?
+				qp->qkey : wr->wr.ud.remote_qkey);
+		wqe->wr.ud.av = ah->av;
+	} else {
+		switch (wr->opcode) {
+		case IBV_WR_RDMA_WRITE:
+		case IBV_WR_RDMA_WRITE_WITH_IMM:
+		case IBV_WR_RDMA_READ:
+			wqe->wr.rdma.remote_addr =
+				htole64(wr->wr.rdma.remote_addr);
+			wqe->wr.rdma.rkey = htole32(wr->wr.rdma.rkey);
+			break;
+		case IBV_WR_ATOMIC_CMP_AND_SWP:
+		case IBV_WR_ATOMIC_FETCH_AND_ADD:
+			wqe->wr.atomic.remote_addr =
+				htole64(wr->wr.atomic.remote_addr);
+			wqe->wr.atomic.compare_add =
+				htole64(wr->wr.atomic.compare_add);
+			wqe->wr.atomic.swap = htole64(wr->wr.atomic.swap);
+			wqe->wr.atomic.rkey = htole32(wr->wr.atomic.rkey);
+			break;
+		default:
+			break;
+		}
+	}
+
+	pvrdma_write_sges((struct pvrdma_sge *)(wqe + 1), wr->sg_list,
+			  num_sge);
+}
+
+/*
+ * Post send WRs (spec §8.5 send path): each WQE is written at
+ * slot(prod_tail) and published by advancing prod_tail; one SEND doorbell
+ * per call tells the device. On an error the WRs before *bad_wr are
+ * posted.
+ */
+int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvqp->context);
+	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
+	uint32_t opcode, num_sge, slot;
+	unsigned int nposted = 0;
+	int ret, err = 0;
+
+	pthread_spin_lock(&qp->sq.lock);
+
+	/* IBA: the send queue takes WRs from RTS on (SQD, SQE, ERR too). */
+	if (qp->state < IBV_QPS_RTS) {
+		err = EINVAL;
+		goto out;
+	}
+
+	for (; wr; wr = wr->next) {
+		err = pvrdma_check_send_wr(qp, wr, &opcode, &num_sge);
+		if (err)
+			break;
+
+		ret = pvrdma_ring_reserve(qp->sq.ring, qp->sq.nelems, &slot);
+		if (ret <= 0) {
+			err = ret ? EIO : ENOMEM;
+			break;
+		}
+
+		pvrdma_write_send_wqe(qp, pvrdma_wq_get_wqe(&qp->sq, slot), wr,
+				      opcode, num_sge);
+		udma_to_device_barrier();
+		pvrdma_ring_publish(qp->sq.ring, qp->sq.nelems);
+		nposted++;
+	}
+
+	if (nposted) {
+		udma_to_device_barrier();
+		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_SEND,
+				 qp->qp_handle);
+	}
+out:
+	pthread_spin_unlock(&qp->sq.lock);
+	if (err)
+		*bad_wr = wr;
+	return err;
+}
+
+/* Write receive WRs to a receive ring; returns the count posted. */
+static unsigned int pvrdma_post_recv_wrs(struct pvrdma_wq *wq,
+					 struct ibv_recv_wr *wr,
+					 struct ibv_recv_wr **bad_wr, int *err)
+{
+	struct pvrdma_rq_wqe_hdr *wqe;
+	unsigned int nposted = 0;
+	uint32_t slot;
+	int ret;
+
+	*err = 0;
+	for (; wr; wr = wr->next) {
+		if (wr->num_sge < 0 || (uint32_t)wr->num_sge > wq->max_sge) {
+			*err = EINVAL;
+			break;
+		}
+
+		ret = pvrdma_ring_reserve(wq->ring, wq->nelems, &slot);
+		if (ret <= 0) {
+			*err = ret ? EIO : ENOMEM;
+			break;
+		}
+
+		wqe = pvrdma_wq_get_wqe(wq, slot);
+		wqe->wr_id = htole64(wr->wr_id);
+		wqe->num_sge = htole32(wr->num_sge);
+		wqe->total_len = 0;
+		pvrdma_write_sges((struct pvrdma_sge *)(wqe + 1), wr->sg_list,
+				  wr->num_sge);
+		udma_to_device_barrier();
+		pvrdma_ring_publish(wq->ring, wq->nelems);
+		nposted++;
+	}
+
+	if (*err)
+		*bad_wr = wr;
+	return nposted;
+}
+
+int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
+		     struct ibv_recv_wr **bad_wr)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvqp->context);
+	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
+	int err;
+
+	/* A QP on an SRQ has no receive queue of its own. */
+	if (!qp->rbuf) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
+
+	pthread_spin_lock(&qp->rq.lock);
+	/* IBA: the receive queue takes WRs in every state but RESET. */
+	if (qp->state == IBV_QPS_RESET) {
+		*bad_wr = wr;
+		err = EINVAL;
+	} else if (pvrdma_post_recv_wrs(&qp->rq, wr, bad_wr, &err)) {
+		/* The WQEs and prod_tail reach memory before the doorbell. */
+		udma_to_device_barrier();
+		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_RECV,
+				 qp->qp_handle);
+	}
+	pthread_spin_unlock(&qp->rq.lock);
+	return err;
+}
+
+struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
+				  struct ibv_srq_init_attr *attr)
+{
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvpd->context->device);
+	struct pvrdma_ucmd_create_srq_resp resp = {};
+	struct pvrdma_ucmd_create_srq cmd = {};
+	struct ibv_srq_init_attr cmd_attr = *attr;
+	struct pvrdma_srq *srq;
+	int err;
+
+	srq = calloc(1, sizeof(*srq));
+	if (!srq) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	err = pvrdma_wq_init(&srq->wq, attr->attr.max_wr, attr->attr.max_sge,
+			     PVRDMA_RQ_WQE_HDR_SIZE);
+	if (err)
+		goto err_free_srq;
+
+	/* Ring-state page, then the WQEs (spec §8.1). */
+	srq->buf_size = dev->pg_sz + align(pvrdma_wq_bytes(&srq->wq),
+					   dev->pg_sz);
+	srq->buf = pvrdma_alloc_ring_buf(srq->buf_size);
+	if (!srq->buf) {
+		err = errno;
+		goto err_destroy_lock;
+	}
+	srq->wq.ring = &((struct pvrdma_ring_state *)srq->buf)->rx;
+	srq->wq.wqes = (uint8_t *)srq->buf + dev->pg_sz;
+
+	cmd.buf_addr = (uintptr_t)srq->buf;
+	cmd.buf_size = srq->buf_size;
+	cmd_attr.attr.max_wr = srq->wq.nelems;
+	cmd_attr.attr.max_sge = srq->wq.max_sge;
+	err = ibv_cmd_create_srq(ibvpd, &srq->ibvsrq, &cmd_attr, &cmd.ibv_cmd,
+				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "CREATE_SRQ failed: %d\n", err);
+		goto err_free_buf;
+	}
+	srq->srqn = resp.srqn;
+
+	attr->attr.max_wr = srq->wq.nelems;
+	attr->attr.max_sge = srq->wq.max_sge;
+	return &srq->ibvsrq;
+
+err_free_buf:
+	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
+err_destroy_lock:
+	pthread_spin_destroy(&srq->wq.lock);
+err_free_srq:
+	free(srq);
+	errno = err;
+	return NULL;
+}
+
+int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
+{
+	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
+	int err;
+
+	err = ibv_cmd_destroy_srq(ibvsrq);
+	if (err)
+		return err;
+
+	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
+	pthread_spin_destroy(&srq->wq.lock);
+	free(srq);
+	return 0;
+}
+
+/* Only the limit can change: the ring is sized for good at creation. */
+int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
+		      int attr_mask)
+{
+	struct ibv_modify_srq cmd;
+
+	if (attr_mask & ~IBV_SRQ_LIMIT)
+		return EINVAL;
+
+	return ibv_cmd_modify_srq(ibvsrq, attr, attr_mask, &cmd, sizeof(cmd));
+}
+
+int pvrdma_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr)
+{
+	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
+	struct ibv_query_srq cmd;
+	int err;
+
+	err = ibv_cmd_query_srq(ibvsrq, attr, &cmd, sizeof(cmd));
+	if (err)
+		return err;
+
+	attr->max_wr = srq->wq.nelems;
+	attr->max_sge = srq->wq.max_sge;
+	return 0;
+}
+
+int pvrdma_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
+			 struct ibv_recv_wr **bad_wr)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvsrq->context);
+	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
+	int err;
+
+	pthread_spin_lock(&srq->wq.lock);
+	if (pvrdma_post_recv_wrs(&srq->wq, wr, bad_wr, &err)) {
+		/* The WQEs and prod_tail reach memory before the doorbell. */
+		udma_to_device_barrier();
+		pvrdma_uar_write(ctx, PVRDMA_UAR_SRQ_OFFSET,
+				 PVRDMA_UAR_SRQ_RECV, srq->srqn);
+	}
+	pthread_spin_unlock(&srq->wq.lock);
+	return err;
+}

@@ -1,0 +1,1907 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * End-to-end check of RC queue pairs through plain libibverbs: every
+ * user-visible RC opcode at several sizes, offsets and SGE counts with all
+ * bytes and completion fields verified on both sides, signaled and
+ * unsignaled work, completion channels, SRQs, the provider's rejection of
+ * bad work requests, and the error completions an RC QP must produce
+ * (after each error both QPs are reset and reconnected).
+ *
+ *   rc_verify -d DEV [-D PEER_DEV] [-g GID_INDEX] [-G PEER_GID_INDEX]
+ *             [-t TIMEOUT_S]
+ *
+ * The requester QP lives on DEV, the responder on PEER_DEV (default: a
+ * second context on DEV). The GID index defaults to the first RoCE v2
+ * IPv4-mapped GID of the port, else 0. Each QP has its own CQ and
+ * completion channel.
+ *
+ * Prints "PASS name" or "FAIL name: why" per check, then
+ * "RESULT passed=N failed=M"; exits non-zero on any failure. Every wait
+ * for a completion or event gives up after TIMEOUT_S (default 10) seconds
+ * and fails the check: the program never hangs.
+ *
+ * Not covered here: SEND_WITH_INV and LOCAL_INV. User space has no memory
+ * windows, so it cannot make an rkey that may legitimately be invalidated,
+ * and the error an invalidation of a plain MR's key gets is not defined
+ * by the IBA; the kernel test covers both opcodes.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#define PORT		1
+#define BUF_SIZE	(256 * 1024)
+#define DATA_OFF	8192		/* data windows start here */
+#define SPARE_OFF	(BUF_SIZE - 8192) /* small receives, atomics */
+#define GUARD		64		/* canary bytes around pieces */
+#define CANARY		0xA5
+#define QP_DEPTH	64
+#define CQ_DEPTH	256
+#define MAX_SGE		16		/* most SGEs a test uses */
+#define PSN_A		0x1234
+#define PSN_B		0x5678
+#define MIN_RNR_TIMER	12		/* 0.32 ms */
+#define QUIET_MS	300		/* watch for "nothing happens" */
+
+#define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+/* IBV_WC_GRH means something for UD only; some RoCE devices set it. */
+#define CHECKED_WC_FLAGS (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)
+
+struct dev {
+	const char *name;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	struct ibv_port_attr port_attr;
+	int gid_index;
+	union ibv_gid gid;
+};
+
+struct side {
+	const char *name;
+	struct dev *dev;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_srq *srq;		/* receives from here; not owned */
+	struct ibv_qp *qp;
+	struct ibv_qp_cap cap;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	uint32_t psn;
+};
+
+/* Requester a, responder b; both are connected and can send. */
+struct pair {
+	const char *name;
+	struct side a, b;
+	bool dirty;			/* a check failed: reconnect first */
+};
+
+/* One scatter/gather layout inside a side's buffer. */
+struct pieces {
+	int n;
+	size_t off[MAX_SGE];
+	size_t len[MAX_SGE];
+	size_t lo, hi;			/* window, guards included */
+};
+
+/* What a completion must look like. */
+struct expect {
+	uint64_t wr_id;
+	enum ibv_wc_status status;
+	int opcode;			/* -1: not defined (error) */
+	int64_t byte_len;		/* -1: not defined */
+	uint32_t qp_num;
+	bool recv;			/* wc_flags defined */
+	unsigned int wc_flags;		/* of CHECKED_WC_FLAGS */
+	uint32_t imm;			/* host order, if WITH_IMM */
+	uint32_t src_qp;		/* 0 or this; 0: not checked */
+};
+
+static int timeout_ms = 10000;
+static uint8_t rd_atomic = 1;
+static enum ibv_mtu path_mtu = IBV_MTU_1024;
+static uint64_t next_wr_id = 1;
+static char why[512];
+static int nr_pass, nr_fail;
+
+__attribute__((format(printf, 1, 2)))
+static int bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+/* Put context in front of the reason already recorded. */
+static int annotate(const char *context)
+{
+	char tmp[sizeof(why)];
+
+	snprintf(tmp, sizeof(tmp), "%s", why);
+	return bad("%s: %s", context, tmp);
+}
+
+/* Report one check; a failure marks the pair for reconnection. */
+__attribute__((format(printf, 3, 4)))
+static void report(struct pair *p, int ret, const char *fmt, ...)
+{
+	char name[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(name, sizeof(name), fmt, ap);
+	va_end(ap);
+
+	if (ret) {
+		printf("FAIL %s: %s\n", name, why);
+		nr_fail++;
+		if (p)
+			p->dirty = true;
+	} else {
+		printf("PASS %s\n", name);
+		nr_pass++;
+	}
+	fflush(stdout);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000LL + ts.tv_nsec / 1000000;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { .tv_sec = us / 1000000,
+			       .tv_nsec = (us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* A byte stream that differs at every shift, so misplaced data shows. */
+static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
+{
+	uint32_t x = seed * 2654435761u | 1;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 17;
+		x ^= x << 5;
+		p[i] = (uint8_t)x;
+	}
+}
+
+/* ---- completions --------------------------------------------------------- */
+
+/* Poll exactly n completions, giving up after the timeout. */
+static int poll_n(struct side *s, struct ibv_wc *wc, int n)
+{
+	long long deadline = now_ms() + timeout_ms;
+	int got = 0, ret;
+
+	while (got < n) {
+		ret = ibv_poll_cq(s->cq, n - got, wc + got);
+		if (ret < 0)
+			return bad("%s: ibv_poll_cq returned %d", s->name, ret);
+		got += ret;
+		if (got == n)
+			break;
+		if (now_ms() > deadline)
+			return bad("%s: %d of %d completions after %d s",
+				   s->name, got, n, timeout_ms / 1000);
+		sleep_us(50);
+	}
+	return 0;
+}
+
+/* No completion may show up on s within QUIET_MS. */
+static int expect_quiet_cq(struct side *s)
+{
+	long long deadline = now_ms() + QUIET_MS;
+	struct ibv_wc wc;
+	int ret;
+
+	do {
+		ret = ibv_poll_cq(s->cq, 1, &wc);
+		if (ret < 0)
+			return bad("%s: ibv_poll_cq returned %d", s->name, ret);
+		if (ret)
+			return bad("%s: unexpected completion wr_id %" PRIu64
+				   " status %s opcode %d", s->name, wc.wr_id,
+				   ibv_wc_status_str(wc.status), wc.opcode);
+		sleep_us(1000);
+	} while (now_ms() < deadline);
+	return 0;
+}
+
+/* Take whatever completions are left, without judging them. */
+static void drain_cq(struct side *s)
+{
+	struct ibv_wc wc[16];
+
+	while (ibv_poll_cq(s->cq, 16, wc) > 0)
+		;
+}
+
+static int check_wc(const struct side *s, const struct ibv_wc *wc,
+		    const struct expect *e)
+{
+	if (wc->wr_id != e->wr_id)
+		return bad("%s: wr_id %" PRIu64 ", expected %" PRIu64
+			   " (status %s)", s->name, wc->wr_id, e->wr_id,
+			   ibv_wc_status_str(wc->status));
+	if (wc->status != e->status)
+		return bad("%s: status %s (vendor_err %#x), expected %s",
+			   s->name, ibv_wc_status_str(wc->status),
+			   wc->vendor_err, ibv_wc_status_str(e->status));
+	if (wc->qp_num != e->qp_num)
+		return bad("%s: qp_num %#x, expected %#x", s->name,
+			   wc->qp_num, e->qp_num);
+	/* IBA: only wr_id, status and qp_num are defined on errors. */
+	if (e->status != IBV_WC_SUCCESS)
+		return 0;
+	if (e->opcode >= 0 && (int)wc->opcode != e->opcode)
+		return bad("%s: opcode %d, expected %d", s->name, wc->opcode,
+			   e->opcode);
+	if (e->byte_len >= 0 && wc->byte_len != (uint64_t)e->byte_len)
+		return bad("%s: byte_len %u, expected %" PRId64, s->name,
+			   wc->byte_len, e->byte_len);
+	if (e->recv && (wc->wc_flags & CHECKED_WC_FLAGS) != e->wc_flags)
+		return bad("%s: wc_flags %#x, expected %#x", s->name,
+			   wc->wc_flags, e->wc_flags);
+	if ((e->wc_flags & IBV_WC_WITH_IMM) && be32toh(wc->imm_data) != e->imm)
+		return bad("%s: imm_data %#x, expected %#x", s->name,
+			   be32toh(wc->imm_data), e->imm);
+	/* src_qp is defined for UD only; if an RC CQE has one, it is right. */
+	if (e->src_qp && wc->src_qp && wc->src_qp != e->src_qp)
+		return bad("%s: src_qp %#x, expected %#x", s->name,
+			   wc->src_qp, e->src_qp);
+	return 0;
+}
+
+static int expect_wc(struct side *s, const struct expect *e)
+{
+	struct ibv_wc wc;
+
+	if (poll_n(s, &wc, 1))
+		return -1;
+	return check_wc(s, &wc, e);
+}
+
+/* Requester completion of a successful signaled WR. */
+static struct expect send_ok(const struct side *s, uint64_t wr_id, int opcode)
+{
+	return (struct expect){ .wr_id = wr_id, .status = IBV_WC_SUCCESS,
+				.opcode = opcode, .byte_len = -1,
+				.qp_num = s->qp->qp_num };
+}
+
+static struct expect wc_error(const struct side *s, uint64_t wr_id,
+			      enum ibv_wc_status status)
+{
+	return (struct expect){ .wr_id = wr_id, .status = status,
+				.opcode = -1, .byte_len = -1,
+				.qp_num = s->qp->qp_num };
+}
+
+/* ---- events -------------------------------------------------------------- */
+
+/* 1: an event for s's CQ arrived within ms, 0: none did, -1: error. */
+static int wait_cq_event(struct side *s, int ms)
+{
+	struct pollfd pfd = { .fd = s->ch->fd, .events = POLLIN };
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	int ret;
+
+	ret = poll(&pfd, 1, ms);
+	if (ret < 0)
+		return bad("%s: poll on the channel: %s", s->name,
+			   strerror(errno));
+	if (ret == 0)
+		return 0;
+	if (ibv_get_cq_event(s->ch, &cq, &cq_ctx))
+		return bad("%s: ibv_get_cq_event: %s", s->name,
+			   strerror(errno));
+	ibv_ack_cq_events(cq, 1);
+	if (cq != s->cq)
+		return bad("%s: event for another CQ", s->name);
+	return 1;
+}
+
+static int expect_cq_event(struct side *s)
+{
+	int ret = wait_cq_event(s, timeout_ms);
+
+	if (ret < 0)
+		return -1;
+	if (!ret)
+		return bad("%s: no completion event within %d s", s->name,
+			   timeout_ms / 1000);
+	return 0;
+}
+
+static int expect_no_cq_event(struct side *s)
+{
+	int ret = wait_cq_event(s, QUIET_MS);
+
+	if (ret < 0)
+		return -1;
+	if (ret)
+		return bad("%s: unexpected completion event", s->name);
+	return 0;
+}
+
+/* ---- posting ------------------------------------------------------------- */
+
+static int post_send(struct side *s, struct ibv_send_wr *wr)
+{
+	struct ibv_send_wr *bad_wr = NULL;
+	int ret = ibv_post_send(s->qp, wr, &bad_wr);
+
+	if (ret)
+		return bad("%s: ibv_post_send: %s", s->name, strerror(ret));
+	return 0;
+}
+
+static int post_recv(struct side *s, struct ibv_recv_wr *wr)
+{
+	struct ibv_recv_wr *bad_wr = NULL;
+	int ret;
+
+	if (s->srq)
+		ret = ibv_post_srq_recv(s->srq, wr, &bad_wr);
+	else
+		ret = ibv_post_recv(s->qp, wr, &bad_wr);
+	if (ret)
+		return bad("%s: post receive: %s", s->name, strerror(ret));
+	return 0;
+}
+
+/* A receive of len bytes at off in s's buffer. */
+static int post_recv_buf(struct side *s, uint64_t wr_id, size_t off,
+			 uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->buf + off,
+			       .length = len, .lkey = s->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1 };
+
+	return post_recv(s, &wr);
+}
+
+/* A signaled SEND of len bytes from off in s's buffer. */
+static int post_send_buf(struct side *s, uint64_t wr_id, size_t off,
+			 uint32_t len, unsigned int flags)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->buf + off,
+			       .length = len, .lkey = s->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED | flags };
+
+	return post_send(s, &wr);
+}
+
+/* ---- data layouts -------------------------------------------------------- */
+
+/*
+ * len bytes in n pieces from base: nearly equal lengths, separated by odd
+ * gaps so that pieces start at odd addresses.
+ */
+static void layout(struct pieces *pc, size_t base, size_t len, int n)
+{
+	size_t q = len / n, r = len % n, pos = base;
+	int i;
+
+	pc->n = n;
+	pc->lo = base - GUARD;
+	for (i = 0; i < n; i++) {
+		pc->off[i] = pos;
+		pc->len[i] = q + ((size_t)i < r);
+		pos += pc->len[i];
+		if (i < n - 1)
+			pos += GUARD + 2 * i + 1;
+	}
+	pc->hi = pos + GUARD;
+}
+
+static void to_sges(const struct side *s, const struct pieces *pc,
+		    struct ibv_sge *sge)
+{
+	int i;
+
+	for (i = 0; i < pc->n; i++) {
+		sge[i].addr = (uintptr_t)s->buf + pc->off[i];
+		sge[i].length = pc->len[i];
+		sge[i].lkey = s->mr->lkey;
+	}
+}
+
+static void scatter(uint8_t *buf, const struct pieces *pc,
+		    const uint8_t *stream)
+{
+	size_t pos = 0;
+	int i;
+
+	for (i = 0; i < pc->n; i++) {
+		memcpy(buf + pc->off[i], stream + pos, pc->len[i]);
+		pos += pc->len[i];
+	}
+}
+
+/* The window holds the stream in its pieces and canaries elsewhere. */
+static int verify_window(const struct side *s, const struct pieces *pc,
+			 const uint8_t *stream)
+{
+	size_t n = pc->hi - pc->lo, i;
+	uint8_t *exp = malloc(n);
+	int ret = 0;
+
+	if (!exp)
+		return bad("out of memory");
+	memset(exp, CANARY, n);
+	scatter(exp - pc->lo, pc, stream);
+	for (i = 0; i < n; i++) {
+		if (s->buf[pc->lo + i] != exp[i]) {
+			ret = bad("%s: byte at buffer offset %zu is %#04x, "
+				  "expected %#04x", s->name, pc->lo + i,
+				  s->buf[pc->lo + i], exp[i]);
+			break;
+		}
+	}
+	free(exp);
+	return ret;
+}
+
+static int verify_canary(const struct side *s, size_t off, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (s->buf[off + i] != CANARY)
+			return bad("%s: byte at buffer offset %zu was "
+				   "overwritten", s->name, off + i);
+	return 0;
+}
+
+/* ---- QP state ------------------------------------------------------------ */
+
+static int modify(struct side *s, struct ibv_qp_attr *attr, int mask,
+		  const char *to)
+{
+	int ret = ibv_modify_qp(s->qp, attr, mask);
+
+	if (ret)
+		return bad("%s: modify QP to %s: %s", s->name, to,
+			   strerror(ret));
+	return 0;
+}
+
+static int qp_to_init(struct side *s)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_INIT,
+		.pkey_index = 0,
+		.port_num = PORT,
+		.qp_access_flags = ALL_ACCESS,
+	};
+
+	return modify(s, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+		      IBV_QP_PORT | IBV_QP_ACCESS_FLAGS, "INIT");
+}
+
+/* RoCE: the path is the peer's GID, no DMAC needed from us. */
+static int qp_to_rtr(struct side *s, const struct side *peer,
+		     uint8_t min_rnr_timer)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_RTR,
+		.path_mtu = path_mtu,
+		.dest_qp_num = peer->qp->qp_num,
+		.rq_psn = peer->psn,
+		.max_dest_rd_atomic = rd_atomic,
+		.min_rnr_timer = min_rnr_timer,
+		.ah_attr = {
+			.is_global = 1,
+			.grh = {
+				.dgid = peer->dev->gid,
+				.sgid_index = s->dev->gid_index,
+				.hop_limit = 64,
+			},
+			.port_num = PORT,
+		},
+	};
+
+	return modify(s, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+		      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");
+}
+
+static int qp_to_rts(struct side *s, uint8_t rnr_retry)
+{
+	struct ibv_qp_attr attr = {
+		.qp_state = IBV_QPS_RTS,
+		.sq_psn = s->psn,
+		.timeout = 14,
+		.retry_cnt = 7,
+		.rnr_retry = rnr_retry,
+		.max_rd_atomic = rd_atomic,
+	};
+
+	return modify(s, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+		      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		      IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
+}
+
+static int qp_to_state(struct side *s, enum ibv_qp_state state,
+		       const char *name)
+{
+	struct ibv_qp_attr attr = { .qp_state = state };
+
+	return modify(s, &attr, IBV_QP_STATE, name);
+}
+
+/*
+ * Connect a and b both ways; rnr_retry is a's, min_rnr_timer b's (b
+ * keeps the defaults for its own sends).
+ */
+static int connect_pair(struct pair *p, uint8_t a_rnr_retry,
+			uint8_t b_min_rnr_timer)
+{
+	if (qp_to_init(&p->a) || qp_to_init(&p->b) ||
+	    qp_to_rtr(&p->a, &p->b, MIN_RNR_TIMER) ||
+	    qp_to_rtr(&p->b, &p->a, b_min_rnr_timer) ||
+	    qp_to_rts(&p->a, a_rnr_retry) || qp_to_rts(&p->b, 7))
+		return -1;
+	return 0;
+}
+
+/*
+ * Both QPs to RESET and connected again. RESET must drop the QPs' CQEs
+ * (each QP has a CQ of its own here), and the pair must carry a message
+ * afterwards.
+ */
+static int reconnect(struct pair *p, uint8_t a_rnr_retry,
+		     uint8_t b_min_rnr_timer)
+{
+	struct ibv_wc wc;
+	struct expect e;
+	uint64_t id;
+	int ret;
+
+	if (qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
+	    qp_to_state(&p->b, IBV_QPS_RESET, "RESET"))
+		return -1;
+	ret = ibv_poll_cq(p->a.cq, 1, &wc);
+	if (!ret)
+		ret = ibv_poll_cq(p->b.cq, 1, &wc);
+	if (ret)
+		return bad("a CQE (wr_id %" PRIu64 ", status %s) outlived "
+			   "RESET", wc.wr_id, ibv_wc_status_str(wc.status));
+	if (connect_pair(p, a_rnr_retry, b_min_rnr_timer))
+		return -1;
+
+	id = next_wr_id++;
+	fill_pattern(p->a.buf + SPARE_OFF, 64, (uint32_t)id);
+	if (post_recv_buf(&p->b, id, SPARE_OFF, 64) ||
+	    post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
+		return -1;
+	e = send_ok(&p->a, id, IBV_WC_SEND);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	e = (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
+			     .opcode = IBV_WC_RECV, .byte_len = 64,
+			     .qp_num = p->b.qp->qp_num, .recv = true,
+			     .src_qp = p->a.qp->qp_num };
+	if (expect_wc(&p->b, &e))
+		return -1;
+	if (memcmp(p->a.buf + SPARE_OFF, p->b.buf + SPARE_OFF, 64))
+		return bad("message after reconnection corrupted");
+	p->dirty = false;
+	return 0;
+}
+
+/* After a failed check the pair may hold anything: start it afresh. */
+static void recover(struct pair *p, const char *after)
+{
+	if (!p->dirty)
+		return;
+	drain_cq(&p->a);
+	drain_cq(&p->b);
+	report(p, reconnect(p, 7, MIN_RNR_TIMER), "%s: reconnect after %s",
+	       p->name, after);
+}
+
+/* ---- setup --------------------------------------------------------------- */
+
+static bool gid_is_ipv4_mapped(const union ibv_gid *gid)
+{
+	static const uint8_t prefix[12] = { [10] = 0xff, [11] = 0xff };
+
+	return !memcmp(gid->raw, prefix, sizeof(prefix));
+}
+
+/* The first RoCE v2 IPv4-mapped GID, else index 0. */
+static int pick_gid_index(struct dev *d)
+{
+	struct ibv_gid_entry entry;
+	int i;
+
+	for (i = 0; i < d->port_attr.gid_tbl_len; i++) {
+		if (ibv_query_gid_ex(d->ctx, PORT, i, &entry, 0))
+			continue;
+		if (entry.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+		    gid_is_ipv4_mapped((union ibv_gid *)entry.gid.raw))
+			return i;
+	}
+	return 0;
+}
+
+static int dev_open(struct dev *d, const char *name, int gid_index)
+{
+	struct ibv_device **list;
+	int n, i;
+
+	d->name = name;
+	list = ibv_get_device_list(&n);
+	if (!list)
+		return bad("ibv_get_device_list: %s", strerror(errno));
+	for (i = 0; i < n; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			break;
+	if (i == n) {
+		ibv_free_device_list(list);
+		return bad("no RDMA device named %s", name);
+	}
+	d->ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!d->ctx)
+		return bad("%s: ibv_open_device: %s", name, strerror(errno));
+	if (ibv_query_device(d->ctx, &d->attr) ||
+	    ibv_query_port(d->ctx, PORT, &d->port_attr))
+		return bad("%s: cannot query device or port", name);
+	if (d->port_attr.state != IBV_PORT_ACTIVE)
+		return bad("%s: port %d is not active", name, PORT);
+	d->gid_index = gid_index >= 0 ? gid_index : pick_gid_index(d);
+	if (ibv_query_gid(d->ctx, PORT, d->gid_index, &d->gid))
+		return bad("%s: cannot read GID %d", name, d->gid_index);
+	d->pd = ibv_alloc_pd(d->ctx);
+	if (!d->pd)
+		return bad("%s: ibv_alloc_pd: %s", name, strerror(errno));
+	return 0;
+}
+
+static uint32_t max_sge_of(const struct dev *a, const struct dev *b)
+{
+	int n = a->attr.max_sge < b->attr.max_sge ? a->attr.max_sge :
+						      b->attr.max_sge;
+
+	return n < 1 ? 1 : n > MAX_SGE ? MAX_SGE : n;
+}
+
+static int side_create(struct side *s, const char *name, struct dev *d,
+		       struct ibv_srq *srq, int sq_sig_all, uint32_t max_sge,
+		       uint32_t psn)
+{
+	struct ibv_qp_init_attr init = {
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = sq_sig_all,
+		.srq = srq,
+		.cap = {
+			.max_send_wr = QP_DEPTH,
+			.max_recv_wr = srq ? 0 : QP_DEPTH,
+			.max_send_sge = max_sge,
+			.max_recv_sge = srq ? 0 : max_sge,
+		},
+	};
+	int flags;
+
+	s->name = name;
+	s->dev = d;
+	s->srq = srq;
+	s->psn = psn;
+	s->ch = ibv_create_comp_channel(d->ctx);
+	if (!s->ch)
+		return bad("%s: ibv_create_comp_channel: %s", name,
+			   strerror(errno));
+	flags = fcntl(s->ch->fd, F_GETFL);
+	if (flags < 0 || fcntl(s->ch->fd, F_SETFL, flags | O_NONBLOCK))
+		return bad("%s: channel fd: %s", name, strerror(errno));
+	s->cq = ibv_create_cq(d->ctx, CQ_DEPTH, s, s->ch, 0);
+	if (!s->cq)
+		return bad("%s: ibv_create_cq: %s", name, strerror(errno));
+	s->buf = aligned_alloc(4096, BUF_SIZE);
+	if (!s->buf)
+		return bad("out of memory");
+	memset(s->buf, 0, BUF_SIZE);
+	s->mr = ibv_reg_mr(d->pd, s->buf, BUF_SIZE, ALL_ACCESS);
+	if (!s->mr)
+		return bad("%s: ibv_reg_mr: %s", name, strerror(errno));
+	init.send_cq = s->cq;
+	init.recv_cq = s->cq;
+	s->qp = ibv_create_qp(d->pd, &init);
+	if (!s->qp)
+		return bad("%s: ibv_create_qp: %s", name, strerror(errno));
+	s->cap = init.cap;
+	if (s->cap.max_send_wr < QP_DEPTH || s->cap.max_send_sge < max_sge ||
+	    (!srq && (s->cap.max_recv_wr < QP_DEPTH ||
+		      s->cap.max_recv_sge < max_sge)))
+		return bad("%s: ibv_create_qp reported smaller caps than "
+			   "requested", name);
+	return 0;
+}
+
+static int side_destroy(struct side *s)
+{
+	int ret = 0;
+
+	if (s->qp && ibv_destroy_qp(s->qp))
+		ret = bad("%s: ibv_destroy_qp failed", s->name);
+	if (s->mr && ibv_dereg_mr(s->mr))
+		ret = bad("%s: ibv_dereg_mr failed", s->name);
+	if (s->cq && ibv_destroy_cq(s->cq))
+		ret = bad("%s: ibv_destroy_cq failed", s->name);
+	if (s->ch && ibv_destroy_comp_channel(s->ch))
+		ret = bad("%s: ibv_destroy_comp_channel failed", s->name);
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+	return ret;
+}
+
+static int pair_create(struct pair *p, const char *name, struct dev *da,
+		       struct dev *db, struct ibv_srq *srq_b, int sq_sig_all)
+{
+	uint32_t max_sge = max_sge_of(da, db);
+
+	p->name = name;
+	if (srq_b) {
+		struct ibv_srq_attr sattr;
+
+		if (ibv_query_srq(srq_b, &sattr))
+			return bad("ibv_query_srq failed");
+		if (sattr.max_sge < max_sge)
+			max_sge = sattr.max_sge;
+	}
+	if (side_create(&p->a, "requester", da, NULL, sq_sig_all, max_sge,
+			PSN_A) ||
+	    side_create(&p->b, "responder", db, srq_b, sq_sig_all, max_sge,
+			PSN_B))
+		return -1;
+	return 0;
+}
+
+/* ---- data transfers ------------------------------------------------------ */
+
+static bool consumes_recv(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM ||
+	       op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static bool has_imm(enum ibv_wr_opcode op)
+{
+	return op == IBV_WR_SEND_WITH_IMM || op == IBV_WR_RDMA_WRITE_WITH_IMM;
+}
+
+static int requester_wc_opcode(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+	case IBV_WR_SEND_WITH_IMM:
+		return IBV_WC_SEND;
+	case IBV_WR_RDMA_WRITE:
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return IBV_WC_RDMA_WRITE;
+	case IBV_WR_RDMA_READ:
+		return IBV_WC_RDMA_READ;
+	case IBV_WR_ATOMIC_CMP_AND_SWP:
+		return IBV_WC_COMP_SWAP;
+	case IBV_WR_ATOMIC_FETCH_AND_ADD:
+		return IBV_WC_FETCH_ADD;
+	default:
+		return -1;
+	}
+}
+
+static const char *op_name(enum ibv_wr_opcode op)
+{
+	switch (op) {
+	case IBV_WR_SEND:
+		return "send";
+	case IBV_WR_SEND_WITH_IMM:
+		return "send_imm";
+	case IBV_WR_RDMA_WRITE:
+		return "write";
+	case IBV_WR_RDMA_WRITE_WITH_IMM:
+		return "write_imm";
+	case IBV_WR_RDMA_READ:
+		return "read";
+	default:
+		return "?";
+	}
+}
+
+/*
+ * One SEND, SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM or RDMA_READ of
+ * len bytes from the data source (the requester, or the responder for a
+ * read) at DATA_OFF + src_off to the data destination at DATA_OFF +
+ * dst_off. The requester's WR has nlocal SGEs (the source, or for a read
+ * the destination), a send's receive nrecv; RDMA targets are contiguous.
+ * Verifies every byte of the destination window, guards included, and the
+ * completions on both sides.
+ */
+static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
+		    size_t src_off, size_t dst_off, int nlocal, int nrecv,
+		    unsigned int send_flags)
+{
+	bool read = op == IBV_WR_RDMA_READ;
+	bool send = op == IBV_WR_SEND || op == IBV_WR_SEND_WITH_IMM;
+	struct side *src = read ? &p->b : &p->a;
+	struct side *dst = read ? &p->a : &p->b;
+	struct ibv_sge lsge[MAX_SGE], rsge[MAX_SGE];
+	struct ibv_send_wr wr = {};
+	struct ibv_recv_wr rwr = {};
+	struct pieces ps, pd;
+	uint8_t *stream;
+	struct expect e;
+	uint64_t id = next_wr_id++;
+	uint32_t imm = 0x5eed0000u ^ (uint32_t)id;
+	int ret = -1;
+
+	layout(&ps, DATA_OFF + src_off, len, read ? 1 : nlocal);
+	layout(&pd, DATA_OFF + dst_off, len,
+	       read ? nlocal : send ? nrecv : 1);
+
+	stream = malloc(len);
+	if (!stream)
+		return bad("out of memory");
+	fill_pattern(stream, len, (uint32_t)id);
+	memset(src->buf + ps.lo, CANARY, ps.hi - ps.lo);
+	scatter(src->buf, &ps, stream);
+	memset(dst->buf + pd.lo, CANARY, pd.hi - pd.lo);
+	memset(p->b.buf + SPARE_OFF, CANARY, GUARD);
+
+	if (consumes_recv(op)) {
+		rwr.wr_id = id;
+		rwr.sg_list = rsge;
+		if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
+			/* The data goes to the RDMA target, not here. */
+			rsge[0].addr = (uintptr_t)p->b.buf + SPARE_OFF;
+			rsge[0].length = GUARD;
+			rsge[0].lkey = p->b.mr->lkey;
+			rwr.num_sge = 1;
+		} else {
+			to_sges(&p->b, &pd, rsge);
+			rwr.num_sge = pd.n;
+		}
+		if (post_recv(&p->b, &rwr))
+			goto out;
+	}
+
+	to_sges(&p->a, read ? &pd : &ps, lsge);
+	wr.wr_id = id;
+	wr.sg_list = lsge;
+	wr.num_sge = read ? pd.n : ps.n;
+	wr.opcode = op;
+	wr.send_flags = IBV_SEND_SIGNALED | send_flags;
+	if (has_imm(op))
+		wr.imm_data = htobe32(imm);
+	if (!send) {
+		struct side *remote = &p->b;
+		size_t roff = read ? ps.off[0] : pd.off[0];
+
+		wr.wr.rdma.remote_addr = (uintptr_t)remote->buf + roff;
+		wr.wr.rdma.rkey = remote->mr->rkey;
+	}
+	if (post_send(&p->a, &wr))
+		goto out;
+
+	e = send_ok(&p->a, id, requester_wc_opcode(op));
+	if (expect_wc(&p->a, &e))
+		goto out;
+
+	if (consumes_recv(op)) {
+		e = (struct expect){
+			.wr_id = id, .status = IBV_WC_SUCCESS,
+			.opcode = op == IBV_WR_RDMA_WRITE_WITH_IMM ?
+				IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
+			.byte_len = len, .qp_num = p->b.qp->qp_num,
+			.recv = true,
+			.wc_flags = has_imm(op) ? IBV_WC_WITH_IMM : 0,
+			.imm = imm, .src_qp = p->a.qp->qp_num,
+		};
+		if (expect_wc(&p->b, &e))
+			goto out;
+	} else {
+		/* One-sided operations leave the responder's CQ alone. */
+		struct ibv_wc wc;
+
+		ret = ibv_poll_cq(p->b.cq, 1, &wc);
+		if (ret) {
+			ret = bad("responder: completion (status %s) for a "
+				  "one-sided operation",
+				  ibv_wc_status_str(wc.status));
+			goto out;
+		}
+	}
+
+	ret = verify_window(dst, &pd, stream);
+	if (!ret && op == IBV_WR_RDMA_WRITE_WITH_IMM)
+		ret = verify_canary(&p->b, SPARE_OFF, GUARD);
+out:
+	free(stream);
+	return ret;
+}
+
+static void test_opcodes(struct pair *p)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+		IBV_WR_RDMA_WRITE_WITH_IMM, IBV_WR_RDMA_READ,
+	};
+	static const size_t sizes[] = { 1, 4095, 4096, 65536 };
+	static const size_t offs[][2] = { { 0, 0 }, { 13, 29 } };
+	size_t o, s, k;
+
+	for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+			for (o = 0; o < 2; o++) {
+				report(p, transfer(p, ops[k], sizes[s],
+						   offs[o][0], offs[o][1], 1,
+						   1, 0),
+				       "%s: %s len %zu src_off %zu dst_off %zu",
+				       p->name, op_name(ops[k]), sizes[s],
+				       offs[o][0], offs[o][1]);
+				recover(p, op_name(ops[k]));
+			}
+}
+
+/* Gather and scatter: 1..max SGEs on the source and on the destination. */
+static void test_sges(struct pair *p)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
+	};
+	uint32_t max = p->a.cap.max_send_sge;
+	uint32_t rmax = p->b.srq ? max : p->b.cap.max_recv_sge;
+	uint32_t rdmax = p->a.dev->attr.max_sge_rd ?
+			 (uint32_t)p->a.dev->attr.max_sge_rd : max;
+	uint32_t n, m;
+	size_t k;
+
+	for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++) {
+		uint32_t lim = ops[k] == IBV_WR_RDMA_READ ?
+			       (rdmax < max ? rdmax : max) : max;
+
+		for (n = 1; n <= lim; n++) {
+			size_t len = 1000 * n + 77;
+
+			/* n gather SGEs, rmax + 1 - n scatter SGEs */
+			m = ops[k] == IBV_WR_SEND && n <= rmax ?
+			    rmax + 1 - n : 1;
+			report(p, transfer(p, ops[k], len, 5, 11, n, m, 0),
+			       "%s: %s len %zu with %u requester SGEs, %u "
+			       "receive SGEs", p->name, op_name(ops[k]), len,
+			       n, ops[k] == IBV_WR_SEND ? m : 0);
+			recover(p, "multi-SGE");
+		}
+	}
+}
+
+/*
+ * Atomics on 8 aligned bytes. The values read the same in either byte
+ * order, because the byte order of atomic operands in memory belongs to
+ * the device (IBV_ATOMIC_HCA), not to this test.
+ */
+static int atomic_op(struct pair *p, enum ibv_wr_opcode op, uint64_t init,
+		     uint64_t compare_add, uint64_t swap, uint64_t want_mem)
+{
+	uint64_t *remote = (uint64_t *)(p->b.buf + SPARE_OFF + 1024);
+	uint64_t *local = (uint64_t *)(p->a.buf + SPARE_OFF + 1024);
+	struct ibv_sge sge = { .addr = (uintptr_t)local, .length = 8,
+			       .lkey = p->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
+		.opcode = op, .send_flags = IBV_SEND_SIGNALED,
+	};
+	struct expect e;
+
+	*remote = init;
+	memset(local, CANARY, 8);
+	wr.wr.atomic.remote_addr = (uintptr_t)remote;
+	wr.wr.atomic.rkey = p->b.mr->rkey;
+	wr.wr.atomic.compare_add = compare_add;
+	wr.wr.atomic.swap = swap;
+	if (post_send(&p->a, &wr))
+		return -1;
+	e = send_ok(&p->a, wr.wr_id, requester_wc_opcode(op));
+	if (expect_wc(&p->a, &e))
+		return -1;
+	if (*local != init)
+		return bad("returned %#" PRIx64 ", expected the old value %#"
+			   PRIx64, *local, init);
+	if (*remote != want_mem)
+		return bad("remote holds %#" PRIx64 ", expected %#" PRIx64,
+			   *remote, want_mem);
+	return expect_quiet_cq(&p->b);
+}
+
+static void test_atomics(struct pair *p)
+{
+	const uint64_t x = 0x0102030404030201ull, y = 0x1111111111111111ull;
+	const uint64_t z = 0x2222222222222222ull;
+
+	if (p->a.dev->attr.atomic_cap == IBV_ATOMIC_NONE)
+		printf("# %s reports no atomics; they are tested anyway\n",
+		       p->a.dev->name);
+	report(p, atomic_op(p, IBV_WR_ATOMIC_CMP_AND_SWP, x, x, y, y),
+	       "%s: atomic compare-and-swap, equal", p->name);
+	recover(p, "atomic");
+	report(p, atomic_op(p, IBV_WR_ATOMIC_CMP_AND_SWP, y, z, x, y),
+	       "%s: atomic compare-and-swap, different", p->name);
+	recover(p, "atomic");
+	report(p, atomic_op(p, IBV_WR_ATOMIC_FETCH_AND_ADD,
+			    0x0202020202020202ull, 0x0101010101010101ull, 0,
+			    0x0303030303030303ull),
+	       "%s: atomic fetch-and-add", p->name);
+	recover(p, "atomic");
+}
+
+/* ---- signaled and unsignaled work ---------------------------------------- */
+
+/* An unsignaled WRITE before a signaled one: one CQE, both writes done. */
+static int unsignaled_pair(struct pair *p)
+{
+	struct ibv_sge sge[2];
+	struct ibv_send_wr wr[2] = {};
+	struct expect e;
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		fill_pattern(p->a.buf + DATA_OFF + i * 4096, 4096,
+			     (uint32_t)next_wr_id + i);
+		memset(p->b.buf + DATA_OFF + i * 4096, 0, 4096);
+		sge[i] = (struct ibv_sge){
+			.addr = (uintptr_t)p->a.buf + DATA_OFF + i * 4096,
+			.length = 4096, .lkey = p->a.mr->lkey };
+		wr[i].wr_id = next_wr_id++;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr =
+			(uintptr_t)p->b.buf + DATA_OFF + i * 4096;
+		wr[i].wr.rdma.rkey = p->b.mr->rkey;
+	}
+	wr[0].next = &wr[1];
+	wr[1].send_flags = IBV_SEND_SIGNALED;
+	if (post_send(&p->a, wr))
+		return -1;
+	e = send_ok(&p->a, wr[1].wr_id, IBV_WC_RDMA_WRITE);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	if (memcmp(p->a.buf + DATA_OFF, p->b.buf + DATA_OFF, 8192))
+		return bad("written data differ");
+	return expect_quiet_cq(&p->a);
+}
+
+/*
+ * The perftest pattern: 4 x the SQ depth of WRITEs, every 16th signaled,
+ * never more outstanding than the SQ holds. Only the signaled WRs
+ * complete, and the SQ ring wraps several times.
+ */
+static int unsignaled_stream(struct pair *p)
+{
+	const uint32_t depth = p->a.cap.max_send_wr, total = 4 * depth;
+	const uint64_t base_id = next_wr_id;
+	uint32_t posted = 0, retired = 0;
+	struct ibv_send_wr wr = {};
+	struct ibv_sge sge;
+	struct ibv_wc wc;
+
+	next_wr_id += total;
+	fill_pattern(p->a.buf + DATA_OFF, 32 * 64, (uint32_t)base_id);
+	memset(p->b.buf + DATA_OFF, 0, 32 * 64);
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_RDMA_WRITE;
+	wr.wr.rdma.rkey = p->b.mr->rkey;
+
+	while (retired < total) {
+		if (posted < total && posted - retired < depth) {
+			size_t off = DATA_OFF + (posted % 32) * 64;
+
+			sge = (struct ibv_sge){
+				.addr = (uintptr_t)p->a.buf + off,
+				.length = 64, .lkey = p->a.mr->lkey };
+			wr.wr_id = base_id + posted;
+			wr.wr.rdma.remote_addr = (uintptr_t)p->b.buf + off;
+			wr.send_flags = (posted % 16 == 15 ||
+					 posted == total - 1) ?
+					IBV_SEND_SIGNALED : 0;
+			if (post_send(&p->a, &wr))
+				return -1;
+			posted++;
+			continue;
+		}
+		if (poll_n(&p->a, &wc, 1))
+			return -1;
+		if (wc.status != IBV_WC_SUCCESS)
+			return bad("status %s", ibv_wc_status_str(wc.status));
+		if (wc.wr_id < base_id + retired ||
+		    wc.wr_id >= base_id + posted ||
+		    ((wc.wr_id - base_id) % 16 != 15 &&
+		     wc.wr_id - base_id != total - 1))
+			return bad("completion for wr_id %" PRIu64
+				   ", which was not signaled or not next",
+				   wc.wr_id);
+		retired = wc.wr_id - base_id + 1;
+	}
+	if (memcmp(p->a.buf + DATA_OFF, p->b.buf + DATA_OFF, 32 * 64))
+		return bad("written data differ");
+	return expect_quiet_cq(&p->a);
+}
+
+/* With sq_sig_all, a WR without IBV_SEND_SIGNALED completes too. */
+static int sig_all(struct pair *p)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + DATA_OFF,
+			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE,
+	};
+	struct expect e;
+
+	wr.wr.rdma.remote_addr = (uintptr_t)p->b.buf + DATA_OFF;
+	wr.wr.rdma.rkey = p->b.mr->rkey;
+	if (post_send(&p->a, &wr))
+		return -1;
+	e = send_ok(&p->a, wr.wr_id, IBV_WC_RDMA_WRITE);
+	return expect_wc(&p->a, &e);
+}
+
+/* ---- completion channels ------------------------------------------------- */
+
+static int send_and_receive(struct pair *p, unsigned int flags)
+{
+	uint64_t id = next_wr_id++;
+	struct expect e;
+
+	if (post_recv_buf(&p->b, id, SPARE_OFF, 64) ||
+	    post_send_buf(&p->a, id, SPARE_OFF, 64, flags))
+		return -1;
+	e = send_ok(&p->a, id, IBV_WC_SEND);
+	return expect_wc(&p->a, &e);
+}
+
+static struct expect recv_ok(const struct pair *p, uint64_t id)
+{
+	return (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
+				.opcode = IBV_WC_RECV, .byte_len = 64,
+				.qp_num = p->b.qp->qp_num, .recv = true,
+				.src_qp = p->a.qp->qp_num };
+}
+
+/* Armed for any completion: a receive raises an event. */
+static int event_next(struct pair *p)
+{
+	struct expect e;
+
+	if (ibv_req_notify_cq(p->b.cq, 0))
+		return bad("ibv_req_notify_cq failed");
+	if (send_and_receive(p, 0) || expect_cq_event(&p->b))
+		return -1;
+	e = recv_ok(p, next_wr_id - 1);
+	return expect_wc(&p->b, &e);
+}
+
+/* Armed for solicited completions: a plain send does not wake, a solicited
+ * one does. */
+static int event_solicited(struct pair *p)
+{
+	struct expect e;
+
+	if (ibv_req_notify_cq(p->b.cq, 1))
+		return bad("ibv_req_notify_cq failed");
+	if (send_and_receive(p, 0))
+		return -1;
+	e = recv_ok(p, next_wr_id - 1);
+	if (expect_wc(&p->b, &e) || expect_no_cq_event(&p->b))
+		return -1;
+	if (send_and_receive(p, IBV_SEND_SOLICITED) ||
+	    expect_cq_event(&p->b))
+		return -1;
+	e = recv_ok(p, next_wr_id - 1);
+	return expect_wc(&p->b, &e);
+}
+
+/* The send side's CQ raises events as well; without arming, none. */
+static int event_send_cq(struct pair *p)
+{
+	struct ibv_wc wc;
+
+	if (ibv_req_notify_cq(p->a.cq, 0))
+		return bad("ibv_req_notify_cq failed");
+	if (send_and_receive(p, 0) || expect_cq_event(&p->a))
+		return -1;
+	if (poll_n(&p->b, &wc, 1))
+		return -1;
+	/* Not re-armed: the next completion must stay silent. */
+	if (send_and_receive(p, 0) || expect_no_cq_event(&p->a))
+		return -1;
+	return poll_n(&p->b, &wc, 1);
+}
+
+/* CQEs still in the ring when a QP is reset are gone afterwards. */
+static int reset_drops_cqes(struct pair *p)
+{
+	if (ibv_req_notify_cq(p->a.cq, 0))
+		return bad("ibv_req_notify_cq failed");
+	if (post_recv_buf(&p->b, next_wr_id, SPARE_OFF, 64) ||
+	    post_send_buf(&p->a, next_wr_id, SPARE_OFF, 64, 0))
+		return -1;
+	next_wr_id++;
+	/* The event says the CQE is there; nobody polls it. */
+	if (expect_cq_event(&p->a))
+		return -1;
+	return reconnect(p, 7, MIN_RNR_TIMER);
+}
+
+/* ---- work requests the provider must refuse ------------------------------ */
+
+static int expect_send_rejected(struct side *s, struct ibv_send_wr *wr,
+				struct ibv_send_wr *want_bad)
+{
+	struct ibv_send_wr *bad_wr = NULL;
+	int ret = ibv_post_send(s->qp, wr, &bad_wr);
+
+	if (ret != EINVAL)
+		return bad("ibv_post_send returned %d (%s), expected EINVAL",
+			   ret, strerror(ret));
+	if (bad_wr != want_bad)
+		return bad("ibv_post_send returned EINVAL but bad_wr does not "
+			   "point at the offending WR");
+	return 0;
+}
+
+static int reject_state(struct side *s, const char *state)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
+			       .lkey = s->mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+
+	if (expect_send_rejected(s, &wr, &wr))
+		return annotate(state);
+	return 0;
+}
+
+static int reject_recv_in_reset(struct side *s)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
+			       .lkey = s->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad_wr = NULL;
+	int ret = ibv_post_recv(s->qp, &wr, &bad_wr);
+
+	if (ret != EINVAL || bad_wr != &wr)
+		return bad("ibv_post_recv in RESET returned %d, bad_wr %s",
+			   ret, bad_wr == &wr ? "set" : "not set");
+	return 0;
+}
+
+static int query_caps(struct side *s, enum ibv_qp_state state)
+{
+	struct ibv_qp_init_attr init;
+	struct ibv_qp_attr attr;
+
+	if (ibv_query_qp(s->qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &init))
+		return bad("ibv_query_qp failed");
+	if (attr.qp_state != state)
+		return bad("state %d, expected %d", attr.qp_state, state);
+	/* Both report the actual caps; only more is allowed for rings. */
+	if (attr.cap.max_send_wr < s->cap.max_send_wr ||
+	    attr.cap.max_send_sge < s->cap.max_send_sge ||
+	    attr.cap.max_recv_wr < s->cap.max_recv_wr ||
+	    attr.cap.max_inline_data != s->cap.max_inline_data)
+		return bad("caps %u/%u/%u/%u do not match ibv_create_qp's "
+			   "%u/%u/%u/%u", attr.cap.max_send_wr,
+			   attr.cap.max_send_sge, attr.cap.max_recv_wr,
+			   attr.cap.max_inline_data, s->cap.max_send_wr,
+			   s->cap.max_send_sge, s->cap.max_recv_wr,
+			   s->cap.max_inline_data);
+	return 0;
+}
+
+/* Before RTS, the send queue refuses work; the receive queue in RESET. */
+static void test_unconnected(struct pair *p)
+{
+	report(p, reject_recv_in_reset(&p->b), "%s: post_recv in RESET "
+	       "is refused", p->name);
+	report(p, reject_state(&p->a, "RESET"), "%s: post_send in RESET is "
+	       "refused", p->name);
+	report(p, query_caps(&p->a, IBV_QPS_RESET), "%s: query_qp in RESET",
+	       p->name);
+	report(p, qp_to_init(&p->a) || reject_state(&p->a, "INIT"),
+	       "%s: post_send in INIT is refused", p->name);
+	report(p, qp_to_init(&p->b) || qp_to_rtr(&p->a, &p->b, MIN_RNR_TIMER) ||
+	       reject_state(&p->a, "RTR"),
+	       "%s: post_send in RTR is refused", p->name);
+	report(p, qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
+	       qp_to_state(&p->b, IBV_QPS_RESET, "RESET"),
+	       "%s: back to RESET", p->name);
+}
+
+static int reject_inline(struct pair *p)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf, .length = 16,
+			       .lkey = p->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
+	};
+
+	if (p->a.cap.max_inline_data >= sge.length)
+		return bad("QP reports %u bytes of inline data; expected none",
+			   p->a.cap.max_inline_data);
+	if (expect_send_rejected(&p->a, &wr, &wr))
+		return -1;
+	return expect_quiet_cq(&p->a);
+}
+
+static int reject_too_many_sges(struct pair *p)
+{
+	struct ibv_sge sge[MAX_SGE + 1];
+	struct ibv_send_wr wr = {
+		.wr_id = next_wr_id++, .sg_list = sge,
+		.num_sge = p->a.cap.max_send_sge + 1, .opcode = IBV_WR_SEND,
+		.send_flags = IBV_SEND_SIGNALED,
+	};
+	int i;
+
+	if (wr.num_sge > MAX_SGE + 1)
+		return bad("QP has %u SGEs, more than this test handles",
+			   p->a.cap.max_send_sge);
+	for (i = 0; i < wr.num_sge; i++)
+		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)p->a.buf,
+					   .length = 1,
+					   .lkey = p->a.mr->lkey };
+	if (expect_send_rejected(&p->a, &wr, &wr))
+		return -1;
+	return expect_quiet_cq(&p->a);
+}
+
+/* The WRs before a refused one are posted and complete. */
+static int reject_bad_opcode_in_chain(struct pair *p)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + SPARE_OFF,
+			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_send_wr wr[2] = {
+		{ .wr_id = next_wr_id, .sg_list = &sge, .num_sge = 1,
+		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
+		{ .wr_id = next_wr_id + 1, .sg_list = &sge, .num_sge = 1,
+		  .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED },
+	};
+	struct expect e;
+
+	next_wr_id += 2;
+	wr[0].next = &wr[1];
+	if (post_recv_buf(&p->b, wr[0].wr_id, SPARE_OFF, 64) ||
+	    expect_send_rejected(&p->a, wr, &wr[1]))
+		return -1;
+	e = send_ok(&p->a, wr[0].wr_id, IBV_WC_SEND);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	e = recv_ok(p, wr[0].wr_id);
+	if (expect_wc(&p->b, &e))
+		return -1;
+	return expect_quiet_cq(&p->a);
+}
+
+static void test_rejections(struct pair *p)
+{
+	report(p, reject_inline(p), "%s: max_inline_data 0, inline data is "
+	       "refused (EINVAL)", p->name);
+	report(p, reject_too_many_sges(p), "%s: num_sge above max_send_sge "
+	       "is refused (EINVAL)", p->name);
+	report(p, reject_bad_opcode_in_chain(p), "%s: BIND_MW is refused, "
+	       "the WR before it is posted", p->name);
+	recover(p, "refused WRs");
+}
+
+/* ---- error completions --------------------------------------------------- */
+
+/* The lkey of an MR that no longer exists. */
+static int stale_key(struct side *s, uint32_t *lkey, uint32_t *rkey)
+{
+	struct ibv_mr *mr = ibv_reg_mr(s->dev->pd, s->buf + SPARE_OFF, 4096,
+				       ALL_ACCESS);
+
+	if (!mr)
+		return bad("%s: ibv_reg_mr: %s", s->name, strerror(errno));
+	*lkey = mr->lkey;
+	*rkey = mr->rkey;
+	if (ibv_dereg_mr(mr))
+		return bad("%s: ibv_dereg_mr failed", s->name);
+	if (*lkey == s->mr->lkey || *rkey == s->mr->rkey)
+		return bad("a deregistered MR's key equals a live one");
+	return 0;
+}
+
+/* A SEND whose SGE the requester cannot use. */
+static int loc_prot_err(struct pair *p, bool stale)
+{
+	uint32_t lkey = p->a.mr->lkey, rkey;
+	uint64_t addr = (uintptr_t)p->a.buf + SPARE_OFF;
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	struct expect e;
+
+	if (stale) {
+		if (stale_key(&p->a, &lkey, &rkey))
+			return -1;
+	} else {
+		/* The SGE runs 32 bytes past the end of the MR. */
+		addr = (uintptr_t)p->a.buf + BUF_SIZE - 32;
+	}
+	sge = (struct ibv_sge){ .addr = addr, .length = 64, .lkey = lkey };
+	if (post_recv_buf(&p->b, next_wr_id++, SPARE_OFF, 64) ||
+	    post_send(&p->a, &wr))
+		return -1;
+	e = wc_error(&p->a, wr.wr_id, IBV_WC_LOC_PROT_ERR);
+	return expect_wc(&p->a, &e);
+}
+
+/* An RDMA access the responder must refuse. */
+static int rem_access_err(struct pair *p, enum ibv_wr_opcode op,
+			  int mr_access, bool stale)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + DATA_OFF,
+			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED };
+	uint8_t *target = p->b.buf + SPARE_OFF + 2048;
+	struct ibv_mr *mr = NULL;
+	uint32_t lkey, rkey;
+	struct expect e;
+	int ret = -1;
+
+	if (stale) {
+		if (stale_key(&p->b, &lkey, &rkey))
+			return -1;
+	} else {
+		mr = ibv_reg_mr(p->b.dev->pd, target, 64, mr_access);
+		if (!mr)
+			return bad("ibv_reg_mr: %s", strerror(errno));
+		rkey = mr->rkey;
+	}
+	memset(target, CANARY, 64);
+	memset(p->a.buf + DATA_OFF, 0x3c, 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)target;
+	wr.wr.rdma.rkey = rkey;
+	if (post_send(&p->a, &wr))
+		goto out;
+	e = wc_error(&p->a, wr.wr_id, IBV_WC_REM_ACCESS_ERR);
+	if (expect_wc(&p->a, &e))
+		goto out;
+	ret = verify_canary(&p->b, SPARE_OFF + 2048, 64);
+	if (!ret && op == IBV_WR_RDMA_READ) {
+		size_t i;
+
+		for (i = 0; i < 64 && !ret; i++)
+			if (p->a.buf[DATA_OFF + i] != 0x3c)
+				ret = bad("refused READ wrote local memory");
+	}
+out:
+	if (mr && ibv_dereg_mr(mr) && !ret)
+		ret = bad("ibv_dereg_mr failed");
+	return ret;
+}
+
+/* A SEND larger than the receive buffer: both sides see an error. */
+static int too_long_send(struct pair *p)
+{
+	uint64_t rid = next_wr_id++, sid = next_wr_id++;
+	struct expect e;
+
+	if (post_recv_buf(&p->b, rid, SPARE_OFF, 16) ||
+	    post_send_buf(&p->a, sid, SPARE_OFF, 64, 0))
+		return -1;
+	e = wc_error(&p->a, sid, IBV_WC_REM_INV_REQ_ERR);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	e = wc_error(&p->b, rid, IBV_WC_LOC_LEN_ERR);
+	return expect_wc(&p->b, &e);
+}
+
+/* No receive and no RNR retries. */
+static int rnr_err(struct pair *p)
+{
+	uint64_t id = next_wr_id++;
+	struct expect e;
+
+	if (reconnect(p, 0, 1))
+		return annotate("setting up rnr_retry 0");
+	if (post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
+		return -1;
+	e = wc_error(&p->a, id, IBV_WC_RNR_RETRY_EXC_ERR);
+	return expect_wc(&p->a, &e);
+}
+
+/* Posted receives flush when the QP enters ERR, and so do later sends. */
+static int flush_recv(struct pair *p)
+{
+	uint64_t base = next_wr_id;
+	struct expect e;
+	int i;
+
+	next_wr_id += 5;
+	for (i = 0; i < 4; i++)
+		if (post_recv_buf(&p->b, base + i, SPARE_OFF, 64))
+			return -1;
+	if (qp_to_state(&p->b, IBV_QPS_ERR, "ERR"))
+		return -1;
+	for (i = 0; i < 4; i++) {
+		e = wc_error(&p->b, base + i, IBV_WC_WR_FLUSH_ERR);
+		if (expect_wc(&p->b, &e))
+			return -1;
+	}
+	/* IBA: a QP in ERR takes send WRs and flushes them. */
+	if (post_send_buf(&p->b, base + 4, SPARE_OFF, 64, 0))
+		return -1;
+	e = wc_error(&p->b, base + 4, IBV_WC_WR_FLUSH_ERR);
+	return expect_wc(&p->b, &e);
+}
+
+/* Sends stuck in RNR retries (the responder has no receive) flush too. */
+static int flush_send(struct pair *p)
+{
+	uint64_t base = next_wr_id;
+	struct expect e;
+	int i;
+
+	next_wr_id += 2;
+	for (i = 0; i < 2; i++)
+		if (post_send_buf(&p->a, base + i, SPARE_OFF, 64, 0))
+			return -1;
+	if (expect_quiet_cq(&p->a))
+		return annotate("a send without a receive completed");
+	if (qp_to_state(&p->a, IBV_QPS_ERR, "ERR"))
+		return -1;
+	for (i = 0; i < 2; i++) {
+		e = wc_error(&p->a, base + i, IBV_WC_WR_FLUSH_ERR);
+		if (expect_wc(&p->a, &e))
+			return -1;
+	}
+	return 0;
+}
+
+/* Run an error case, then reset and reconnect the pair. */
+static void error_case(struct pair *p, int ret, const char *name)
+{
+	report(p, ret, "%s: %s", p->name, name);
+	drain_cq(&p->a);
+	drain_cq(&p->b);
+	report(p, reconnect(p, 7, MIN_RNR_TIMER), "%s: reconnect after %s",
+	       p->name, name);
+}
+
+static void test_errors(struct pair *p)
+{
+	error_case(p, loc_prot_err(p, true),
+		   "LOC_PROT_ERR for a deregistered lkey");
+	error_case(p, loc_prot_err(p, false),
+		   "LOC_PROT_ERR for an SGE beyond its MR");
+	error_case(p, rem_access_err(p, IBV_WR_RDMA_WRITE, 0, true),
+		   "REM_ACCESS_ERR for a deregistered rkey");
+	error_case(p, rem_access_err(p, IBV_WR_RDMA_WRITE,
+				     IBV_ACCESS_LOCAL_WRITE |
+				     IBV_ACCESS_REMOTE_READ, false),
+		   "REM_ACCESS_ERR for a WRITE to an MR without REMOTE_WRITE");
+	error_case(p, rem_access_err(p, IBV_WR_RDMA_READ,
+				     IBV_ACCESS_LOCAL_WRITE |
+				     IBV_ACCESS_REMOTE_WRITE, false),
+		   "REM_ACCESS_ERR for a READ from an MR without REMOTE_READ");
+	error_case(p, too_long_send(p),
+		   "REM_INV_REQ_ERR and LOC_LEN_ERR for a SEND longer than "
+		   "the receive");
+	error_case(p, rnr_err(p), "RNR_RETRY_EXC_ERR with rnr_retry 0");
+	error_case(p, flush_recv(p),
+		   "WR_FLUSH_ERR for receives and sends of a QP in ERR");
+	error_case(p, flush_send(p),
+		   "WR_FLUSH_ERR for sends waiting on RNR");
+}
+
+/* ---- SRQ ----------------------------------------------------------------- */
+
+/* Two QPs on one SRQ: each CQE names the QP that took the message. */
+static int srq_shared(struct pair *p2, struct pair *p3)
+{
+	uint64_t r0 = next_wr_id++, r1 = next_wr_id++;
+	uint64_t s2 = next_wr_id++, s3 = next_wr_id++;
+	size_t roff[2] = { SPARE_OFF, SPARE_OFF + 1024 };
+	struct ibv_wc wc;
+	struct expect e;
+	int i;
+
+	memset(p2->b.buf + SPARE_OFF, 0, 2048);
+	fill_pattern(p2->a.buf + SPARE_OFF, 100, (uint32_t)s2);
+	fill_pattern(p3->a.buf + SPARE_OFF, 200, (uint32_t)s3);
+	if (post_recv_buf(&p2->b, r0, roff[0], 512) ||
+	    post_recv_buf(&p2->b, r1, roff[1], 512))
+		return -1;
+	if (post_send_buf(&p2->a, s2, SPARE_OFF, 100, 0) ||
+	    post_send_buf(&p3->a, s3, SPARE_OFF, 200, 0))
+		return -1;
+	e = send_ok(&p2->a, s2, IBV_WC_SEND);
+	if (expect_wc(&p2->a, &e))
+		return -1;
+	e = send_ok(&p3->a, s3, IBV_WC_SEND);
+	if (expect_wc(&p3->a, &e))
+		return -1;
+
+	for (i = 0; i < 2; i++) {
+		struct pair *p = i ? p3 : p2;
+		uint32_t len = i ? 200 : 100;
+		size_t off;
+
+		if (poll_n(&p->b, &wc, 1))
+			return -1;
+		if (wc.wr_id != r0 && wc.wr_id != r1)
+			return bad("%s: wr_id %" PRIu64 " was never posted",
+				   p->name, wc.wr_id);
+		e = (struct expect){ .wr_id = wc.wr_id,
+				     .status = IBV_WC_SUCCESS,
+				     .opcode = IBV_WC_RECV, .byte_len = len,
+				     .qp_num = p->b.qp->qp_num, .recv = true,
+				     .src_qp = p->a.qp->qp_num };
+		if (check_wc(&p->b, &wc, &e))
+			return -1;
+		/* Both responders share one buffer (p2's); see its MR. */
+		off = roff[wc.wr_id == r1];
+		if (memcmp(p2->b.buf + off, p->a.buf + SPARE_OFF, len))
+			return bad("%s: received data differ", p->name);
+	}
+	return 0;
+}
+
+static int srq_limit(struct ibv_srq *srq)
+{
+	struct ibv_srq_attr attr = { .srq_limit = 4 };
+
+	if (ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT))
+		return bad("ibv_modify_srq(LIMIT) failed");
+	memset(&attr, 0, sizeof(attr));
+	if (ibv_query_srq(srq, &attr))
+		return bad("ibv_query_srq failed");
+	if (attr.srq_limit != 4 || attr.max_wr < QP_DEPTH)
+		return bad("query: limit %u max_wr %u", attr.srq_limit,
+			   attr.max_wr);
+	return 0;
+}
+
+static int reject_recv_on_srq_qp(struct side *s)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
+			       .lkey = s->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 };
+	struct ibv_recv_wr *bad_wr = NULL;
+	int ret = ibv_post_recv(s->qp, &wr, &bad_wr);
+
+	if (ret != EINVAL || bad_wr != &wr)
+		return bad("ibv_post_recv returned %d, bad_wr %s", ret,
+			   bad_wr == &wr ? "set" : "not set");
+	return 0;
+}
+
+static void test_srq(struct dev *da, struct dev *db)
+{
+	struct ibv_srq_init_attr sinit = {
+		.attr = { .max_wr = QP_DEPTH,
+			  .max_sge = max_sge_of(da, db) },
+	};
+	static const size_t sizes[] = { 1, 4095, 4096, 65536 };
+	struct pair p2 = {}, p3 = {};
+	struct ibv_srq *srq;
+	size_t s;
+	int ret;
+
+	if (db->attr.max_srq_sge && (int)sinit.attr.max_sge >
+				    db->attr.max_srq_sge)
+		sinit.attr.max_sge = db->attr.max_srq_sge;
+	srq = ibv_create_srq(db->pd, &sinit);
+	report(NULL, srq ? 0 : bad("ibv_create_srq: %s", strerror(errno)),
+	       "srq: create");
+	if (!srq)
+		return;
+
+	ret = pair_create(&p2, "srq", da, db, srq, 1);
+	if (!ret)
+		ret = pair_create(&p3, "srq2", da, db, srq, 0);
+	if (!ret)
+		ret = connect_pair(&p2, 7, MIN_RNR_TIMER);
+	if (!ret)
+		ret = connect_pair(&p3, 7, MIN_RNR_TIMER);
+	report(NULL, ret, "srq: two RC pairs whose responders share an SRQ");
+	if (!ret) {
+		report(&p2, reject_recv_on_srq_qp(&p2.b), "srq: post_recv on "
+		       "a QP with an SRQ is refused (EINVAL)");
+		report(&p2, srq_limit(srq), "srq: modify and query the limit");
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			report(&p2, transfer(&p2, IBV_WR_SEND, sizes[s], 0, 0,
+					     1, 1, 0),
+			       "srq: send len %zu", sizes[s]);
+			recover(&p2, "send");
+		}
+		report(&p2, transfer(&p2, IBV_WR_SEND_WITH_IMM, 4096, 13, 29,
+				     1, 1, 0), "srq: send_imm len 4096");
+		recover(&p2, "send_imm");
+		report(&p2, transfer(&p2, IBV_WR_RDMA_WRITE_WITH_IMM, 4096, 13,
+				     29, 1, 1, 0), "srq: write_imm len 4096");
+		recover(&p2, "write_imm");
+		test_sges(&p2);
+		report(&p2, sig_all(&p2),
+		       "srq: sq_sig_all signals a WR without SIGNALED");
+		recover(&p2, "sq_sig_all");
+		report(&p2, srq_shared(&p2, &p3),
+		       "srq: two QPs take receives from one SRQ");
+	}
+
+	ret = side_destroy(&p3.b);
+	ret |= side_destroy(&p3.a);
+	ret |= side_destroy(&p2.b);
+	ret |= side_destroy(&p2.a);
+	if (ibv_destroy_srq(srq))
+		ret = bad("ibv_destroy_srq failed");
+	report(NULL, ret, "srq: teardown");
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+static void usage(const char *prog)
+{
+	fprintf(stderr, "usage: %s -d DEV [-D PEER_DEV] [-g GID_INDEX] "
+		"[-G PEER_GID_INDEX] [-t TIMEOUT_S]\n", prog);
+	exit(2);
+}
+
+static void set_path(const struct dev *da, const struct dev *db)
+{
+	int rd = da->attr.max_qp_init_rd_atom < db->attr.max_qp_rd_atom ?
+		 da->attr.max_qp_init_rd_atom : db->attr.max_qp_rd_atom;
+
+	if (rd < 1) {
+		printf("# max_qp_rd_atom/max_qp_init_rd_atom is %d; using 1\n",
+		       rd);
+		rd = 1;
+	}
+	rd_atomic = rd > 16 ? 16 : rd;
+	path_mtu = da->port_attr.active_mtu < db->port_attr.active_mtu ?
+		   da->port_attr.active_mtu : db->port_attr.active_mtu;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev_a = NULL, *dev_b = NULL;
+	int gid_a = -1, gid_b = -1, opt, ret;
+	struct dev da = {}, db = {};
+	struct pair p = {};
+
+	while ((opt = getopt(argc, argv, "d:D:g:G:t:")) != -1) {
+		switch (opt) {
+		case 'd':
+			dev_a = optarg;
+			break;
+		case 'D':
+			dev_b = optarg;
+			break;
+		case 'g':
+			gid_a = atoi(optarg);
+			break;
+		case 'G':
+			gid_b = atoi(optarg);
+			break;
+		case 't':
+			timeout_ms = atoi(optarg) * 1000;
+			break;
+		default:
+			usage(argv[0]);
+		}
+	}
+	if (!dev_a || timeout_ms <= 0)
+		usage(argv[0]);
+	if (!dev_b)
+		dev_b = dev_a;
+	if (gid_b < 0 && !strcmp(dev_a, dev_b))
+		gid_b = gid_a;
+
+	ret = dev_open(&da, dev_a, gid_a);
+	if (!ret)
+		ret = dev_open(&db, dev_b, gid_b);
+	if (!ret) {
+		set_path(&da, &db);
+		printf("# requester %s GID index %d, responder %s GID index "
+		       "%d, MTU %d, rd_atomic %u, timeout %d s\n", da.name,
+		       da.gid_index, db.name, db.gid_index,
+		       128 << path_mtu, rd_atomic, timeout_ms / 1000);
+		ret = pair_create(&p, "rc", &da, &db, NULL, 0);
+	}
+	report(NULL, ret, "setup");
+	if (ret)
+		goto teardown;
+
+	test_unconnected(&p);
+	ret = connect_pair(&p, 7, MIN_RNR_TIMER);
+	report(&p, ret, "rc: connect");
+	if (ret)
+		goto teardown;
+	report(&p, query_caps(&p.a, IBV_QPS_RTS), "rc: query_qp in RTS");
+
+	test_opcodes(&p);
+	test_sges(&p);
+	test_atomics(&p);
+
+	report(&p, unsignaled_pair(&p),
+	       "rc: an unsignaled WR completes without a CQE");
+	recover(&p, "unsignaled");
+	report(&p, unsignaled_stream(&p), "rc: every 16th WR signaled, "
+	       "SQ wraps 4 times");
+	recover(&p, "unsignaled");
+
+	report(&p, event_next(&p), "rc: completion event, any completion");
+	recover(&p, "event");
+	report(&p, event_solicited(&p),
+	       "rc: completion event, solicited only");
+	recover(&p, "event");
+	report(&p, event_send_cq(&p),
+	       "rc: completion event on the send CQ, once per arming");
+	recover(&p, "event");
+	report(&p, reset_drops_cqes(&p),
+	       "rc: RESET drops the QP's unpolled CQEs (spec §9)");
+	recover(&p, "RESET");
+
+	test_rejections(&p);
+	test_errors(&p);
+	test_srq(&da, &db);
+
+teardown:
+	ret = side_destroy(&p.a);
+	ret |= side_destroy(&p.b);
+	report(NULL, ret, "rc: teardown");
+	if (da.pd)
+		ibv_dealloc_pd(da.pd);
+	if (db.pd)
+		ibv_dealloc_pd(db.pd);
+	if (da.ctx)
+		ibv_close_device(da.ctx);
+	if (db.ctx)
+		ibv_close_device(db.ctx);
+	printf("RESULT passed=%d failed=%d\n", nr_pass, nr_fail);
+	return nr_fail ? 1 : 0;
+}

@@ -6,14 +6,14 @@
 fail() { echo "GUEST-FAIL: $*"; exit 1; }
 
 pair() {
-    name=$1 t=$2 srv=$3 cli=$4
+    local name=$1 limit=$2 srv=$3 cli=$4 spid crc src
     echo "=== $name"
     echo "server: $srv"
     echo "client: $cli"
-    timeout "$t" sh -c "$srv" > "/tmp/$name.srv" 2>&1 &
+    timeout "$limit" sh -c "$srv" > "/tmp/$name.srv" 2>&1 &
     spid=$!
     sleep 2
-    timeout "$t" sh -c "$cli" > "/tmp/$name.cli" 2>&1
+    timeout "$limit" sh -c "$cli" > "/tmp/$name.cli" 2>&1
     crc=$?
     wait $spid
     src=$?

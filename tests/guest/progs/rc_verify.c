@@ -31,6 +31,8 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -39,6 +41,10 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/seccomp.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <infiniband/verbs.h>
 
 #define PORT		1
@@ -52,7 +58,10 @@
 #define MAX_SGE		16		/* most SGEs a test uses */
 #define PSN_A		0x1234
 #define PSN_B		0x5678
-#define MIN_RNR_TIMER	12		/* 0.32 ms */
+#define MIN_RNR_TIMER	12		/* 0.64 ms (IBA table 45) */
+#define RNR_TIMER_10MS	20		/* 10.24 ms */
+#define RNR_TIMER_1MS	14		/* 1.28 ms */
+#define RNR_TIMER_245MS	29		/* 245.76 ms */
 #define QUIET_MS	300		/* watch for "nothing happens" */
 
 #define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -1612,6 +1621,146 @@ static void error_case(struct pair *p, int ret, const char *name)
 	       p->name, name);
 }
 
+/* Finite retries run on the device's timer: 3 retries of 10.24 ms. */
+static int rnr_timer_exhausted(struct pair *p)
+{
+	uint64_t id = next_wr_id++;
+	long long start, took;
+	struct expect e;
+
+	if (reconnect(p, 3, RNR_TIMER_10MS))
+		return annotate("setting up rnr_retry 3");
+	start = now_ms();
+	if (post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
+		return -1;
+	e = wc_error(&p->a, id, IBV_WC_RNR_RETRY_EXC_ERR);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	took = now_ms() - start;
+	printf("measured: RNR_RETRY_EXC_ERR after %lld ms (3 x 10.24 ms)\n",
+	       took);
+	if (took < 30)
+		return bad("retries exhausted after %lld ms, before 3 timer "
+			   "periods", took);
+	return 0;
+}
+
+/*
+ * A send that meets no receive waits (RNR) and completes once a receive
+ * is posted: with infinite retries, and within a finite retry window.
+ */
+static int rnr_then_receive(struct pair *p, uint8_t rnr_retry,
+			    uint8_t timer)
+{
+	uint64_t id = next_wr_id++;
+	struct expect e;
+
+	if (reconnect(p, rnr_retry, timer))
+		return annotate("setting up the RNR case");
+	fill_pattern(p->a.buf + SPARE_OFF, 64, (uint32_t)id);
+	memset(p->b.buf + SPARE_OFF, 0, 64);
+	if (post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
+		return -1;
+	sleep_us(15000);
+	if (expect_quiet_cq(&p->a))
+		return annotate("the send completed without a receive");
+	if (post_recv_buf(&p->b, id, SPARE_OFF, 64))
+		return -1;
+	e = send_ok(&p->a, id, IBV_WC_SEND);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	e = (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
+			     .opcode = IBV_WC_RECV, .byte_len = 64,
+			     .qp_num = p->b.qp->qp_num, .recv = true,
+			     .src_qp = p->a.qp->qp_num };
+	if (expect_wc(&p->b, &e))
+		return -1;
+	if (memcmp(p->a.buf + SPARE_OFF, p->b.buf + SPARE_OFF, 64))
+		return bad("data sent after RNR corrupted");
+	return 0;
+}
+
+/* ---- the fast path costs nothing when idle ------------------------------ */
+
+struct idle_poll {
+	struct ibv_cq *cq[2];
+	int polls;
+	int found;
+};
+
+/*
+ * Runs in a thread under seccomp strict mode (only read, write, exit and
+ * sigreturn allowed: anything else kills the process) while every UAR
+ * page of the process is PROT_NONE (a doorbell store faults).
+ */
+static void *idle_poll_thread(void *arg)
+{
+	struct idle_poll *ip = arg;
+	struct ibv_wc wc;
+	int i, j;
+
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT))
+		return (void *)1;
+	for (i = 0; i < ip->polls; i++)
+		for (j = 0; j < 2; j++)
+			ip->found += ibv_poll_cq(ip->cq[j], 1, &wc);
+	/* Raw exit: glibc's thread exit makes syscalls strict mode forbids. */
+	syscall(SYS_exit, 0);
+	return NULL;
+}
+
+/* mprotect every uverbs mapping of one page (the UARs) to @prot. */
+static int protect_uars(int prot)
+{
+	char line[512];
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (!strstr(line, "/dev/infiniband/uverbs") ||
+		    sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi - lo != 4096)
+			continue;
+		if (mprotect((void *)lo, hi - lo, prot)) {
+			fclose(f);
+			return -1;
+		}
+		n++;
+	}
+	fclose(f);
+	return n;
+}
+
+static int empty_poll_is_free(struct pair *p)
+{
+	struct idle_poll ip = { .cq = { p->a.cq, p->b.cq }, .polls = 100000 };
+	pthread_t t;
+	void *ret = NULL;
+	int uars;
+
+	drain_cq(&p->a);
+	drain_cq(&p->b);
+	uars = protect_uars(PROT_NONE);
+	if (uars < 1)
+		return bad("cannot find or protect the UAR mappings");
+	fflush(stdout);
+	if (pthread_create(&t, NULL, idle_poll_thread, &ip))
+		return bad("pthread_create failed");
+	pthread_join(t, &ret);
+	if (protect_uars(PROT_WRITE) != uars)
+		return bad("cannot restore the UAR mappings");
+	if (ret)
+		return bad("seccomp strict mode is not available");
+	if (ip.found)
+		return bad("an idle CQ returned %d completions", ip.found);
+	printf("measured: %d empty polls of 2 CQs: no syscall, no doorbell "
+	       "(%d UAR pages protected)\n", ip.polls, uars);
+	return 0;
+}
+
 static void test_errors(struct pair *p)
 {
 	error_case(p, loc_prot_err(p, true),
@@ -1632,6 +1781,15 @@ static void test_errors(struct pair *p)
 		   "REM_INV_REQ_ERR and LOC_LEN_ERR for a SEND longer than "
 		   "the receive");
 	error_case(p, rnr_err(p), "RNR_RETRY_EXC_ERR with rnr_retry 0");
+	error_case(p, rnr_timer_exhausted(p),
+		   "RNR_RETRY_EXC_ERR after 3 timed retries");
+	error_case(p, rnr_then_receive(p, 7, RNR_TIMER_1MS),
+		   "RNR with infinite retries completes once a receive is "
+		   "posted");
+	/* 6 x 245.76 ms outlasts the 15 ms wait plus the quiet check. */
+	error_case(p, rnr_then_receive(p, 6, RNR_TIMER_245MS),
+		   "RNR with 6 timed retries completes once a receive is "
+		   "posted");
 	error_case(p, flush_recv(p),
 		   "WR_FLUSH_ERR for receives and sends of a QP in ERR");
 	error_case(p, flush_send(p),
@@ -1888,6 +2046,8 @@ int main(int argc, char **argv)
 
 	test_rejections(&p);
 	test_errors(&p);
+	report(&p, empty_poll_is_free(&p),
+	       "%s: empty poll_cq costs no syscall and no doorbell", p.name);
 	test_srq(&da, &db);
 
 teardown:

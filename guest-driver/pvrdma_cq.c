@@ -384,65 +384,6 @@ static void pvrdma_destroy_cq_cmd(struct pvrdma_dev *dev, u32 cq_handle)
 	pvrdma_cmd_post(dev, &req, NULL);
 }
 
-/* Pin the provider's ring: ring-state page, then the CQEs (spec §8.1). */
-static int pvrdma_cq_pin_user(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
-			      struct ib_udata *udata, u32 entries,
-			      unsigned int *npages)
-{
-	struct pvrdma_create_cq ucmd;
-	size_t ring_bytes = (size_t)entries * PVRDMA_CQE_SIZE;
-	int ret;
-
-	if (udata->inlen < offsetofend(struct pvrdma_create_cq, buf_size))
-		return -EINVAL;
-	if (udata->inlen > sizeof(ucmd) &&
-	    !ib_is_udata_cleared(udata, sizeof(ucmd),
-				 udata->inlen - sizeof(ucmd)))
-		return -EINVAL;
-	/*
-	 * ucmd.reserved is not checked: the stock rdma-core provider sends
-	 * it uninitialised.
-	 */
-	ret = ib_copy_from_udata(&ucmd, udata,
-				 min_t(size_t, udata->inlen, sizeof(ucmd)));
-	if (ret)
-		return ret;
-
-	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))
-		return -EINVAL;
-
-	cq->umem = ib_umem_get(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
-			       IB_ACCESS_LOCAL_WRITE);
-	if (IS_ERR(cq->umem)) {
-		ret = PTR_ERR(cq->umem);
-		cq->umem = NULL;
-		return ret;
-	}
-
-	*npages = ib_umem_num_dma_blocks(cq->umem, PAGE_SIZE);
-	/* The device writes entries * 64 bytes after the ring-state page. */
-	if (*npages < 2 || *npages > PVRDMA_PDIR_MAX_PAGES ||
-	    ((size_t)*npages - 1) * PAGE_SIZE < ring_bytes) {
-		ret = -EINVAL;
-		goto err_release_umem;
-	}
-
-	ret = pvrdma_pdir_init(dev, &cq->pdir, *npages, false);
-	if (ret)
-		goto err_release_umem;
-	ret = pvrdma_pdir_insert_umem(&cq->pdir, cq->umem, 0);
-	if (ret)
-		goto err_free_pdir;
-	return 0;
-
-err_free_pdir:
-	pvrdma_pdir_cleanup(dev, &cq->pdir);
-err_release_umem:
-	ib_umem_release(cq->umem);
-	cq->umem = NULL;
-	return ret;
-}
-
 static int pvrdma_cq_alloc_kernel(struct pvrdma_dev *dev,
 				  struct pvrdma_cq *cq, u32 entries,
 				  unsigned int *npages)
@@ -499,10 +440,18 @@ int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	refcount_set(&cq->refcnt, 1);
 	init_completion(&cq->free);
 
-	if (udata)
-		ret = pvrdma_cq_pin_user(dev, cq, udata, entries, &npages);
-	else
+	if (udata) {
+		/* The provider's ring: ring-state page, then the CQEs (§8.1). */
+		ret = pvrdma_pdir_pin_user_ring(dev, udata,
+						(size_t)entries * PVRDMA_CQE_SIZE,
+						&cq->umem, &cq->pdir);
+		if (ret > 0) {
+			npages = ret;
+			ret = 0;
+		}
+	} else {
 		ret = pvrdma_cq_alloc_kernel(dev, cq, entries, &npages);
+	}
 	if (ret)
 		goto err_dec_count;
 

@@ -170,3 +170,75 @@ void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,
 		return NULL;
 	return pdir->pages[page] + (off & ~PAGE_MASK);
 }
+
+/*
+ * struct pvrdma_create_cq and struct pvrdma_create_srq (the uapi requests
+ * of a provider-owned ring) have one layout: {buf_addr, buf_size, reserved}.
+ */
+static_assert(sizeof(struct pvrdma_create_cq) ==
+	      sizeof(struct pvrdma_create_srq));
+static_assert(offsetof(struct pvrdma_create_cq, buf_size) ==
+	      offsetof(struct pvrdma_create_srq, buf_size));
+
+/**
+ * pvrdma_pdir_pin_user_ring() - pin a provider's ring buffer and describe it
+ * @dev: the device
+ * @udata: a CQ or SRQ creation request (ring-state page, then entries)
+ * @ring_bytes: bytes the device uses after the ring-state page
+ * @umem: set to the pinned buffer
+ * @pdir: set up to describe it, ring-state page first
+ *
+ * The request's reserved field is not checked: rdma-core's stock
+ * vmw_pvrdma provider leaves it uninitialised.
+ *
+ * Return: the number of pages described, or a negative errno.
+ */
+int pvrdma_pdir_pin_user_ring(struct pvrdma_dev *dev, struct ib_udata *udata,
+			      size_t ring_bytes, struct ib_umem **umem,
+			      struct pvrdma_pdir *pdir)
+{
+	struct pvrdma_create_cq ucmd = {};
+	unsigned int npages;
+	int ret;
+
+	if (udata->inlen < offsetofend(struct pvrdma_create_cq, buf_size))
+		return -EINVAL;
+	if (udata->inlen > sizeof(ucmd) &&
+	    !ib_is_udata_cleared(udata, sizeof(ucmd),
+				 udata->inlen - sizeof(ucmd)))
+		return -EINVAL;
+	ret = ib_copy_from_udata(&ucmd, udata,
+				 min_t(size_t, udata->inlen, sizeof(ucmd)));
+	if (ret)
+		return ret;
+	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))
+		return -EINVAL;
+
+	*umem = ib_umem_get(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
+			    IB_ACCESS_LOCAL_WRITE);
+	if (IS_ERR(*umem)) {
+		ret = PTR_ERR(*umem);
+		*umem = NULL;
+		return ret;
+	}
+	npages = ib_umem_num_dma_blocks(*umem, PAGE_SIZE);
+	if (npages < 2 || npages > PVRDMA_PDIR_MAX_PAGES ||
+	    ((size_t)npages - 1) * PAGE_SIZE < ring_bytes) {
+		ret = -EINVAL;
+		goto err_release_umem;
+	}
+	ret = pvrdma_pdir_init(dev, pdir, npages, false);
+	if (ret)
+		goto err_release_umem;
+	ret = pvrdma_pdir_insert_umem(pdir, *umem, 0);
+	if (ret)
+		goto err_free_pdir;
+	return npages;
+
+err_free_pdir:
+	pvrdma_pdir_cleanup(dev, pdir);
+err_release_umem:
+	ib_umem_release(*umem);
+	*umem = NULL;
+	return ret;
+}

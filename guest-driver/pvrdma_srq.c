@@ -14,54 +14,6 @@
 #include "pvrdma.h"
 #include "pvrdma_ring.h"
 
-static int pvrdma_srq_pin_user(struct pvrdma_dev *dev, struct pvrdma_srq *srq,
-			       struct ib_udata *udata, unsigned int *npages)
-{
-	struct pvrdma_create_srq ucmd = {};
-	int ret;
-
-	if (udata->inlen < offsetofend(struct pvrdma_create_srq, buf_size))
-		return -EINVAL;
-	if (udata->inlen > sizeof(ucmd) &&
-	    !ib_is_udata_cleared(udata, sizeof(ucmd),
-				 udata->inlen - sizeof(ucmd)))
-		return -EINVAL;
-	/* ucmd.reserved is not checked: the stock provider leaves it unset. */
-	ret = ib_copy_from_udata(&ucmd, udata,
-				 min_t(size_t, udata->inlen, sizeof(ucmd)));
-	if (ret)
-		return ret;
-	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))
-		return -EINVAL;
-
-	srq->umem = ib_umem_get(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
-				IB_ACCESS_LOCAL_WRITE);
-	if (IS_ERR(srq->umem)) {
-		ret = PTR_ERR(srq->umem);
-		srq->umem = NULL;
-		return ret;
-	}
-	*npages = ib_umem_num_dma_blocks(srq->umem, PAGE_SIZE);
-	if (*npages < 2 || *npages > PVRDMA_PDIR_MAX_PAGES) {
-		ret = -EINVAL;
-		goto err_release_umem;
-	}
-	ret = pvrdma_pdir_init(dev, &srq->pdir, *npages, false);
-	if (ret)
-		goto err_release_umem;
-	ret = pvrdma_pdir_insert_umem(&srq->pdir, srq->umem, 0);
-	if (ret)
-		goto err_free_pdir;
-	return 0;
-
-err_free_pdir:
-	pvrdma_pdir_cleanup(dev, &srq->pdir);
-err_release_umem:
-	ib_umem_release(srq->umem);
-	srq->umem = NULL;
-	return ret;
-}
-
 /* Sizing as for a kernel RQ (spec §8.1); rounded values written back. */
 static int pvrdma_srq_alloc_kernel(struct pvrdma_dev *dev,
 				   struct pvrdma_srq *srq,
@@ -150,7 +102,12 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	init_completion(&srq->free);
 
 	if (udata) {
-		ret = pvrdma_srq_pin_user(dev, srq, udata, &npages);
+		ret = pvrdma_pdir_pin_user_ring(dev, udata, 1, &srq->umem,
+						&srq->pdir);
+		if (ret > 0) {
+			npages = ret;
+			ret = 0;
+		}
 		srq->max_wr = attr->max_wr;
 		srq->max_sge = attr->max_sge;
 	} else {

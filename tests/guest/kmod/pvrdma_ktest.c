@@ -38,6 +38,12 @@ static char *ibdev2 = "";
 module_param(ibdev2, charp, 0444);
 MODULE_PARM_DESC(ibdev2, "IB device of QP B (default: ibdev)");
 
+/* Upstream vmw_pvrdma offers SRQs to user space only (spec §5.2). */
+static bool kernel_srq = true;
+module_param(kernel_srq, bool, 0444);
+MODULE_PARM_DESC(kernel_srq,
+		 "the driver offers kernel SRQs (else creating one must fail with EOPNOTSUPP)");
+
 #define KT_PORT			1
 #define KT_TIMEOUT_MS		2000
 #define KT_QUIET_MS		300
@@ -1225,6 +1231,16 @@ static int kt_check_srq(char *why)
 	int ret;
 
 	srq = ib_create_srq(kt_a.pd, &sinit);
+	if (!kernel_srq) {
+		if (!IS_ERR(srq)) {
+			ib_destroy_srq(srq);
+			return kt_why(why, "ib_create_srq succeeded");
+		}
+		if (PTR_ERR(srq) != -EOPNOTSUPP)
+			return kt_why(why, "ib_create_srq: %ld, not -EOPNOTSUPP",
+				      PTR_ERR(srq));
+		return 0;
+	}
 	if (IS_ERR(srq))
 		return kt_why(why, "ib_create_srq: %ld", PTR_ERR(srq));
 	ret = ib_modify_srq(srq, &attr, IB_SRQ_LIMIT);

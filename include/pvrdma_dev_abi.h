@@ -860,6 +860,14 @@ PVRDMA_ABI_SIZE(union pvrdma_cmd_resp, PVRDMA_RESP_SLOT_SIZE);
 #define PVRDMA_RQ_WQE_HDR_SIZE          16      /* struct pvrdma_rq_wqe_hdr */
 #define PVRDMA_SGE_SIZE                 16      /* struct pvrdma_sge */
 #define PVRDMA_CQE_SIZE                 64      /* struct pvrdma_cqe */
+
+/*
+ * Project convention (no new field, so no negotiation needed): a receive
+ * completion with PVRDMA_WC_WITH_INVALIDATE carries the invalidated rkey
+ * in struct pvrdma_cqe.imm_data as a plain little-endian u32. Linux keeps
+ * ib_wc.ex.imm_data and ex.invalidate_rkey in one union, so a driver that
+ * copies imm_data verbatim (as upstream vmw_pvrdma does) reports it too.
+ */
 PVRDMA_ABI_SIZE(struct pvrdma_sq_wqe_hdr, PVRDMA_SQ_WQE_HDR_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_rq_wqe_hdr, PVRDMA_RQ_WQE_HDR_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_sge, PVRDMA_SGE_SIZE);

@@ -422,6 +422,22 @@ static inline void pvrdma_db_write(struct pvrdma_dev *dev, u32 offset, u32 val)
 	writel(val, dev->kernel_uar + offset);
 }
 
+/*
+ * Copy a provider's request in: at least @min_size bytes (up to the last
+ * mandatory field), any tail beyond @size zero.  Fields a shorter request
+ * does not carry keep the caller's (zero) initialisation.
+ */
+static inline int pvrdma_udata_copy_in(struct ib_udata *udata, void *req,
+				       size_t size, size_t min_size)
+{
+	if (udata->inlen < min_size)
+		return -EINVAL;
+	if (udata->inlen > size &&
+	    !ib_is_udata_cleared(udata, size, udata->inlen - size))
+		return -EINVAL;
+	return ib_copy_from_udata(req, udata, min(udata->inlen, size));
+}
+
 /* -------------------------------------------------------------------- */
 /* Logging: debug per object over ibdev_dbg, errors rate-limited */
 
@@ -529,6 +545,9 @@ int pvrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 		     const struct ib_send_wr **bad_wr);
 int pvrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 		     const struct ib_recv_wr **bad_wr);
+int pvrdma_wq_size_kernel(struct pvrdma_wq *wq, u32 max_wr, u32 max_sge,
+			  u32 hdr_size, u32 cap_wr, u32 cap_sge);
+u32 pvrdma_wq_pages(const struct pvrdma_wq *wq);
 int pvrdma_wq_post_recv(struct pvrdma_wq *wq, struct pvrdma_pdir *pdir,
 			const struct ib_recv_wr *wr,
 			const struct ib_recv_wr **bad_wr, unsigned int *posted);

@@ -98,13 +98,18 @@ static int pvrdma_cmd_wait(struct pvrdma_dev *dev, u32 cmd, u64 cookie,
 		}
 	}
 
-	if (ack != PVRDMA_CMD_ACK(cmd)) {
+	/*
+	 * Check the copy the caller gets, not the slot: the device could
+	 * rewrite the slot between the check and the copy.
+	 */
+	memcpy(resp, dev->resp_slot, sizeof(*resp));
+	if (resp->hdr.ack != PVRDMA_CMD_ACK(cmd) ||
+	    resp->hdr.response != cookie) {
 		pvrdma_stat_inc(dev, PVRDMA_STAT_CMD_BAD_RESP);
 		pvrdma_err(dev, "%s: unexpected response code %#x\n",
-			   pvrdma_cmd_name(cmd), ack);
+			   pvrdma_cmd_name(cmd), resp->hdr.ack);
 		return -EFAULT;
 	}
-	memcpy(resp, dev->resp_slot, sizeof(*resp));
 	return 0;
 }
 

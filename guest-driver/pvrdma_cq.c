@@ -56,6 +56,21 @@ static void pvrdma_cq_put(struct pvrdma_cq *cq)
 		complete(&cq->free);
 }
 
+/*
+ * Take the CQ out of the handle table, then wait for the interrupt paths
+ * that still use it to drop their references.
+ */
+static void pvrdma_cq_tbl_remove(struct pvrdma_dev *dev, struct pvrdma_cq *cq)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	dev->cq_tbl[cq->cq_handle] = NULL;
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	pvrdma_cq_put(cq);
+	wait_for_completion(&cq->free);
+}
+
 /**
  * pvrdma_cq_notify() - one CQ notification ring entry (spec §6.4)
  * @dev: device
@@ -178,8 +193,13 @@ static int pvrdma_cqe_to_wc(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
 	spin_unlock_irqrestore(&dev->tbl_lock, flags);
 	/*
 	 * No reference is taken: destroying a QP purges its CQEs under
-	 * cq->lock, which the caller holds, after it left the table.
+	 * cq->lock, which the caller holds, after it left the table.  That
+	 * covers only the QP's own CQs, so a CQE naming a QP of another CQ
+	 * is as bad as an unknown handle (its wc->qp could be freed).
 	 */
+	if (qp && qp->ibqp.send_cq != &cq->ibcq &&
+	    qp->ibqp.recv_cq != &cq->ibcq)
+		qp = NULL;
 	if (!qp) {
 		pvrdma_stat_inc(dev, PVRDMA_STAT_CQE_BAD);
 		pvrdma_dbg_cq(cq, "dropped CQE of unknown QP handle %llu\n",
@@ -210,7 +230,8 @@ static int pvrdma_cqe_to_wc(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
 	wc->slid = cqe->slid;
 	wc->sl = cqe->sl;
 	wc->dlid_path_bits = cqe->dlid_path_bits;
-	wc->port_num = cqe->port_num;
+	/* The device has one port (spec §3); do not pass its byte on. */
+	wc->port_num = PVRDMA_PORT;
 	if (wc_flags & IB_WC_WITH_SMAC)
 		memcpy(wc->smac, cqe->smac, ETH_ALEN);
 	if (wc_flags & IB_WC_WITH_NETWORK_HDR_TYPE)
@@ -241,6 +262,7 @@ int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	bool rang = false;
 	unsigned long flags;
 	int npolled = 0;
+	u32 dropped = 0;
 	u32 slot;
 	int ret;
 
@@ -249,7 +271,12 @@ int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 	ring = &cq->ring_state->rx;
 
 	spin_lock_irqsave(&cq->lock, flags);
-	while (npolled < num_entries) {
+	/*
+	 * Dropped CQEs do not count against num_entries, so bound them: a
+	 * device that keeps producing CQEs of unknown QPs must not hold this
+	 * CPU with interrupts off.
+	 */
+	while (npolled < num_entries && dropped < cq->ncqe) {
 		ret = pvrdma_ring_peek(ring, cq->ncqe, &slot);
 		if (ret < 0) {
 			pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
@@ -269,6 +296,8 @@ int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 		pvrdma_ring_consume(ring, cq->ncqe);
 		if (!pvrdma_cqe_to_wc(dev, cq, &cqe, &wc[npolled]))
 			npolled++;
+		else
+			dropped++;
 	}
 	spin_unlock_irqrestore(&cq->lock, flags);
 	return npolled;
@@ -504,11 +533,7 @@ int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	return 0;
 
 err_remove_cq:
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->cq_tbl[cq->cq_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	pvrdma_cq_put(cq);
-	wait_for_completion(&cq->free);
+	pvrdma_cq_tbl_remove(dev, cq);
 err_destroy_cq:
 	pvrdma_destroy_cq_cmd(dev, cq->cq_handle);
 err_free_ring:
@@ -522,14 +547,8 @@ int pvrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibcq->device);
 	struct pvrdma_cq *cq = to_pcq(ibcq);
-	unsigned long flags;
 
-	/* Stop interrupt-side lookups, then wait for the ones in flight. */
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->cq_tbl[cq->cq_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	pvrdma_cq_put(cq);
-	wait_for_completion(&cq->free);
+	pvrdma_cq_tbl_remove(dev, cq);
 
 	/* The device must not touch the ring after this (spec §5.6). */
 	pvrdma_destroy_cq_cmd(dev, cq->cq_handle);

@@ -39,6 +39,24 @@ static int pvrdma_create_mr_cmd(struct pvrdma_dev *dev, struct pvrdma_mr *mr,
 	return 0;
 }
 
+/* An MR object, counted against caps.max_mr. */
+static struct pvrdma_mr *pvrdma_mr_alloc(struct pvrdma_dev *dev)
+{
+	struct pvrdma_mr *mr = NULL;
+
+	if ((u32)atomic_inc_return(&dev->num_mrs) <= dev->caps.max_mr)
+		mr = kzalloc(sizeof(*mr), GFP_KERNEL);
+	if (!mr)
+		atomic_dec(&dev->num_mrs);
+	return mr;
+}
+
+static void pvrdma_mr_free(struct pvrdma_dev *dev, struct pvrdma_mr *mr)
+{
+	kfree(mr);
+	atomic_dec(&dev->num_mrs);
+}
+
 struct ib_mr *pvrdma_get_dma_mr(struct ib_pd *ibpd, int access_flags)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibpd->device);
@@ -53,16 +71,9 @@ struct ib_mr *pvrdma_get_dma_mr(struct ib_pd *ibpd, int access_flags)
 		return ERR_PTR(-EOPNOTSUPP);
 	}
 
-	if ((u32)atomic_inc_return(&dev->num_mrs) > dev->caps.max_mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
-
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
+	mr = pvrdma_mr_alloc(dev);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
 
 	req.create_mr.pd_handle = to_ppd(ibpd)->pd_handle;
 	req.create_mr.access_flags = access_flags;
@@ -77,9 +88,7 @@ struct ib_mr *pvrdma_get_dma_mr(struct ib_pd *ibpd, int access_flags)
 	return &mr->ibmr;
 
 err_free_mr:
-	kfree(mr);
-err_dec_count:
-	atomic_dec(&dev->num_mrs);
+	pvrdma_mr_free(dev, mr);
 	return ERR_PTR(ret);
 }
 
@@ -113,16 +122,9 @@ struct ib_mr *pvrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return ERR_PTR(-EINVAL);
 
-	if ((u32)atomic_inc_return(&dev->num_mrs) > dev->caps.max_mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
-
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
+	mr = pvrdma_mr_alloc(dev);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
 
 	mr->umem = ib_umem_get(ibpd->device, start, length, access_flags);
 	if (IS_ERR(mr->umem)) {
@@ -160,9 +162,7 @@ err_free_pdir:
 err_release_umem:
 	ib_umem_release(mr->umem);
 err_free_mr:
-	kfree(mr);
-err_dec_count:
-	atomic_dec(&dev->num_mrs);
+	pvrdma_mr_free(dev, mr);
 	return ERR_PTR(ret);
 }
 
@@ -193,16 +193,9 @@ struct ib_mr *pvrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
 	    max_num_sg > dev->ibdev.attrs.max_fast_reg_page_list_len)
 		return ERR_PTR(-EINVAL);
 
-	if ((u32)atomic_inc_return(&dev->num_mrs) > dev->caps.max_mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
-
-	mr = kzalloc(sizeof(*mr), GFP_KERNEL);
-	if (!mr) {
-		ret = -ENOMEM;
-		goto err_dec_count;
-	}
+	mr = pvrdma_mr_alloc(dev);
+	if (!mr)
+		return ERR_PTR(-ENOMEM);
 	mr->max_pages = max_num_sg;
 
 	ret = pvrdma_pdir_init(dev, &mr->pdir, max_num_sg, false);
@@ -223,9 +216,7 @@ struct ib_mr *pvrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
 err_free_pdir:
 	pvrdma_pdir_cleanup(dev, &mr->pdir);
 err_free_mr:
-	kfree(mr);
-err_dec_count:
-	atomic_dec(&dev->num_mrs);
+	pvrdma_mr_free(dev, mr);
 	return ERR_PTR(ret);
 }
 
@@ -272,7 +263,6 @@ int pvrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	pvrdma_destroy_mr_cmd(dev, mr->mr_handle);
 	pvrdma_pdir_cleanup(dev, &mr->pdir);
 	ib_umem_release(mr->umem);
-	kfree(mr);
-	atomic_dec(&dev->num_mrs);
+	pvrdma_mr_free(dev, mr);
 	return 0;
 }

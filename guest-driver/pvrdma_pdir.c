@@ -201,14 +201,8 @@ int pvrdma_pdir_pin_user_ring(struct pvrdma_dev *dev, struct ib_udata *udata,
 	unsigned int npages;
 	int ret;
 
-	if (udata->inlen < offsetofend(struct pvrdma_create_cq, buf_size))
-		return -EINVAL;
-	if (udata->inlen > sizeof(ucmd) &&
-	    !ib_is_udata_cleared(udata, sizeof(ucmd),
-				 udata->inlen - sizeof(ucmd)))
-		return -EINVAL;
-	ret = ib_copy_from_udata(&ucmd, udata,
-				 min_t(size_t, udata->inlen, sizeof(ucmd)));
+	ret = pvrdma_udata_copy_in(udata, &ucmd, sizeof(ucmd),
+				   offsetofend(typeof(ucmd), buf_size));
 	if (ret)
 		return ret;
 	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))

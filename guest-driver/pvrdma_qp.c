@@ -27,23 +27,9 @@ static_assert(PVRDMA_QP_CAP == (u32)IB_QP_CAP);
 
 /* UD sends take the QP's Q_Key when bit 31 of the WR's Q_Key is set. */
 #define PVRDMA_QKEY_FROM_QP		0x80000000u
-/* Bit 7 of the AV's path bits is always set (spec §8.2). */
-#define PVRDMA_AV_PATH_BITS_FLAG	0x80
 #define PVRDMA_SEND_FLAGS_MASK						\
 	(IB_SEND_FENCE | IB_SEND_SIGNALED | IB_SEND_SOLICITED |	\
 	 IB_SEND_IP_CSUM)
-
-static u32 pvrdma_sq_wqe_size(u32 max_sge)
-{
-	return roundup_pow_of_two(PVRDMA_SQ_WQE_HDR_SIZE +
-				  PVRDMA_SGE_SIZE * max_sge);
-}
-
-static u32 pvrdma_rq_wqe_size(u32 max_sge)
-{
-	return roundup_pow_of_two(PVRDMA_RQ_WQE_HDR_SIZE +
-				  PVRDMA_SGE_SIZE * max_sge);
-}
 
 /* A power of two >= @req (and >= 1), but never above @max. */
 static u32 pvrdma_round_sge(u32 req, u32 max)
@@ -51,6 +37,43 @@ static u32 pvrdma_round_sge(u32 req, u32 max)
 	u32 n = roundup_pow_of_two(req ? req : 1);
 
 	return n < max ? n : max;
+}
+
+/**
+ * pvrdma_wq_size_kernel() - size a kernel SQ, RQ or SRQ ring (spec §8.1)
+ * @wq: the ring; wqe_cnt, max_sge and wqe_size are set
+ * @max_wr: WRs asked for, rounded up to a power of two
+ * @max_sge: SGEs asked for, rounded up to a power of two within the limits
+ * @hdr_size: WQE header bytes (PVRDMA_SQ_WQE_HDR_SIZE or _RQ_)
+ * @cap_wr: the device's WR limit
+ * @cap_sge: the device's SGE limit
+ *
+ * The caps come from the device: a WQE must still fit in one page (spec
+ * §4) and the WR count in a u32 once rounded up.
+ *
+ * Return: 0, or -EINVAL if the request exceeds a limit.
+ */
+int pvrdma_wq_size_kernel(struct pvrdma_wq *wq, u32 max_wr, u32 max_sge,
+			  u32 hdr_size, u32 cap_wr, u32 cap_sge)
+{
+	u32 sge_limit = min_t(u32, cap_sge,
+			      (PAGE_SIZE - hdr_size) / PVRDMA_SGE_SIZE);
+
+	if (max_wr > cap_wr || max_wr > (1U << 31) || max_sge > sge_limit)
+		return -EINVAL;
+	wq->wqe_cnt = roundup_pow_of_two(max(max_wr, 1U));
+	if (wq->wqe_cnt > cap_wr)
+		return -EINVAL;
+	wq->max_sge = pvrdma_round_sge(max_sge, sge_limit);
+	wq->wqe_size = roundup_pow_of_two(hdr_size +
+					  PVRDMA_SGE_SIZE * wq->max_sge);
+	return 0;
+}
+
+/* Pages of a sized ring: at most 2^31 WQEs of at most one page each. */
+u32 pvrdma_wq_pages(const struct pvrdma_wq *wq)
+{
+	return DIV_ROUND_UP((u64)wq->wqe_cnt * wq->wqe_size, PAGE_SIZE);
 }
 
 static void *pvrdma_wq_elem(struct pvrdma_wq *wq, struct pvrdma_pdir *pdir,
@@ -71,41 +94,32 @@ static int pvrdma_qp_size_kernel(struct pvrdma_dev *dev, struct pvrdma_qp *qp,
 				 struct ib_qp_cap *cap, bool has_rq)
 {
 	const struct pvrdma_device_caps *caps = &dev->caps;
+	int ret;
 
-	if (cap->max_send_wr > caps->max_qp_wr ||
-	    cap->max_send_sge > caps->max_sge ||
-	    (has_rq && (cap->max_recv_wr > caps->max_qp_wr ||
-			cap->max_recv_sge > caps->max_sge)) ||
-	    cap->max_inline_data)
+	if (cap->max_inline_data)
 		return -EINVAL;
-
-	qp->sq.wqe_cnt = roundup_pow_of_two(max(cap->max_send_wr, 1U));
-	qp->sq.max_sge = pvrdma_round_sge(cap->max_send_sge, caps->max_sge);
-	qp->sq.wqe_size = pvrdma_sq_wqe_size(qp->sq.max_sge);
-	if (qp->sq.wqe_cnt > caps->max_qp_wr)
-		return -EINVAL;
-	cap->max_send_wr = qp->sq.wqe_cnt;
-	cap->max_send_sge = qp->sq.max_sge;
-
+	ret = pvrdma_wq_size_kernel(&qp->sq, cap->max_send_wr,
+				    cap->max_send_sge, PVRDMA_SQ_WQE_HDR_SIZE,
+				    caps->max_qp_wr, caps->max_sge);
+	if (ret)
+		return ret;
 	if (has_rq) {
-		qp->rq.wqe_cnt = roundup_pow_of_two(max(cap->max_recv_wr, 1U));
-		qp->rq.max_sge = pvrdma_round_sge(cap->max_recv_sge,
-						  caps->max_sge);
-		qp->rq.wqe_size = pvrdma_rq_wqe_size(qp->rq.max_sge);
-		if (qp->rq.wqe_cnt > caps->max_qp_wr)
-			return -EINVAL;
-		cap->max_recv_wr = qp->rq.wqe_cnt;
-		cap->max_recv_sge = qp->rq.max_sge;
-	} else {
-		cap->max_recv_wr = 0;
-		cap->max_recv_sge = 0;
+		ret = pvrdma_wq_size_kernel(&qp->rq, cap->max_recv_wr,
+					    cap->max_recv_sge,
+					    PVRDMA_RQ_WQE_HDR_SIZE,
+					    caps->max_qp_wr, caps->max_sge);
+		if (ret)
+			return ret;
 	}
-	cap->max_inline_data = 0;
 
 	qp->max_send_wr = qp->sq.wqe_cnt;
 	qp->max_send_sge = qp->sq.max_sge;
 	qp->max_recv_wr = has_rq ? qp->rq.wqe_cnt : 0;
 	qp->max_recv_sge = has_rq ? qp->rq.max_sge : 0;
+	cap->max_send_wr = qp->max_send_wr;
+	cap->max_send_sge = qp->max_send_sge;
+	cap->max_recv_wr = qp->max_recv_wr;
+	cap->max_recv_sge = qp->max_recv_sge;
 	return 0;
 }
 
@@ -118,11 +132,10 @@ static int pvrdma_qp_alloc_kernel(struct pvrdma_dev *dev, struct pvrdma_qp *qp,
 	u32 sq_pages, rq_pages = 0;
 	int ret;
 
-	sq_pages = DIV_ROUND_UP(qp->sq.wqe_cnt * qp->sq.wqe_size, PAGE_SIZE);
+	sq_pages = pvrdma_wq_pages(&qp->sq);
 	if (has_rq)
-		rq_pages = DIV_ROUND_UP(qp->rq.wqe_cnt * qp->rq.wqe_size,
-					PAGE_SIZE);
-	if (1 + sq_pages + rq_pages > U16_MAX)
+		rq_pages = pvrdma_wq_pages(&qp->rq);
+	if (1 + (u64)sq_pages + rq_pages > U16_MAX)
 		return -EINVAL;
 
 	ret = pvrdma_pdir_init(dev, &qp->pdir, 1 + sq_pages + rq_pages, true);
@@ -159,14 +172,8 @@ static int pvrdma_qp_pin_user(struct pvrdma_dev *dev, struct pvrdma_qp *qp,
 	unsigned int spages, rpages = 0;
 	int ret;
 
-	if (udata->inlen < offsetofend(struct pvrdma_create_qp, sbuf_size))
-		return -EINVAL;
-	if (udata->inlen > sizeof(ucmd) &&
-	    !ib_is_udata_cleared(udata, sizeof(ucmd),
-				 udata->inlen - sizeof(ucmd)))
-		return -EINVAL;
-	ret = ib_copy_from_udata(&ucmd, udata,
-				 min_t(size_t, udata->inlen, sizeof(ucmd)));
+	ret = pvrdma_udata_copy_in(udata, &ucmd, sizeof(ucmd),
+				   offsetofend(typeof(ucmd), sbuf_size));
 	if (ret)
 		return ret;
 
@@ -234,6 +241,22 @@ static void pvrdma_destroy_qp_cmd(struct pvrdma_dev *dev, u32 qp_handle)
 	req.destroy_qp.qp_handle = qp_handle;
 	/* Failures are logged by the command layer; the QP is gone anyway. */
 	pvrdma_cmd_post(dev, &req, NULL);
+}
+
+/*
+ * Take the QP out of the handle table, then wait for the async event path
+ * to drop its references.
+ */
+static void pvrdma_qp_tbl_remove(struct pvrdma_dev *dev, struct pvrdma_qp *qp)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	dev->qp_tbl[qp->qp_handle] = NULL;
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	if (refcount_dec_and_test(&qp->refcnt))
+		complete(&qp->free);
+	wait_for_completion(&qp->free);
 }
 
 static int pvrdma_qp_check_init(struct pvrdma_dev *dev,
@@ -404,12 +427,7 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	return 0;
 
 err_remove_qp:
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->qp_tbl[qp->qp_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	if (refcount_dec_and_test(&qp->refcnt))
-		complete(&qp->free);
-	wait_for_completion(&qp->free);
+	pvrdma_qp_tbl_remove(dev, qp);
 err_destroy_qp:
 	pvrdma_destroy_qp_cmd(dev, qp->qp_handle);
 err_free_rings:
@@ -561,8 +579,8 @@ static int pvrdma_modify_qp_check(struct pvrdma_dev *dev,
 			      cur, next, mask);
 		return -EINVAL;
 	}
-	if ((mask & IB_QP_PORT) &&
-	    (!attr->port_num || attr->port_num > dev->caps.phys_port_cnt))
+	/* The driver drives port 1 only, whatever phys_port_cnt says. */
+	if ((mask & IB_QP_PORT) && attr->port_num != PVRDMA_PORT)
 		return -EINVAL;
 	if ((mask & IB_QP_MIN_RNR_TIMER) && attr->min_rnr_timer > 31)
 		return -EINVAL;
@@ -746,15 +764,8 @@ int pvrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibqp->device);
 	struct pvrdma_qp *qp = to_pqp(ibqp);
-	unsigned long flags;
 
-	/* Stop event lookups, then wait for the ones in flight. */
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->qp_tbl[qp->qp_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	if (refcount_dec_and_test(&qp->refcnt))
-		complete(&qp->free);
-	wait_for_completion(&qp->free);
+	pvrdma_qp_tbl_remove(dev, qp);
 
 	mutex_lock(&dev->qp_handle_lock);
 	/* The device must not touch the rings after this (spec §5.6). */
@@ -942,8 +953,11 @@ int pvrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	int ret = 0;
 	u32 slot;
 
-	if (qp->sumem)
+	if (qp->sumem) {
+		if (bad_wr)
+			*bad_wr = wr;
 		return -EOPNOTSUPP;
+	}
 
 	spin_lock_irqsave(&sq->lock, flags);
 	if (READ_ONCE(qp->state) < IB_QPS_RTS) {

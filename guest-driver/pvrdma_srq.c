@@ -7,7 +7,6 @@
  * The ring is one page directory: the ring-state page (indices at +8),
  * then the receive WQEs.
  */
-#include <linux/log2.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/vmw_pvrdma-abi.h>
 
@@ -24,17 +23,15 @@ static int pvrdma_srq_alloc_kernel(struct pvrdma_dev *dev,
 	struct pvrdma_ring_state *state;
 	int ret;
 
-	rq->wqe_cnt = roundup_pow_of_two(max(attr->max_wr, 1U));
-	rq->max_sge = roundup_pow_of_two(attr->max_sge ? attr->max_sge : 1);
-	if (rq->max_sge > dev->caps.max_srq_sge)
-		rq->max_sge = dev->caps.max_srq_sge;
-	rq->wqe_size = roundup_pow_of_two(PVRDMA_RQ_WQE_HDR_SIZE +
-					  PVRDMA_SGE_SIZE * rq->max_sge);
+	ret = pvrdma_wq_size_kernel(rq, attr->max_wr, attr->max_sge,
+				    PVRDMA_RQ_WQE_HDR_SIZE,
+				    dev->caps.max_srq_wr,
+				    dev->caps.max_srq_sge);
+	if (ret)
+		return ret;
 	rq->first_page = 1;
-	if (rq->wqe_cnt > dev->caps.max_srq_wr)
-		return -EINVAL;
 
-	*npages = 1 + DIV_ROUND_UP(rq->wqe_cnt * rq->wqe_size, PAGE_SIZE);
+	*npages = 1 + pvrdma_wq_pages(rq);
 	ret = pvrdma_pdir_init(dev, &srq->pdir, *npages, true);
 	if (ret)
 		return ret;
@@ -61,6 +58,23 @@ static void pvrdma_destroy_srq_cmd(struct pvrdma_dev *dev, u32 srq_handle)
 	req.destroy_srq.hdr.cmd = PVRDMA_CMD_DESTROY_SRQ;
 	req.destroy_srq.srq_handle = srq_handle;
 	pvrdma_cmd_post(dev, &req, NULL);
+}
+
+/*
+ * Take the SRQ out of the handle table, then wait for the async event
+ * path to drop its references.
+ */
+static void pvrdma_srq_tbl_remove(struct pvrdma_dev *dev,
+				  struct pvrdma_srq *srq)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&dev->tbl_lock, flags);
+	dev->srq_tbl[srq->srq_handle] = NULL;
+	spin_unlock_irqrestore(&dev->tbl_lock, flags);
+	if (refcount_dec_and_test(&srq->refcnt))
+		complete(&srq->free);
+	wait_for_completion(&srq->free);
 }
 
 /**
@@ -164,12 +178,7 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	return 0;
 
 err_remove_srq:
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->srq_tbl[srq->srq_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	if (refcount_dec_and_test(&srq->refcnt))
-		complete(&srq->free);
-	wait_for_completion(&srq->free);
+	pvrdma_srq_tbl_remove(dev, srq);
 err_destroy_srq:
 	pvrdma_destroy_srq_cmd(dev, srq->srq_handle);
 err_free_ring:
@@ -247,14 +256,8 @@ int pvrdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibsrq->device);
 	struct pvrdma_srq *srq = to_psrq(ibsrq);
-	unsigned long flags;
 
-	spin_lock_irqsave(&dev->tbl_lock, flags);
-	dev->srq_tbl[srq->srq_handle] = NULL;
-	spin_unlock_irqrestore(&dev->tbl_lock, flags);
-	if (refcount_dec_and_test(&srq->refcnt))
-		complete(&srq->free);
-	wait_for_completion(&srq->free);
+	pvrdma_srq_tbl_remove(dev, srq);
 
 	pvrdma_destroy_srq_cmd(dev, srq->srq_handle);
 	pvrdma_srq_free_ring(dev, srq);

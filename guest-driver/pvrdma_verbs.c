@@ -14,6 +14,17 @@
 static_assert(PAGE_SIZE == PVRDMA_PAGE_SIZE,
 	      "UAR and ring pages are 4 KiB (spec §0)");
 
+/*
+ * The device's cap flags that describe the device only; flags that name a
+ * verb or WQE feature (XRC, memory windows, SRQ resize, checksum offloads,
+ * ...) would make consumers use what this driver does not implement.
+ */
+#define PVRDMA_DEVICE_CAP_FLAGS_PASSED					\
+	(IB_DEVICE_BAD_PKEY_CNTR | IB_DEVICE_BAD_QKEY_CNTR |		\
+	 IB_DEVICE_CHANGE_PHY_PORT | IB_DEVICE_UD_AV_PORT_ENFORCE |	\
+	 IB_DEVICE_CURR_QP_STATE_MOD | IB_DEVICE_SHUTDOWN_PORT |	\
+	 IB_DEVICE_SYS_IMAGE_GUID)
+
 static int pvrdma_cap_int(u32 v)
 {
 	return min_t(u32, v, INT_MAX);
@@ -46,10 +57,9 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 	props->hw_ver = caps->hw_ver;
 	props->max_qp = pvrdma_cap_int(caps->max_qp);
 	props->max_qp_wr = pvrdma_cap_int(caps->max_qp_wr);
-	props->device_cap_flags = caps->device_cap_flags |
-				  IB_DEVICE_PORT_ACTIVE_EVENT |
-				  IB_DEVICE_RC_RNR_NAK_GEN;
-	props->device_cap_flags &= ~(u64)IB_DEVICE_MEM_MGT_EXTENSIONS;
+	props->device_cap_flags =
+		(caps->device_cap_flags & PVRDMA_DEVICE_CAP_FLAGS_PASSED) |
+		IB_DEVICE_PORT_ACTIVE_EVENT | IB_DEVICE_RC_RNR_NAK_GEN;
 	props->max_send_sge = pvrdma_cap_int(caps->max_sge);
 	props->max_recv_sge = pvrdma_cap_int(caps->max_sge);
 	/* Version 17 devices have no max_sge_rd (spec §5.5). */

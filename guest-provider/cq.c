@@ -180,12 +180,14 @@ static struct pvrdma_qp *pvrdma_lookup_qp(struct pvrdma_context *ctx,
  * Take the CQE at cons_head, if any (spec §8.4 poll algorithm). Returns 1
  * when wc was filled, 0 when the ring is empty, -1 when the ring state is
  * invalid. A CQE whose QP this context does not know is consumed and
- * dropped: it can only belong to a QP that is already gone.
+ * dropped: it can only belong to a QP that is already gone. *drops_left
+ * bounds the drops of one poll_cq call, so that a device that keeps
+ * producing such CQEs cannot keep the caller spinning.
  */
 static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
-			   struct ibv_wc *wc)
+			   struct ibv_wc *wc, uint32_t *drops_left)
 {
-	const struct pvrdma_cqe *cqe;
+	struct pvrdma_cqe cqe;
 	struct pvrdma_qp *qp;
 	uint32_t slot;
 	int ret;
@@ -197,39 +199,42 @@ static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 
 		/* Read the CQE only after seeing the producer index. */
 		udma_from_device_barrier();
-		cqe = &cq->cqes[slot];
+		/* One copy, so the device cannot change fields under us. */
+		cqe = cq->cqes[slot];
 
-		qp = pvrdma_lookup_qp(ctx, le64toh(cqe->qp));
+		qp = pvrdma_lookup_qp(ctx, le64toh(cqe.qp));
 		if (qp)
 			break;
 
 		verbs_warn_datapath(&ctx->ibvctx,
 				    "CQ %u: dropped CQE of unknown QP %#llx\n",
 				    cq->cqn,
-				    (unsigned long long)le64toh(cqe->qp));
+				    (unsigned long long)le64toh(cqe.qp));
 		pvrdma_ring_consume(cq->ring, cq->nelems);
+		if (!--*drops_left)
+			return 0;
 	}
 
-	wc->wr_id = le64toh(cqe->wr_id);
-	wc->status = pvrdma_to_ibv_wc_status(le32toh(cqe->status));
-	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe->opcode));
-	wc->vendor_err = le32toh(cqe->vendor_err);
-	wc->byte_len = le32toh(cqe->byte_len);
+	wc->wr_id = le64toh(cqe.wr_id);
+	wc->status = pvrdma_to_ibv_wc_status(le32toh(cqe.status));
+	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe.opcode));
+	wc->vendor_err = le32toh(cqe.vendor_err);
+	wc->byte_len = le32toh(cqe.byte_len);
 	wc->qp_num = qp->vqp.qp.qp_num;
-	wc->src_qp = le32toh(cqe->src_qp);
-	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe->wc_flags));
+	wc->src_qp = le32toh(cqe.src_qp);
+	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe.wc_flags));
 	/*
 	 * Project convention: a SEND_WITH_INV receive carries the invalidated
 	 * rkey in imm_data as a plain little-endian u32, not in wire order.
 	 */
 	if (wc->wc_flags & IBV_WC_WITH_INV)
-		wc->invalidated_rkey = le32toh((__force uint32_t)cqe->imm_data);
+		wc->invalidated_rkey = le32toh((__force uint32_t)cqe.imm_data);
 	else
-		wc->imm_data = cqe->imm_data;
-	wc->pkey_index = le16toh(cqe->pkey_index);
-	wc->slid = le16toh(cqe->slid);
-	wc->sl = cqe->sl;
-	wc->dlid_path_bits = cqe->dlid_path_bits;
+		wc->imm_data = cqe.imm_data;
+	wc->pkey_index = le16toh(cqe.pkey_index);
+	wc->slid = le16toh(cqe.slid);
+	wc->sl = cqe.sl;
+	wc->dlid_path_bits = cqe.dlid_path_bits;
 
 	pvrdma_ring_consume(cq->ring, cq->nelems);
 	return 1;
@@ -243,12 +248,13 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 {
 	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvcq->context);
 	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
+	uint32_t drops_left = cq->nelems;
 	int npolled;
 	int ret = 0;
 
 	pthread_spin_lock(&cq->lock);
 	for (npolled = 0; npolled < num_entries; npolled++) {
-		ret = pvrdma_poll_one(ctx, cq, &wc[npolled]);
+		ret = pvrdma_poll_one(ctx, cq, &wc[npolled], &drops_left);
 		if (ret <= 0)
 			break;
 	}

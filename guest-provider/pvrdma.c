@@ -50,7 +50,8 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 
 /*
  * Map the UAR page the kernel picked for this context: exactly one page at
- * any page-aligned offset of the command fd, write-only (spec §7).
+ * offset 0 of the command fd (our driver accepts no other offset; the
+ * stock one ignores it), write-only (spec §7).
  */
 static int pvrdma_map_uar(struct pvrdma_context *ctx, size_t pg_sz)
 {

@@ -133,10 +133,13 @@ int pvrdma_dereg_mr(struct verbs_mr *vmr)
 }
 
 /*
- * Ring buffers (CQ, and next the QP and SRQ rings) are anonymous mappings:
- * page aligned and zeroed as the device expects for fresh ring state
- * (spec §8.1), and kept out of fork() children so that a child's
- * copy-on-write cannot move pages the device writes into.
+ * Ring buffers (CQ, QP and SRQ rings) are anonymous mappings: page aligned
+ * and zeroed as the device expects for fresh ring state (spec §8.1), and
+ * kept out of fork() children so that a child's copy-on-write cannot move
+ * pages the device writes into. madvise() directly, because
+ * ibv_dontfork_range() does nothing unless the application called
+ * ibv_fork_init(); the mapping is private to the provider and goes with
+ * munmap().
  */
 void *pvrdma_alloc_ring_buf(size_t size)
 {
@@ -148,8 +151,8 @@ void *pvrdma_alloc_ring_buf(size_t size)
 	if (buf == MAP_FAILED)
 		return NULL;
 
-	err = ibv_dontfork_range(buf, size);
-	if (err) {
+	if (madvise(buf, size, MADV_DONTFORK)) {
+		err = errno;
 		munmap(buf, size);
 		errno = err;
 		return NULL;
@@ -160,7 +163,6 @@ void *pvrdma_alloc_ring_buf(size_t size)
 
 void pvrdma_free_ring_buf(void *buf, size_t size)
 {
-	ibv_dofork_range(buf, size);
 	munmap(buf, size);
 }
 

@@ -61,3 +61,18 @@ clean:
 	rm -rf $(OUT)
 	-$(MAKE) -C guest-driver clean
 	-$(MAKE) -C tests/unit clean
+
+# libFuzzer harness of the device core (tests/fuzz, needs clang): replay the
+# saved reproducers, then fuzz for FUZZ_SECONDS (fails on any finding).
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz
+fuzz:
+	$(MAKE) -C tests/fuzz regress
+	$(MAKE) -C tests/fuzz run SECONDS=$(FUZZ_SECONDS)
+
+# make check replays the saved reproducers and seeds only: CI stays
+# deterministic; fuzzing itself is `make fuzz`.
+.PHONY: fuzz-regress
+fuzz-regress:
+	$(MAKE) -C tests/fuzz regress
+check: fuzz-regress

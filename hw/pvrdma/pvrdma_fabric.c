@@ -498,6 +498,18 @@ static void pvrdma_fabric_process_sq(PvrdmaFabricQp *fqp)
         pvrdma_fabric_work_add(fqp);
         return;
     }
+    /*
+     * A head stalled on an RNR NAK and waiting on the timer list is
+     * retried only by its RNR timer or by a receive posted at the
+     * responder (both unlink it first: pvrdma_fabric_rnr_retry()), not by
+     * a SEND doorbell or a modify back to RTS.  Every retry uses up one of
+     * the rnr_retry attempts (IBA 9.7.5.2.8), so a guest posting more
+     * WQEs behind the stalled head got RNR_RETRY_EXC_ERR long before the
+     * timer (found by tests/fuzz, regress/rnr-retry-on-doorbell).
+     */
+    if (fqp->rnr_pending && pvrdma_fabric_rnr_linked(fqp)) {
+        return;
+    }
     if (fqp->busy || !pvrdma_fabric_sq_runs(fqp)) {
         return;
     }
@@ -512,6 +524,19 @@ static void pvrdma_fabric_process_sq(PvrdmaFabricQp *fqp)
             break;
         }
         if (prod == fqp->sq_cons) {
+            /*
+             * Nothing left to execute.  If the head was RNR-stalled, the
+             * guest took it back (its prod_tail is our cons_head again,
+             * e.g. after overrunning the ring): the stall is over.
+             * Leaving rnr_pending set with the QP off the timer list
+             * would let SQD keep executing new WQEs, never post
+             * SQ_DRAINED, and carry a stale retry count into the next
+             * RNR (found by tests/fuzz, regress/rnr-stall-sq-emptied).
+             */
+            if (fqp->rnr_pending) {
+                pvrdma_fabric_rnr_clear(fqp);
+                pvrdma_fabric_sq_drained(fqp);
+            }
             break;
         }
         if (pvrdma_core_dma_read(core,

@@ -527,6 +527,26 @@ static void pvrdma_fabric_respond_send(PvrdmaCore *core, PvrdmaQp *qp,
     ack->status = PVRDMA_WC_SUCCESS;
 }
 
+/*
+ * The responder's side of an RDMA WRITE or READ: @access must be enabled
+ * on the QP and the rkey must grant it over the whole range. A zero-length
+ * request checks no key (IBA 9.4.3) and leaves @sgl empty.
+ */
+static bool pvrdma_fabric_remote_sgl(PvrdmaCore *core, PvrdmaQp *qp,
+                                     const PvrdmaFabricMsg *msg,
+                                     uint32_t access, PvrdmaSgl *sgl)
+{
+    if (!(qp->attr.qp_access_flags & access)) {
+        return false;
+    }
+    sgl->core = core;
+    sgl->nseg = 0;
+    sgl->total = msg->length;
+    return !msg->length ||
+           pvrdma_fabric_rkey_seg(core, qp, msg->rkey, msg->remote_addr,
+                                  msg->length, access, &sgl->seg[sgl->nseg++]);
+}
+
 static void pvrdma_fabric_respond_write(PvrdmaCore *core, PvrdmaQp *qp,
                                         PvrdmaFabricMsg *msg,
                                         PvrdmaFabricAck *ack)
@@ -552,18 +572,8 @@ static void pvrdma_fabric_respond_write(PvrdmaCore *core, PvrdmaQp *qp,
             return;
         }
     }
-    if (!(qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_WRITE)) {
-        pvrdma_fabric_access_err(qp, ack);
-        return;
-    }
-    sgl.core = core;
-    sgl.nseg = 0;
-    sgl.total = msg->length;
-    /* A zero-length write checks no key (IBA 9.4.3). */
-    if (msg->length &&
-        !pvrdma_fabric_rkey_seg(core, qp, msg->rkey, msg->remote_addr,
-                                msg->length, PVRDMA_ACCESS_REMOTE_WRITE,
-                                &sgl.seg[sgl.nseg++])) {
+    if (!pvrdma_fabric_remote_sgl(core, qp, msg, PVRDMA_ACCESS_REMOTE_WRITE,
+                                  &sgl)) {
         pvrdma_fabric_access_err(qp, ack);
         return;
     }
@@ -597,17 +607,8 @@ static void pvrdma_fabric_respond_read(PvrdmaCore *core, PvrdmaQp *qp,
 {
     PvrdmaSgl sgl;
 
-    if (!(qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_READ)) {
-        pvrdma_fabric_access_err(qp, ack);
-        return;
-    }
-    sgl.core = core;
-    sgl.nseg = 0;
-    sgl.total = msg->length;
-    if (msg->length &&
-        !pvrdma_fabric_rkey_seg(core, qp, msg->rkey, msg->remote_addr,
-                                msg->length, PVRDMA_ACCESS_REMOTE_READ,
-                                &sgl.seg[sgl.nseg++])) {
+    if (!pvrdma_fabric_remote_sgl(core, qp, msg, PVRDMA_ACCESS_REMOTE_READ,
+                                  &sgl)) {
         pvrdma_fabric_access_err(qp, ack);
         return;
     }

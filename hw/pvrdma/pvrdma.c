@@ -13,6 +13,7 @@
  *                 [,max-srq-wr=N][,max-srq-sge=N][,max-ah=N][,max-uc=N]
  *                 [,uar-pages=N][,gid-tbl-len=N][,max-mr-size=BYTES]
  *                 [,max-pinned-pages=N][,node-guid=GUID]
+ *                 [,backend=fabric]
  *
  * All properties are per-device limits advertised to the guest as the
  * device capabilities; they also bound the host resources a guest can
@@ -35,6 +36,7 @@
 
 #include "pvrdma_core.h"
 #include "pvrdma_dev_abi.h"
+#include "pvrdma_fabric.h"
 
 #define TYPE_PVRDMA "pvrdma"
 OBJECT_DECLARE_SIMPLE_TYPE(PvrdmaState, PVRDMA)
@@ -47,6 +49,7 @@ struct PvrdmaState {
     MemoryRegion uar_bar;
 
     PvrdmaCoreConfig cfg;
+    char *backend;              /* backend= property */
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
@@ -202,12 +205,18 @@ static void pvrdma_trace_cmd(void *opaque, uint32_t cmd, int err)
     trace_pvrdma_cmd(cmd, err);
 }
 
+static void pvrdma_trace_doorbell(void *opaque, uint64_t offset, uint32_t val)
+{
+    trace_pvrdma_doorbell(offset, val);
+}
+
 static const PvrdmaCoreOps pvrdma_core_ops = {
     .dma_read = pvrdma_dma_read,
     .dma_write = pvrdma_dma_write,
     .notify = pvrdma_notify,
     .guest_error = pvrdma_guest_error,
     .trace_cmd = pvrdma_trace_cmd,
+    .trace_doorbell = pvrdma_trace_doorbell,
     .dma_map = pvrdma_dma_map,
     .dma_unmap = pvrdma_dma_unmap,
     .clock_ns = pvrdma_clock_ns,
@@ -348,6 +357,39 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
     return true;
 }
 
+/*
+ * The software fabric every pvrdma device of this process joins (created
+ * with the first one, kept for the life of the process).
+ */
+static PvrdmaFabric *pvrdma_process_fabric;
+
+/* The one place that knows backends by name; the core never does. */
+static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
+{
+    const char *name = s->backend ? s->backend : "fabric";
+    PvrdmaFabricPort *port;
+    char *msg = NULL;
+
+    if (strcmp(name, "fabric") != 0) {
+        error_setg(errp, "pvrdma: backend=%s is not known: use "
+                   "backend=fabric (the built-in software fabric)", name);
+        return false;
+    }
+    if (!pvrdma_process_fabric) {
+        pvrdma_process_fabric = pvrdma_fabric_new();
+    }
+    /* The devfn is the same on a migration destination: stable QPNs. */
+    port = pvrdma_fabric_port_new(pvrdma_process_fabric, s->core,
+                                  PCI_DEVICE(s)->devfn, &msg);
+    if (!port) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        return false;
+    }
+    pvrdma_core_set_backend(s->core, &pvrdma_fabric_backend_ops, port);
+    return true;
+}
+
 static void pvrdma_exit_core(PvrdmaState *s)
 {
     /* The timer goes first so that it can never fire into a freed core. */
@@ -378,6 +420,9 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     }
     if (!pvrdma_init_core(s, errp)) {
         goto err_exit_pci;
+    }
+    if (!pvrdma_init_backend(s, errp)) {
+        goto err_free_core;
     }
     if (!pvrdma_init_migration(s, errp)) {
         goto err_free_core;
@@ -432,6 +477,7 @@ static const Property pvrdma_props[] = {
     PVRDMA_PROP_U64("max-mr-size", max_mr_size, MAX_MR_SIZE),
     PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages, MAX_PINNED_PAGES),
     DEFINE_PROP_UINT64("node-guid", PvrdmaState, cfg.node_guid, 0),
+    DEFINE_PROP_STRING("backend", PvrdmaState, backend),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

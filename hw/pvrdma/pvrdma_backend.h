@@ -1,21 +1,26 @@
 /*
- * PVRDMA backend interface: what the device core asks of a transport.
+ * PVRDMA backend interface: what the device core asks of a transport, and
+ * what a transport may ask of the core (docs/architecture.md).
  *
- * The core owns the guest-visible object model (handles, validation, page
- * arrays, QP state machine, rings); a backend owns the transport: the
- * software fabric (pvrdma_fabric.c, default) or, later, a host libibverbs
- * device.  The core calls the ops below at fixed points and never tests
- * which backend it has.
+ * The core owns everything the guest sees: object tables, keys, the QP
+ * state machine, the SQ/RQ/SRQ rings (WQE fetch and validation, ring
+ * indexes), CQE writing, flushing, RNR timing and async events.  A backend
+ * owns only the transport: it gets validated send work with its memory
+ * resolved (PvrdmaSendWr), and reports each one back through
+ * pvrdma_core_send_done(), which may happen inside submit or later.  On
+ * the receiving side it asks the core for the next receive WQE of a QP
+ * (pvrdma_core_recv_peek(), already validated and resolved) and hands the
+ * finished completion back (pvrdma_core_recv_done()).
  *
  * Rules for every op:
  *  - create/modify/bind ops run after the core has validated the command
  *    completely and before it commits; returning a negative errno fails the
  *    command with that errno and the core undoes its own state.
  *  - destroy ops cannot fail; they run before the core frees the object and
- *    must drop every reference the backend holds to it (and its pages).
- *  - doorbell/poll ops run synchronously inside the guest's MMIO write;
- *    they reach guest memory only through pvrdma_core_dma_read/_write and
- *    report completions through the core's ring helpers.
+ *    must drop every reference the backend holds to it.
+ *  - every op runs under the caller's lock (the BQL in QEMU), and so must
+ *    every call a backend makes into the core: a backend with threads of
+ *    its own hands its results to a bottom half first.
  *  - every op may be NULL, meaning "nothing to do / accept".
  *  - objects carry a 'be' pointer the backend may set in its create op.
  *
@@ -24,6 +29,7 @@
 #ifndef HW_PVRDMA_BACKEND_H
 #define HW_PVRDMA_BACKEND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pvrdma_core.h"
@@ -34,6 +40,79 @@ typedef struct PvrdmaCq PvrdmaCq;
 typedef struct PvrdmaQp PvrdmaQp;
 typedef struct PvrdmaSrq PvrdmaSrq;
 struct pvrdma_qp_attr;
+struct pvrdma_cqe;
+
+/* SGEs per WQE the data path can hold: PvrdmaCoreConfig max_sge <= 32. */
+#define PVRDMA_MAX_SGE                  32
+
+/*
+ * One contiguous range of an MR as seen by the MR's owner: @va is in the
+ * MR's address space; translation to bus addresses uses either identity
+ * (DMA MR) or a page array whose page 0 holds byte @base & ~0xfff.
+ */
+typedef struct PvrdmaSeg {
+    uint64_t va;
+    uint64_t len;
+    const uint64_t *pages;      /* NULL: va is a guest bus address */
+    uint32_t npages;
+    uint64_t base;              /* va of the MR's first byte */
+} PvrdmaSeg;
+
+/* Resolved memory: a scatter/gather list in one core's guest memory. */
+typedef struct PvrdmaSgl {
+    PvrdmaCore *core;
+    uint32_t nseg;
+    uint64_t total;
+    PvrdmaSeg seg[PVRDMA_MAX_SGE];
+} PvrdmaSgl;
+
+/*
+ * A validated send work request of an RC QP: opcode is one of the remote
+ * operations (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE[_WITH_IMM],
+ * RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD); local operations
+ * (LOCAL_INV, FAST_REG_MR) never reach a backend.  @local passed the lkey,
+ * PD, range and LOCAL_WRITE checks; the address fields come from the QP's
+ * attributes.  The request stays valid until pvrdma_core_send_done() or
+ * the backend's cancel op.
+ */
+typedef struct PvrdmaSendWr {
+    uint32_t opcode;            /* PVRDMA_WR_* */
+    bool solicited;
+    uint32_t imm_data;          /* raw, as in the WQE */
+    uint32_t inv_rkey;          /* SEND_WITH_INV */
+    uint64_t remote_addr;       /* RDMA / atomics */
+    uint32_t rkey;
+    uint64_t compare_add;       /* atomics, host order */
+    uint64_t swap;
+    uint64_t length;            /* payload bytes (8 for atomics) */
+    PvrdmaSgl local;            /* source of SEND/WRITE, sink of READ */
+    /* Addressing (the QP's attributes). */
+    uint32_t src_qpn;
+    uint32_t dst_qpn;
+    uint8_t sgid[16];
+    uint8_t dgid[16];
+    uint8_t sl;
+} PvrdmaSendWr;
+
+/* What became of a PvrdmaSendWr (the responder's ACK or NAK). */
+typedef struct PvrdmaSendResult {
+    uint32_t status;            /* PVRDMA_WC_* for the requester */
+    bool rnr;                   /* RNR NAK: the core retries later */
+    uint8_t rnr_timer;          /* responder's min_rnr_timer encoding */
+    uint64_t atomic_orig;       /* host order; the core writes it back */
+} PvrdmaSendResult;
+
+/* A receive WQE taken by pvrdma_core_recv_peek(). */
+typedef struct PvrdmaRecvWr {
+    uint64_t wr_id;
+    /*
+     * PVRDMA_WC_SUCCESS with @sgl resolved (LOCAL_WRITE granted), or the
+     * local error the receive completes with: LOC_LEN_ERR (more SGEs than
+     * the queue allows), LOC_PROT_ERR (lkey, PD, range or access check).
+     */
+    uint32_t status;
+    PvrdmaSgl sgl;
+} PvrdmaRecvWr;
 
 typedef struct PvrdmaBackendOps {
     const char *name;
@@ -46,7 +125,11 @@ typedef struct PvrdmaBackendOps {
     int (*pd_create)(void *be, PvrdmaPd *pd);
     void (*pd_destroy)(void *be, PvrdmaPd *pd);
 
-    /* User, DMA and fast-reg MRs (mr->flags says which). */
+    /*
+     * User, DMA and fast-reg MRs (mr->flags says which).  A backend that
+     * needs host pointers to the MR's pages for longer than one call
+     * (zero-copy registration) pins them with pvrdma_core_mr_pin().
+     */
     int (*mr_register)(void *be, PvrdmaMr *mr);
     void (*mr_deregister)(void *be, PvrdmaMr *mr);
 
@@ -67,11 +150,6 @@ typedef struct PvrdmaBackendOps {
      */
     int (*qp_modify)(void *be, PvrdmaQp *qp,
                      const struct pvrdma_qp_attr *attr, uint32_t mask);
-    /*
-     * Runs after a successful MODIFY_QP was committed (qp->state and
-     * qp->attr hold the new values); @old_state is the state before.
-     */
-    void (*qp_modified)(void *be, PvrdmaQp *qp, uint32_t old_state);
     void (*qp_destroy)(void *be, PvrdmaQp *qp);
 
     int (*srq_create)(void *be, PvrdmaSrq *srq);
@@ -83,25 +161,135 @@ typedef struct PvrdmaBackendOps {
                     uint8_t gid_type);
     void (*gid_unbind)(void *be, uint32_t index);
 
-    /* Doorbells (spec §7): new WQEs on the SQ / RQ / SRQ. */
-    void (*post_send)(void *be, PvrdmaQp *qp);
-    void (*post_recv)(void *be, PvrdmaQp *qp);
-    void (*srq_post_recv)(void *be, PvrdmaSrq *srq);
-    /* CQ POLL doorbell: flush pending completions of @cq now. */
-    void (*cq_poll)(void *be, PvrdmaCq *cq);
-    /* The core's timer (PvrdmaCoreOps.timer_mod) expired. */
-    void (*timer_expired)(void *be);
+    /*
+     * Data path.  submit: carry @wr of @qp to its responder; 0 if taken
+     * (pvrdma_core_send_done() follows, possibly before submit returns),
+     * a negative errno if refused (the WQE completes with LOC_QP_OP_ERR).
+     * The core has at most one request of a QP outstanding.
+     */
+    int (*submit)(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr);
+    /*
+     * Forget the outstanding request of @qp (the QP leaves RTS/SQD for
+     * ERR or RESET, or is destroyed): no send_done may follow.
+     */
+    void (*cancel)(void *be, PvrdmaQp *qp);
+    /*
+     * Receive WQEs were posted on @qp (its RQ, or the SRQ it uses): a
+     * requester waiting on an RNR NAK from @qp may be retried now.
+     */
+    void (*recv_posted)(void *be, PvrdmaQp *qp);
 } PvrdmaBackendOps;
 
-/* The software fabric backend (the default). */
-extern const PvrdmaBackendOps pvrdma_fabric_backend_ops;
-void *pvrdma_fabric_new(PvrdmaCore *core);
-
 /*
- * Replace the backend of @core (which must have no DSR loaded).  The old
- * backend's free op is called.  @be is handed to every op.
+ * Attach a backend to @core (which must have no DSR loaded); the previous
+ * backend's free op is called.  @be is handed to every op.  A core starts
+ * with the "none" backend, on which every send fails with RETRY_EXC_ERR.
  */
 void pvrdma_core_set_backend(PvrdmaCore *core, const PvrdmaBackendOps *ops,
                              void *be);
+
+/* ---- what a backend may call (under the caller's lock) ----------------- */
+
+/*
+ * The core is entered from outside its own entry points (a responder
+ * working on this core for another device's request, a completion from a
+ * bottom half): deferred work (flushes) runs at the outermost leave.
+ */
+void pvrdma_core_enter(PvrdmaCore *core);
+void pvrdma_core_leave(PvrdmaCore *core);
+
+/* Completion of the outstanding PvrdmaSendWr of @qp. */
+void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
+                           const PvrdmaSendResult *res);
+
+/*
+ * The next receive WQE of @qp (its RQ or SRQ), copied in and validated
+ * into @rwr.  Returns 1 (taken, rwr->status says whether it is usable),
+ * 0 if there is none (RNR), -1 if the queue is broken (the QP or SRQ was
+ * failed).  The WQE stays at the head until pvrdma_core_recv_done().
+ */
+int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp,
+                          PvrdmaRecvWr *rwr);
+/* Consume the peeked WQE and post @cqe (see pvrdma_core_cqe_init()). */
+void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
+                           const struct pvrdma_cqe *cqe, bool solicited);
+/* Fill the fields every CQE of @qp carries. */
+void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
+                          uint64_t wr_id, uint32_t opcode, uint32_t status);
+
+/* Move @qp to ERR (flush deferred to the leave), post @event if >= 0. */
+void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event);
+/* First message received in RTR: COMM_EST, once. */
+void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp);
+/* @qp's SQ head waits on an RNR NAK: retry it now. */
+void pvrdma_core_rnr_kick(PvrdmaCore *core, PvrdmaQp *qp);
+bool pvrdma_core_rnr_waiting(PvrdmaQp *qp);
+
+/*
+ * Resolve an rkey of @qp's PD granting @access over [va, va + len)
+ * (len > 0) into one segment of @sgl.  False on any key, PD, access or
+ * range violation.
+ */
+bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
+                          uint64_t va, uint64_t len, uint32_t access,
+                          PvrdmaSeg *seg);
+/* SEND_WITH_INV: does @rkey name a valid fast-reg MR of @qp's PD? */
+bool pvrdma_core_inv_ok(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey);
+void pvrdma_core_invalidate(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey);
+
+/* The QP with wire number @qpn, or NULL. */
+PvrdmaQp *pvrdma_core_qp_by_qpn(PvrdmaCore *core, uint32_t qpn,
+                                uint32_t handle_mask);
+/* True if @gid is bound in @core's GID table (and a DSR is loaded). */
+bool pvrdma_core_has_gid(PvrdmaCore *core, const uint8_t gid[16]);
+/* The GID bound at @index (NULL if none) and its type. */
+const uint8_t *pvrdma_core_sgid(PvrdmaCore *core, uint32_t index,
+                                uint8_t *type);
+uint32_t pvrdma_core_driver_version(PvrdmaCore *core);
+
+/*
+ * Long-lived pin of every page of a user MR (zero-copy registration):
+ * host pointers that stay valid until pvrdma_core_mr_unpin(), which the
+ * core also calls on deregistration, reset and device removal.  The
+ * pages were charged to the pinned-pages quota when the MR was created.
+ * Returns 0, -EINVAL (not a user MR), -EFAULT (a page is not RAM).
+ */
+int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr);
+void pvrdma_core_mr_unpin(PvrdmaCore *core, PvrdmaMr *mr);
+
+/* ---- memory movement (pvrdma_sgl.c) ------------------------------------ */
+
+/* Which side of a copy failed. */
+enum {
+    PVRDMA_COPY_OK = 0,
+    PVRDMA_COPY_SRC_FAULT = 1,
+    PVRDMA_COPY_DST_FAULT = 2,
+};
+
+/* Bus address of byte @off of @seg and how many bytes follow contiguously. */
+bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
+                      uint64_t *run);
+
+/*
+ * The other side of a transfer: moves @n bytes at offset @off of a
+ * payload from or to host memory at @buf.  Returns 0, or -1 if the
+ * payload's own memory faulted.
+ */
+typedef int (*PvrdmaPeerCopy)(void *opaque, uint64_t off, void *buf,
+                              uint64_t n);
+
+/*
+ * Move @len bytes between @sgl (its own core's guest memory, mapped
+ * chunk by chunk through that core) and a peer: into the SGL from
+ * @peer when @into_sgl, else out of the SGL into @peer.  Returns
+ * PVRDMA_COPY_OK, PVRDMA_COPY_DST_FAULT or PVRDMA_COPY_SRC_FAULT (the
+ * SGL's side is the destination when @into_sgl).
+ */
+int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
+                    bool into_sgl, PvrdmaPeerCopy peer, void *opaque);
+/* Host buffer to / from an SGL at byte @off; 0 or -1 on a fault. */
+int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
+                     uint64_t len);
+int pvrdma_sgl_read(PvrdmaSgl *sgl, uint64_t off, void *buf, uint64_t len);
 
 #endif /* HW_PVRDMA_BACKEND_H */

@@ -51,7 +51,6 @@
 #define PVRDMA_MAX_SL                   15
 #define PVRDMA_VLAN_NONE                0xFFFu
 
-#define GERR(core, ...) pvrdma_core_guest_error(core, __VA_ARGS__)
 
 static bool pvrdma_mbz(const void *p, size_t len)
 {
@@ -132,6 +131,8 @@ static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
     if (core->be_ops->mr_deregister) {
         core->be_ops->mr_deregister(core->be, mr);
     }
+    pvrdma_core_mr_unpin(core, mr);
+    g_free(mr->frmr_pages);
     pvrdma_core_uncharge_pages(core, mr->quota_pages);
     mr->pd->refs--;
     pvrdma_table_remove(&core->mr_tbl, mr->handle);
@@ -167,6 +168,7 @@ static void pvrdma_srq_free(PvrdmaCore *core, PvrdmaSrq *srq)
 
 static void pvrdma_qp_free(PvrdmaCore *core, PvrdmaQp *qp)
 {
+    pvrdma_wq_qp_destroy(core, qp);
     if (core->be_ops->qp_destroy) {
         core->be_ops->qp_destroy(core->be, qp);
     }
@@ -517,12 +519,17 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
     mr->npages = npages;
     mr->max_sg = c->flags == PVRDMA_MR_FLAG_FRMR ? c->nchunks : 0;
     mr->quota_pages = quota;
+    if (mr->max_sg) {
+        /* max_sg <= PVRDMA_MAX_FAST_REG_PAGES, charged as pinned pages. */
+        mr->frmr_pages = g_new0(uint64_t, mr->max_sg);
+    }
     mr->lkey = (handle << 8) | pvrdma_table_gen(&core->mr_tbl, handle);
     mr->rkey = mr->lkey;
     if (core->be_ops->mr_register) {
         ret = core->be_ops->mr_register(core->be, mr);
         if (ret < 0) {
             pvrdma_table_remove(&core->mr_tbl, handle);
+            g_free(mr->frmr_pages);
             goto fail_free;
         }
     }
@@ -1071,9 +1078,7 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     }
     old = qp->state;
     qp->state = next;
-    if (core->be_ops->qp_modified) {
-        core->be_ops->qp_modified(core->be, qp, old);
-    }
+    pvrdma_wq_qp_modified(core, qp, old);
     return 0;
 }
 
@@ -1229,6 +1234,7 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
     srq->max_sge = a->max_sge;
     srq->srq_limit = a->srq_limit;
     srq->wqe_size = wqe;
+    pvrdma_wq_srq_limit_set(srq);
     if (core->be_ops->srq_create) {
         ret = core->be_ops->srq_create(core->be, srq);
         if (ret < 0) {
@@ -1280,6 +1286,7 @@ static int pvrdma_cmd_modify_srq(PvrdmaCore *core,
         }
     }
     srq->srq_limit = c->attrs.srq_limit;
+    pvrdma_wq_srq_limit_set(srq);
     return 0;
 }
 

@@ -320,9 +320,7 @@ void pvrdma_core_timer_mod(PvrdmaCore *core, int64_t expire_ns)
 
 void pvrdma_core_timer_expired(PvrdmaCore *core)
 {
-    if (core->be_ops->timer_expired) {
-        core->be_ops->timer_expired(core->be);
-    }
+    pvrdma_wq_timer_expired(core);
 }
 
 void pvrdma_core_raise(PvrdmaCore *core, unsigned vector)
@@ -453,6 +451,11 @@ int pvrdma_core_notify_cq(PvrdmaCore *core, uint32_t cq_handle,
 
 /* ---- lifecycle ----------------------------------------------------------- */
 
+/* Until the glue attaches one: no transport, every send fails. */
+static const PvrdmaBackendOps pvrdma_null_backend_ops = {
+    .name = "none",
+};
+
 static void pvrdma_core_init_tables(PvrdmaCore *core)
 {
     const PvrdmaCoreConfig *cfg = &core->cfg;
@@ -490,6 +493,7 @@ static void pvrdma_core_free_dsr_rings(PvrdmaCore *core)
 static void pvrdma_core_drop_state(PvrdmaCore *core)
 {
     pvrdma_cmd_destroy_all(core);
+    pvrdma_wq_reset(core);
     if (core->be_ops->reset) {
         core->be_ops->reset(core->be);
     }
@@ -512,8 +516,9 @@ PvrdmaCore *pvrdma_core_new(const PvrdmaCoreConfig *cfg,
     core->cfg = *cfg;
     core->ops = ops;
     core->opaque = opaque;
-    core->be_ops = &pvrdma_fabric_backend_ops;
-    core->be = pvrdma_fabric_new(core);
+    core->be_ops = &pvrdma_null_backend_ops;
+    core->be = NULL;
+    core->timer_expire = -1;
     core->uar_owner = g_new0(uint32_t, cfg->uar_pages);
     core->gids = g_new0(PvrdmaGid, cfg->gid_tbl_len);
     pvrdma_core_init_tables(core);
@@ -568,6 +573,46 @@ void pvrdma_core_set_uar_base(PvrdmaCore *core, uint64_t bus_addr)
 {
     core->uar_base_known = bus_addr != PVRDMA_CORE_UAR_UNMAPPED;
     core->uar_base = core->uar_base_known ? bus_addr : 0;
+}
+
+/* ---- what backends may ask ---------------------------------------------- */
+
+bool pvrdma_core_has_gid(PvrdmaCore *core, const uint8_t gid[16])
+{
+    uint32_t i;
+
+    if (!core->dsr_loaded) {
+        return false;
+    }
+    for (i = 0; i < core->cfg.gid_tbl_len; i++) {
+        if (core->gids[i].bound && !memcmp(core->gids[i].gid, gid, 16)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+const uint8_t *pvrdma_core_sgid(PvrdmaCore *core, uint32_t index,
+                                uint8_t *type)
+{
+    if (index >= core->cfg.gid_tbl_len || !core->gids[index].bound) {
+        return NULL;
+    }
+    *type = core->gids[index].type;
+    return core->gids[index].gid;
+}
+
+PvrdmaQp *pvrdma_core_qp_by_qpn(PvrdmaCore *core, uint32_t qpn,
+                                uint32_t handle_mask)
+{
+    PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, qpn & handle_mask);
+
+    return qp && qp->qpn == qpn ? qp : NULL;
+}
+
+uint32_t pvrdma_core_driver_version(PvrdmaCore *core)
+{
+    return core->driver_version;
 }
 
 /* ---- DSR ----------------------------------------------------------------- */
@@ -923,6 +968,14 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 
 /* ---- doorbells (spec §7) ------------------------------------------------- */
 
+static void pvrdma_core_trace_doorbell(PvrdmaCore *core, uint64_t offset,
+                                       uint32_t val)
+{
+    if (core->ops->trace_doorbell) {
+        core->ops->trace_doorbell(core->opaque, offset, val);
+    }
+}
+
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 {
     uint64_t page = offset >> PVRDMA_PAGE_SHIFT;
@@ -960,11 +1013,12 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
                                     "%u", val, (unsigned)page);
             return;
         }
-        if ((flags & PVRDMA_DB_QP_SEND) && core->be_ops->post_send) {
-            core->be_ops->post_send(core->be, qp);
+        pvrdma_core_trace_doorbell(core, offset, val);
+        if (flags & PVRDMA_DB_QP_SEND) {
+            pvrdma_wq_post_send(core, qp);
         }
-        if ((flags & PVRDMA_DB_QP_RECV) && core->be_ops->post_recv) {
-            core->be_ops->post_recv(core->be, qp);
+        if (flags & PVRDMA_DB_QP_RECV) {
+            pvrdma_wq_post_recv(core, qp);
         }
         break;
     }
@@ -978,9 +1032,10 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
                                     "%u", val, (unsigned)page);
             return;
         }
+        pvrdma_core_trace_doorbell(core, offset, val);
         /* Flush first, so completions already made don't use the arm. */
-        if ((flags & PVRDMA_DB_CQ_POLL) && core->be_ops->cq_poll) {
-            core->be_ops->cq_poll(core->be, cq);
+        if (flags & PVRDMA_DB_CQ_POLL) {
+            pvrdma_wq_cq_poll(core, cq);
         }
         if (flags & PVRDMA_DB_CQ_ARM) {
             cq->arm = PVRDMA_CQ_ARM_NEXT;
@@ -999,9 +1054,8 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
                                     "%u", val, (unsigned)page);
             return;
         }
-        if (core->be_ops->srq_post_recv) {
-            core->be_ops->srq_post_recv(core->be, srq);
-        }
+        pvrdma_core_trace_doorbell(core, offset, val);
+        pvrdma_wq_srq_post_recv(core, srq);
         break;
     }
     default:

@@ -35,6 +35,8 @@ typedef struct PvrdmaCoreOps {
     void (*guest_error)(void *opaque, const char *msg);
     /* Trace hook: one line per executed command, may be NULL. */
     void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
+    /* Trace hook: a doorbell the core accepted (BAR2 @offset), may be NULL */
+    void (*trace_doorbell)(void *opaque, uint64_t offset, uint32_t val);
 
     /*
      * Data path (docs/datapath.md).  All four are optional.

@@ -16,6 +16,20 @@
 #include "pvrdma_backend.h"
 #include "pvrdma_ring.h"
 
+/* WQEs, CQEs and SGEs are used in place, like the command structs. */
+#if G_BYTE_ORDER != G_LITTLE_ENDIAN
+#error "the PVRDMA core assumes a little-endian host"
+#endif
+
+/* Send WQE flags (spec §8.2), not spelled out by the uapi header. */
+#define PVRDMA_WR_FLAG_FENCE            (1u << 0)
+#define PVRDMA_WR_FLAG_SIGNALED         (1u << 1)
+#define PVRDMA_WR_FLAG_SOLICITED        (1u << 2)
+/* Largest WQE: next_pow2(80 + 16 * 32). */
+#define PVRDMA_MAX_WQE                  1024
+/* RNR retry count meaning "retry forever" (IBA 9.7.5.2.8). */
+#define PVRDMA_RNR_INFINITE             7
+
 /*
  * DSR rings: 2..129 pages including the ring-state page, i.e. at most 128
  * element pages (1 MiB of async events or CQ notifications).  Linux uses 4.
@@ -131,6 +145,14 @@ struct PvrdmaMr {
     uint32_t npages;
     uint32_t max_sg;            /* FRMR: page list capacity */
     uint64_t quota_pages;       /* charged to max_pinned_pages */
+    /* Fast-reg MRs: the page list bound by the last REG_MR WQE. */
+    bool frmr_valid;            /* registered, not invalidated */
+    uint64_t frmr_iova;
+    uint64_t frmr_length;
+    uint32_t frmr_npages;
+    uint64_t *frmr_pages;       /* max_sg entries */
+    /* Long-lived pin (pvrdma_core_mr_pin()): host pointer per page. */
+    void **pinned;
     void *be;
 };
 
@@ -143,6 +165,7 @@ struct PvrdmaCq {
     uint32_t npages;
     PvrdmaRing ring;            /* CQE ring, state "rx" at +8 */
     uint8_t arm;                /* PVRDMA_CQ_ARM_* */
+    bool overrun;               /* CQ_ERR reported, CQEs are dropped */
     uint32_t refs;              /* QPs */
     void *be;
 };
@@ -158,9 +181,31 @@ struct PvrdmaSrq {
     uint32_t max_sge;
     uint32_t srq_limit;
     uint32_t wqe_size;
+    uint32_t cons;              /* device-owned consumer index */
+    bool limit_armed;
+    bool failed;                /* SRQ_ERR reported, ring unusable */
     uint32_t refs;              /* QPs */
     void *be;
 };
+
+/* The core's data-path state of a QP (pvrdma_wq.c). */
+typedef struct PvrdmaQpWq {
+    uint32_t sq_cons;           /* device-owned consumer indexes */
+    uint32_t rq_cons;
+    bool busy;                  /* SQ being processed (no re-entry) */
+    bool inflight;              /* head WQE submitted, not yet done */
+    bool head_signaled;         /* the in-flight WQE's CQE is wanted */
+    uint64_t head_wr_id;
+    uint32_t head_opcode;       /* PVRDMA_WR_* */
+    PvrdmaSendWr *req;          /* the in-flight request (lazily made) */
+    bool rnr_pending;           /* SQ head stalled on an RNR NAK */
+    uint8_t rnr_left;           /* retries left (rnr_retry != 7) */
+    int64_t rnr_deadline;
+    GList rnr_link;             /* on core->rnr_qps while timed */
+    GList work_link;            /* on core->work_qps while queued */
+    bool comm_est;              /* COMM_EST already reported */
+    bool sqd_notify;            /* SQ_DRAINED owed once the SQ drains */
+} PvrdmaQpWq;
 
 struct PvrdmaQp {
     uint32_t handle;            /* 1..max_qp-1, 1 = GSI */
@@ -181,6 +226,7 @@ struct PvrdmaQp {
     bool sq_sig_all;
     uint32_t state;             /* enum pvrdma_qp_state */
     struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
+    PvrdmaQpWq wq;
     void *be;
 };
 
@@ -236,6 +282,12 @@ struct PvrdmaCore {
     uint32_t *uar_owner;        /* UC handle per UAR page, 0 = none */
     PvrdmaGid *gids;
     uint64_t pinned_pages;      /* charged against cfg.max_pinned_pages */
+
+    /* Data path (pvrdma_wq.c). */
+    unsigned depth;             /* nesting of enter/leave */
+    GQueue work_qps;            /* QPs to flush at the outermost leave */
+    GQueue rnr_qps;             /* QPs waiting for a timed RNR retry */
+    int64_t timer_expire;       /* armed expiry, -1 = not armed */
 };
 
 /* Guest memory; -EFAULT when no DSR is loaded or the range is bad. */
@@ -261,6 +313,8 @@ void pvrdma_core_timer_mod(PvrdmaCore *core, int64_t expire_ns);
 
 void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
     G_GNUC_PRINTF(2, 3);
+/* The one short form of it, for the core's and the backends' files. */
+#define GERR(core, ...) pvrdma_core_guest_error(core, __VA_ARGS__)
 
 /* Raise @vector subject to IMR (latched in ICR while masked). */
 void pvrdma_core_raise(PvrdmaCore *core, unsigned vector);
@@ -303,6 +357,24 @@ void pvrdma_cmd_rollback(PvrdmaCore *core, const union pvrdma_cmd_req *req,
 /* Destroy every object (reset). */
 void pvrdma_cmd_destroy_all(PvrdmaCore *core);
 void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c);
+
+/* Data path (pvrdma_wq.c, docs/datapath.md). */
+/* Doorbells (spec §7). */
+void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp);
+void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp);
+void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq);
+void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq);
+void pvrdma_wq_timer_expired(PvrdmaCore *core);
+/* Object life: after a committed MODIFY_QP (@old: state before). */
+void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old);
+/* Before the QP is freed: no flush, no more DMA, backend cancelled. */
+void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp);
+/* After the SRQ's limit was (re)set by CREATE_SRQ / MODIFY_SRQ. */
+void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq);
+/* Every object is gone: cancel the timer. */
+void pvrdma_wq_reset(PvrdmaCore *core);
+/* Completion opcode of a send WQE opcode. */
+uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode);
 
 /* QP state machine (pvrdma_qp_sm.c); see there for the table. */
 bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,

@@ -1376,6 +1376,7 @@ static void fz_cmd_raw(FzIn *in)
 static void fz_core_new(FzDev *d)
 {
     d->fg->core = pvrdma_core_new(&d->fg->cfg, d->ops, d->fg);
+    fg_join_fabric(d->fg);
     pvrdma_core_set_uar_base(d->fg->core, fz.uar_base);
 }
 
@@ -1579,13 +1580,13 @@ static void fz_check_objects(PvrdmaCore *core)
             PvrdmaMr *mr = core->mr_tbl.slots[h];
 
             pinned += mr ? mr->quota_pages : 0;
-            if (mr && mr->flags == PVRDMA_MR_FLAG_FRMR && mr->be) {
-                PvrdmaFabricMr *fmr = mr->be;
-
-                FZ_CHECK(!fmr->valid || (fmr->npages <= mr->max_sg &&
-                         (fmr->iova & (PVRDMA_PAGE_SIZE - 1)) +
-                         fmr->length <=
-                         (uint64_t)fmr->npages << PVRDMA_PAGE_SHIFT));
+            if (mr && mr->flags == PVRDMA_MR_FLAG_FRMR) {
+                FZ_CHECK(mr->frmr_pages);
+                FZ_CHECK(!mr->frmr_valid ||
+                         (mr->frmr_npages <= mr->max_sg &&
+                          (mr->frmr_iova & (PVRDMA_PAGE_SIZE - 1)) +
+                          mr->frmr_length <=
+                          (uint64_t)mr->frmr_npages << PVRDMA_PAGE_SHIFT));
             }
         }
         for (h = 0; h < core->cq_tbl.alloc; h++) {
@@ -1602,11 +1603,9 @@ static void fz_check_objects(PvrdmaCore *core)
             PvrdmaSrq *srq = core->srq_tbl.slots[h];
 
             pinned += srq ? srq->npages : 0;
-            if (srq && srq->be &&
-                core->be_ops == &pvrdma_fabric_backend_ops) {
+            if (srq) {
                 /* SRQ limit: armed exactly while a limit is set. */
-                FZ_CHECK(((PvrdmaFabricSrq *)srq->be)->limit_armed ==
-                         (srq->srq_limit > 0));
+                FZ_CHECK(srq->limit_armed == (srq->srq_limit > 0));
             }
         }
         FZ_CHECK(pinned == core->pinned_pages);
@@ -1624,50 +1623,52 @@ static void fz_check_objects(PvrdmaCore *core)
 }
 
 /*
- * Software fabric state between entry points: no QP is mid-processing or
- * left on the deferred work list, device-owned ring indexes are valid,
- * and an RNR-stalled QP always has the glue timer armed no later than its
- * deadline (else its SQ would stall forever).
+ * Data-path state between entry points (pvrdma_wq.c): no QP is
+ * mid-processing, outstanding at the backend (the in-process fabric
+ * answers at once) or left on the deferred work list, device-owned ring
+ * indexes are valid, and an RNR-stalled QP always has the glue timer
+ * armed no later than its deadline (else its SQ would stall forever).
  */
-static void fz_check_fabric(FakeGuest *fg)
+static void fz_check_wq(FakeGuest *fg)
 {
     PvrdmaCore *core = fg->core;
-    PvrdmaFabric *fab = core->be;
-    PvrdmaFabricQp *f;
     int64_t first = -1;
     uint32_t h;
+    GList *l;
 
-    if (core->be_ops != &pvrdma_fabric_backend_ops) {
-        return;
-    }
+    FZ_CHECK(core->depth == 0);
+    FZ_CHECK(g_queue_is_empty(&core->work_qps));
     for (h = 0; h < core->qp_tbl.alloc; h++) {
         PvrdmaQp *qp = core->qp_tbl.slots[h];
+        PvrdmaQpWq *w;
 
-        if (!qp || !qp->be) {
+        if (!qp) {
             continue;
         }
-        f = qp->be;
-        FZ_CHECK(f->qp == qp && f->fab == fab);
-        FZ_CHECK(!f->busy);
-        FZ_CHECK(!f->on_work);
-        FZ_CHECK(!qp->sq.n || f->sq_cons < 2 * qp->sq.n);
-        FZ_CHECK(!qp->rq.n || f->rq_cons < 2 * qp->rq.n);
-        if (f->rnr_pending && pvrdma_core_has_timer(core)) {
-            FZ_CHECK(f->rnr_prev || fab->rnr_head == f);
+        w = &qp->wq;
+        FZ_CHECK(!w->busy);
+        FZ_CHECK(!w->inflight);
+        FZ_CHECK(!w->work_link.data);
+        FZ_CHECK(!qp->sq.n || w->sq_cons < 2 * qp->sq.n);
+        FZ_CHECK(!qp->rq.n || w->rq_cons < 2 * qp->rq.n);
+        if (w->rnr_pending && pvrdma_core_has_timer(core)) {
+            FZ_CHECK(w->rnr_link.data == qp);
         }
         /* ERR and RESET end any stall; RESET forgets ring positions. */
-        FZ_CHECK(qp->state != PVRDMA_QPS_ERR || !f->rnr_pending);
+        FZ_CHECK(qp->state != PVRDMA_QPS_ERR || !w->rnr_pending);
         FZ_CHECK(qp->state != PVRDMA_QPS_RESET ||
-                 (!f->rnr_pending && !f->sq_cons && !f->rq_cons));
+                 (!w->rnr_pending && !w->sq_cons && !w->rq_cons));
         /* SQD with nothing in progress has posted its SQ_DRAINED. */
-        FZ_CHECK(qp->state != PVRDMA_QPS_SQD || !f->sqd_notify ||
-                 f->rnr_pending);
+        FZ_CHECK(qp->state != PVRDMA_QPS_SQD || !w->sqd_notify ||
+                 w->rnr_pending);
     }
-    for (f = fab->rnr_head; f; f = f->rnr_next) {
-        FZ_CHECK(pvrdma_table_lookup(&core->qp_tbl, f->qp->handle) == f->qp);
-        FZ_CHECK(f->rnr_pending);
-        if (first < 0 || f->rnr_deadline < first) {
-            first = f->rnr_deadline;
+    for (l = core->rnr_qps.head; l; l = l->next) {
+        PvrdmaQp *qp = l->data;
+
+        FZ_CHECK(pvrdma_table_lookup(&core->qp_tbl, qp->handle) == qp);
+        FZ_CHECK(qp->wq.rnr_pending);
+        if (first < 0 || qp->wq.rnr_deadline < first) {
+            first = qp->wq.rnr_deadline;
         }
     }
     if (first >= 0) {
@@ -1696,7 +1697,7 @@ static void fz_check(long long heap_base)
         FZ_CHECK(core->dsr_loaded || (core->uc_tbl.count == 0 &&
                  core->pd_tbl.count == 0 && core->qp_tbl.count == 0));
         fz_check_objects(core);
-        fz_check_fabric(fg);
+        fz_check_wq(fg);
         FZ_CHECK(!core->async_ring.n ||
                  core->async_ring.prod < 2 * core->async_ring.n);
         FZ_CHECK(!core->cqn_ring.n ||
@@ -1744,19 +1745,17 @@ static void fz_rnr_snapshot(void)
     fz_rnr_before.n = 0;
     for (i = 0; i < fz.ndev; i++) {
         PvrdmaCore *core = fz.dev[i].fg->core;
-        PvrdmaFabric *fab = core->be;
-        PvrdmaFabricQp *f;
+        GList *l;
 
-        if (core->be_ops != &pvrdma_fabric_backend_ops) {
-            continue;
-        }
-        for (f = fab->rnr_head; f && fz_rnr_before.n < FZ_RNR_SNAP;
-             f = f->rnr_next) {
-            if (f->qp->attr.rnr_retry != PVRDMA_FABRIC_RNR_INFINITE &&
-                pvrdma_core_now_ns(core) < f->rnr_deadline) {
+        for (l = core->rnr_qps.head; l && fz_rnr_before.n < FZ_RNR_SNAP;
+             l = l->next) {
+            PvrdmaQp *qp = l->data;
+
+            if (qp->attr.rnr_retry != PVRDMA_RNR_INFINITE &&
+                pvrdma_core_now_ns(core) < qp->wq.rnr_deadline) {
                 fz_rnr_before.e[fz_rnr_before.n].core = core;
-                fz_rnr_before.e[fz_rnr_before.n].qp = f->qp;
-                fz_rnr_before.e[fz_rnr_before.n].left = f->rnr_left;
+                fz_rnr_before.e[fz_rnr_before.n].qp = qp;
+                fz_rnr_before.e[fz_rnr_before.n].left = qp->wq.rnr_left;
                 fz_rnr_before.n++;
             }
         }
@@ -1781,12 +1780,11 @@ static void fz_check_rnr(uint8_t op)
             live |= fz.dev[d].fg->core == core;
         }
         if (!live || pvrdma_table_lookup(&core->qp_tbl, qp->handle) != qp ||
-            !qp->be || qp->state == PVRDMA_QPS_ERR ||
-            qp->state == PVRDMA_QPS_RESET) {
+            qp->state == PVRDMA_QPS_ERR || qp->state == PVRDMA_QPS_RESET) {
             continue;
         }
-        FZ_CHECK(!pvrdma_fqp(qp)->rnr_pending ||
-                 pvrdma_fqp(qp)->rnr_left >= fz_rnr_before.e[i].left);
+        FZ_CHECK(!qp->wq.rnr_pending ||
+                 qp->wq.rnr_left >= fz_rnr_before.e[i].left);
     }
 }
 

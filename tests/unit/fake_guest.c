@@ -132,6 +132,22 @@ static void fg_guest_error(void *opaque, const char *msg)
     }
 }
 
+static void fg_trace_doorbell(void *opaque, uint64_t offset, uint32_t val)
+{
+    FakeGuest *fg = opaque;
+    uint32_t off = offset & (FG_PAGE - 1);
+
+    fg->db_last_handle = val & 0xFFFFFFu;
+    if (off == PVRDMA_UAR_QP_OFFSET) {
+        fg->db_qp_send += !!(val & PVRDMA_DB_QP_SEND);
+        fg->db_qp_recv += !!(val & PVRDMA_DB_QP_RECV);
+    } else if (off == PVRDMA_UAR_SRQ_OFFSET) {
+        fg->db_srq++;
+    } else if (off == PVRDMA_UAR_CQ_OFFSET && (val & PVRDMA_DB_CQ_POLL)) {
+        fg->db_cq_poll++;
+    }
+}
+
 static void fg_trace_cmd(void *opaque, uint32_t cmd, int err)
 {
     FakeGuest *fg = opaque;
@@ -147,6 +163,7 @@ static const PvrdmaCoreOps fg_ops = {
     .notify = fg_notify,
     .guest_error = fg_guest_error,
     .trace_cmd = fg_trace_cmd,
+    .trace_doorbell = fg_trace_doorbell,
     .dma_map = fg_dma_map,
     .dma_unmap = fg_dma_unmap,
     .clock_ns = fg_clock_ns,
@@ -159,6 +176,7 @@ static const PvrdmaCoreOps fg_ops_minimal = {
     .notify = fg_notify,
     .guest_error = fg_guest_error,
     .trace_cmd = fg_trace_cmd,
+    .trace_doorbell = fg_trace_doorbell,
 };
 
 static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
@@ -830,36 +848,23 @@ static void rec_gid_unbind(void *be, uint32_t index)
     ((FgBackend *)be)->gid_unbind++;
 }
 
-static void rec_post_send(void *be, PvrdmaQp *qp)
+/* Refuses every request: the WQE completes with LOC_QP_OP_ERR. */
+static int rec_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
 {
     FgBackend *b = be;
 
-    b->post_send++;
+    (void)wr;
+    b->submit++;
     b->last_handle = qp->handle;
+    return -EOPNOTSUPP;
 }
 
-static void rec_post_recv(void *be, PvrdmaQp *qp)
+static void rec_recv_posted(void *be, PvrdmaQp *qp)
 {
     FgBackend *b = be;
 
-    b->post_recv++;
+    b->recv_posted++;
     b->last_handle = qp->handle;
-}
-
-static void rec_srq_post_recv(void *be, PvrdmaSrq *srq)
-{
-    FgBackend *b = be;
-
-    b->srq_post_recv++;
-    b->last_handle = srq->handle;
-}
-
-static void rec_cq_poll(void *be, PvrdmaCq *cq)
-{
-    FgBackend *b = be;
-
-    b->cq_poll++;
-    b->last_handle = cq->handle;
 }
 
 static const PvrdmaBackendOps rec_ops = {
@@ -880,10 +885,8 @@ static const PvrdmaBackendOps rec_ops = {
     .srq_destroy = rec_srq_destroy,
     .gid_bind = rec_gid_bind,
     .gid_unbind = rec_gid_unbind,
-    .post_send = rec_post_send,
-    .post_recv = rec_post_recv,
-    .srq_post_recv = rec_srq_post_recv,
-    .cq_poll = rec_cq_poll,
+    .submit = rec_submit,
+    .recv_posted = rec_recv_posted,
 };
 
 FgBackend *fg_use_recording_backend(FakeGuest *fg)

@@ -39,6 +39,9 @@ typedef struct FakeGuest {
     unsigned guest_errors;
     char last_error[256];
     unsigned trace_cmds;
+    /* Doorbells the core accepted, by kind (trace_doorbell hook). */
+    unsigned db_qp_send, db_qp_recv, db_srq, db_cq_poll;
+    uint32_t db_last_handle;
     uint64_t ro_page;           /* writes touching this page fail (0: none) */
 
     /* Data path ops (dma_map, clock, timer). */
@@ -158,12 +161,18 @@ typedef struct FgBackend {
     unsigned pd_create, pd_destroy, mr_register, mr_deregister;
     unsigned cq_create, cq_destroy, qp_create, qp_modify, qp_destroy;
     unsigned srq_create, srq_modify, srq_destroy, gid_bind, gid_unbind;
-    unsigned post_send, post_recv, srq_post_recv, cq_poll, reset;
+    unsigned submit, recv_posted, reset;
     uint32_t last_handle;
     int fail;
 } FgBackend;
 
 /* Replace the core's backend (call before fg_setup()); freed by the core. */
 FgBackend *fg_use_recording_backend(FakeGuest *fg);
+
+/*
+ * Attach the software fabric (fake_fabric.c, fabric tests only): every
+ * guest joined shares one fabric, like the devices of one QEMU process.
+ */
+void fg_join_fabric(FakeGuest *fg);
 
 #endif /* TESTS_UNIT_FAKE_GUEST_H */

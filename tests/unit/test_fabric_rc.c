@@ -46,6 +46,7 @@ static FakeGuest *dev_new(void)
 {
     FakeGuest *fg = fg_new(NULL);
 
+    fg_join_fabric(fg);
     fg_setup(fg);
     assert_int_equal(fg_bind_gid(fg, 0), 0);
     return fg;
@@ -574,7 +575,7 @@ static void test_loc_prot_err(void **state)
             fv_ring_rq(p->b);
         }
         send_one(p, 100 + i, cases[i].op, &s, 1);
-        expect_send_cqe(p, 100 + i, pvrdma_fabric_wc_opcode(cases[i].op),
+        expect_send_cqe(p, 100 + i, pvrdma_wq_wc_opcode(cases[i].op),
                         PVRDMA_WC_LOC_PROT_ERR, 0);
         assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
         /* the responder saw nothing and is fine */
@@ -645,7 +646,7 @@ static void test_bad_opcodes(void **state)
         h = wqe(99, PVRDMA_WR_RDMA_WRITE, 0, 0);
         fv_post_send(p->a, &h, NULL, 0);
         fv_ring_sq(p->a);
-        expect_send_cqe(p, i, pvrdma_fabric_wc_opcode(ops[i]),
+        expect_send_cqe(p, i, pvrdma_wq_wc_opcode(ops[i]),
                         PVRDMA_WC_LOC_QP_OP_ERR, 0);
         expect_send_cqe(p, 99, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_WR_FLUSH_ERR,
                         0);
@@ -754,7 +755,7 @@ static void test_rem_access_err(void **state)
         }
         fv_post_send(p->a, &h, &s, 1);
         fv_ring_sq(p->a);
-        expect_send_cqe(p, kind, pvrdma_fabric_wc_opcode(op),
+        expect_send_cqe(p, kind, pvrdma_wq_wc_opcode(op),
                         PVRDMA_WC_REM_ACCESS_ERR, 0);
         assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
         assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
@@ -985,6 +986,7 @@ static void test_rnr_without_timer(void **state)
     struct pvrdma_cqe c;
 
     (void)state;
+    fg_join_fabric(fg);
     fg_setup(fg);
     assert_int_equal(fg_bind_gid(fg, 0), 0);
     assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
@@ -1821,8 +1823,8 @@ static void test_budget_bounded(void **state)
 static void test_qpn_layout_two_devices(void **state)
 {
     Pair *p = pair_new(true);
-    uint8_t ia = pvrdma_fabric_index(p->fa->core->be);
-    uint8_t ib = pvrdma_fabric_index(p->fb->core->be);
+    uint8_t ia = pvrdma_fabric_port_index(p->fa->core->be);
+    uint8_t ib = pvrdma_fabric_port_index(p->fb->core->be);
 
     (void)state;
     assert_true(ia != 0 && ib != 0 && ia != ib);

@@ -39,6 +39,7 @@ static Loop *loop_new(uint32_t wr, const FvConnOpts *o)
     Loop *l = g_new0(Loop, 1);
 
     l->fg = fg_new(NULL);
+    fg_join_fabric(l->fg);
     fg_setup(l->fg);
     assert_int_equal(fg_bind_gid(l->fg, 0), 0);
     assert_int_equal(fg_create_pd(l->fg, 0, &l->pd), 0);
@@ -100,8 +101,8 @@ static void test_rnr_stall_sq_emptied(void **state)
     /* SEND with no receive posted at b: RNR, retried by the timer */
     post_signaled(l->a, l->ma, l->mb, 1, PVRDMA_WR_SEND);
     fv_ring_sq(l->a);
-    assert_true(pvrdma_fqp(pvrdma_table_lookup(&l->fg->core->qp_tbl,
-                                               l->a->handle))->rnr_pending);
+    assert_true(pvrdma_core_rnr_waiting(
+                    pvrdma_table_lookup(&l->fg->core->qp_tbl, l->a->handle)));
     assert_int_equal(l->fg->timer_expire, l->fg->now_ns + 10000);
     /* a second WQE on the 1-entry ring: prod_tail wraps to cons_head */
     post_signaled(l->a, l->ma, l->mb, 2, PVRDMA_WR_SEND);
@@ -109,8 +110,8 @@ static void test_rnr_stall_sq_emptied(void **state)
     assert_int_equal(fv_sq_cons(l->a), 0);
     fg_advance(l->fg, 10000);
     assert_int_equal(fv_cq_count(l->cq), 0);
-    assert_false(pvrdma_fqp(pvrdma_table_lookup(&l->fg->core->qp_tbl,
-                                                l->a->handle))->rnr_pending);
+    assert_false(pvrdma_core_rnr_waiting(
+                     pvrdma_table_lookup(&l->fg->core->qp_tbl, l->a->handle)));
 
     /* SQD now means drained: the event comes at once ... */
     memset(&at, 0, sizeof(at));

@@ -1,0 +1,154 @@
+/*
+ * PVRDMA device core: moving bytes in and out of resolved memory
+ * (PvrdmaSgl), one core's guest memory at a time.
+ *
+ * A transfer maps a short-lived chunk of the SGL's guest memory through
+ * its own core (a page of a user or fast-reg MR, at most 1 MiB of a DMA
+ * MR), lets the peer copy to or from that host memory, and unmaps it at
+ * once; no mapping outlives the call.  Where a chunk cannot be mapped
+ * (MMIO, or a glue without dma_map) it bounces through a bounded stack
+ * buffer with dma_read/dma_write.  The peer is whatever the backend puts
+ * on the other side: the other device's SGL in this process (zero
+ * staging), a receive buffer of a link, a host verbs buffer.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pvrdma_core_int.h"
+
+/* Bytes moved per mapping, and the bounce buffer for unmappable memory. */
+#define PVRDMA_SGL_MAP_CHUNK            (1u << 20)
+#define PVRDMA_SGL_BOUNCE               4096
+
+bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
+                      uint64_t *run)
+{
+    uint64_t rel, page, in_page;
+
+    if (off >= seg->len) {
+        return false;
+    }
+    if (!seg->pages) {
+        /* DMA MR: bus addresses; va + len was overflow-checked. */
+        *bus = seg->va + off;
+        *run = seg->len - off;
+        return true;
+    }
+    /* va >= base and va + len <= base + MR length: checked at build. */
+    rel = (seg->va - seg->base) + off + (seg->base & (PVRDMA_PAGE_SIZE - 1));
+    page = rel >> PVRDMA_PAGE_SHIFT;
+    in_page = rel & (PVRDMA_PAGE_SIZE - 1);
+    if (page >= seg->npages) {
+        return false;
+    }
+    *bus = seg->pages[page] + in_page;
+    *run = MIN(PVRDMA_PAGE_SIZE - in_page, seg->len - off);
+    return true;
+}
+
+/* Bus address and contiguous run of byte @off of @sgl (segments in order) */
+static bool pvrdma_sgl_xlate(const PvrdmaSgl *sgl, uint64_t off,
+                             uint64_t *bus, uint64_t *run)
+{
+    uint32_t i;
+
+    for (i = 0; i < sgl->nseg; i++) {
+        if (off < sgl->seg[i].len) {
+            return pvrdma_seg_xlate(&sgl->seg[i], off, bus, run);
+        }
+        off -= sgl->seg[i].len;
+    }
+    return false;
+}
+
+int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
+                    bool into_sgl, PvrdmaPeerCopy peer, void *opaque)
+{
+    const int own_fault = into_sgl ? PVRDMA_COPY_DST_FAULT :
+                                     PVRDMA_COPY_SRC_FAULT;
+    const int peer_fault = into_sgl ? PVRDMA_COPY_SRC_FAULT :
+                                      PVRDMA_COPY_DST_FAULT;
+    PvrdmaCore *core = sgl->core;
+    uint8_t bounce[PVRDMA_SGL_BOUNCE];
+    uint64_t done = 0;
+
+    while (done < len) {
+        uint64_t bus, run, n, mlen;
+        void *p;
+
+        if (!pvrdma_sgl_xlate(sgl, off + done, &bus, &run)) {
+            return own_fault;
+        }
+        n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
+        mlen = n;
+        p = pvrdma_core_dma_map(core, bus, &mlen, into_sgl);
+        if (p) {
+            /* A short mapping shrinks the chunk. */
+            if (peer(opaque, done, p, mlen) < 0) {
+                pvrdma_core_dma_unmap(core, p, mlen, into_sgl, 0);
+                return peer_fault;
+            }
+            pvrdma_core_dma_unmap(core, p, mlen, into_sgl, mlen);
+            done += mlen;
+            continue;
+        }
+        /* Not mappable (MMIO, or no dma_map): bounce. */
+        n = MIN(n, (uint64_t)sizeof(bounce));
+        if (into_sgl) {
+            if (peer(opaque, done, bounce, n) < 0) {
+                return peer_fault;
+            }
+            if (pvrdma_core_dma_write(core, bus, bounce, n) < 0) {
+                return own_fault;
+            }
+        } else {
+            if (pvrdma_core_dma_read(core, bus, bounce, n) < 0) {
+                return own_fault;
+            }
+            if (peer(opaque, done, bounce, n) < 0) {
+                return peer_fault;
+            }
+        }
+        done += n;
+    }
+    return PVRDMA_COPY_OK;
+}
+
+typedef struct PvrdmaHostBuf {
+    uint8_t *p;
+    bool to_host;               /* copy goes into p */
+} PvrdmaHostBuf;
+
+static int pvrdma_host_copy(void *opaque, uint64_t off, void *buf,
+                            uint64_t n)
+{
+    PvrdmaHostBuf *h = opaque;
+
+    if (h->to_host) {
+        memmove(h->p + off, buf, n);
+    } else {
+        memmove(buf, h->p + off, n);
+    }
+    return 0;
+}
+
+int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
+                     uint64_t len)
+{
+    PvrdmaHostBuf h = { .p = (uint8_t *)buf, .to_host = false };
+
+    return pvrdma_sgl_xfer(sgl, off, len, true, pvrdma_host_copy, &h) ==
+           PVRDMA_COPY_OK ? 0 : -1;
+}
+
+int pvrdma_sgl_read(PvrdmaSgl *sgl, uint64_t off, void *buf, uint64_t len)
+{
+    PvrdmaHostBuf h = { .p = buf, .to_host = true };
+
+    return pvrdma_sgl_xfer(sgl, off, len, false, pvrdma_host_copy, &h) ==
+           PVRDMA_COPY_OK ? 0 : -1;
+}

@@ -1,0 +1,1238 @@
+/*
+ * PVRDMA device core, data path: the work queues the guest sees
+ * (docs/datapath.md, docs/architecture.md).
+ *
+ * The core owns every ring of a QP, whatever the backend:
+ *  - doorbells: SEND drains the SQ (at most N WQEs per doorbell), RECV /
+ *    SRQ make receive WQEs available (and tell the backend, which may
+ *    retry a requester stalled on an RNR NAK from this QP at once), CQ
+ *    POLL runs due RNR retries;
+ *  - WQE fetch and validation: every WQE is copied in before it is
+ *    parsed; opcodes, SGE counts, lkeys, PDs, ranges and access are
+ *    checked here, local operations (LOCAL_INV, FAST_REG_MR) execute here,
+ *    and a backend only ever sees a PvrdmaSendWr with resolved memory;
+ *  - ring indexes: the device keeps its own consumer indexes and only
+ *    reads the guest's prod_tail, validated before every use (invalid or
+ *    more than N ahead: QP to ERR + QP_FATAL, spec §6.1);
+ *  - CQEs: written in order, never over a full ring (CQ_ERR, dropped, and
+ *    every QP using the CQ goes to ERR), notification per arming;
+ *  - the error state: a QP entering ERR is queued on its core's work list
+ *    and flushed (WR_FLUSH_ERR for every outstanding WQE) at the outermost
+ *    pvrdma_core_leave(), so a flush never races the WQE being executed;
+ *  - RNR: O(1) state per QP, one timer per device (PvrdmaCoreOps
+ *    timer_mod) armed at the earliest retry deadline.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <glib.h>
+#include <errno.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pvrdma_core_int.h"
+
+/* IBA table 45: RNR NAK timer field encodings, in microseconds. */
+static const uint32_t pvrdma_rnr_usec[32] = {
+    655360, 10, 20, 30, 40, 60, 80, 120,
+    160, 240, 320, 480, 640, 960, 1280, 1920,
+    2560, 3840, 5120, 7680, 10240, 15360, 20480, 30720,
+    40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520,
+};
+
+static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp);
+
+#define PVRDMA_QP_FOREACH(core, h, qp) \
+    for ((h) = (core)->qp_tbl.first; (h) < (core)->qp_tbl.alloc; (h)++) \
+        if (((qp) = (core)->qp_tbl.slots[(h)]) != NULL)
+
+/* ---- deferred work and the enter/leave bracket --------------------------- */
+
+/* A QP's list links carry the QP as data while linked, NULL otherwise. */
+static void pvrdma_wq_work_add(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (!qp->wq.work_link.data) {
+        qp->wq.work_link.data = qp;
+        g_queue_push_tail_link(&core->work_qps, &qp->wq.work_link);
+    }
+}
+
+static void pvrdma_wq_work_del(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->wq.work_link.data) {
+        g_queue_unlink(&core->work_qps, &qp->wq.work_link);
+        qp->wq.work_link.data = NULL;
+    }
+}
+
+static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp);
+
+void pvrdma_core_enter(PvrdmaCore *core)
+{
+    core->depth++;
+}
+
+void pvrdma_core_leave(PvrdmaCore *core)
+{
+    GList *link;
+
+    g_assert(core->depth > 0);
+    if (core->depth > 1) {
+        core->depth--;
+        return;
+    }
+    /* Terminates: a QP is queued only when it enters ERR or is doorbelled */
+    while ((link = g_queue_peek_head_link(&core->work_qps)) != NULL) {
+        PvrdmaQp *qp = link->data;
+
+        pvrdma_wq_work_del(core, qp);
+        pvrdma_wq_flush(core, qp);
+    }
+    core->depth--;
+}
+
+/* ---- RNR timing ---------------------------------------------------------- */
+
+/* Arm the device timer at the earliest RNR deadline (or cancel it). */
+static void pvrdma_wq_rearm(PvrdmaCore *core)
+{
+    int64_t first = -1;
+    GList *l;
+
+    for (l = core->rnr_qps.head; l; l = l->next) {
+        PvrdmaQp *qp = l->data;
+
+        if (first < 0 || qp->wq.rnr_deadline < first) {
+            first = qp->wq.rnr_deadline;
+        }
+    }
+    if (first != core->timer_expire) {
+        core->timer_expire = first;
+        pvrdma_core_timer_mod(core, first);
+    }
+}
+
+static bool pvrdma_wq_rnr_linked(PvrdmaQp *qp)
+{
+    return qp->wq.rnr_link.data != NULL;
+}
+
+static void pvrdma_wq_rnr_unlink(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (pvrdma_wq_rnr_linked(qp)) {
+        g_queue_unlink(&core->rnr_qps, &qp->wq.rnr_link);
+        qp->wq.rnr_link.data = NULL;
+    }
+}
+
+static void pvrdma_wq_rnr_clear(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    qp->wq.rnr_pending = false;
+    pvrdma_wq_rnr_unlink(core, qp);
+}
+
+/*
+ * The SQ head got an RNR NAK with timer encoding @enc.  Returns true if
+ * it waits for a retry, false if the retries are exhausted (IBA
+ * 9.7.5.2.8: rnr_retry retries, 7 = forever).  Without a glue timer the
+ * wait can only end with a receive being posted, so finite retry counts
+ * are exhausted at once.
+ */
+static bool pvrdma_wq_rnr_stall(PvrdmaCore *core, PvrdmaQp *qp, uint8_t enc)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+    uint8_t retry = qp->attr.rnr_retry;
+
+    if (!wq->rnr_pending) {
+        wq->rnr_left = retry;
+    }
+    if (retry != PVRDMA_RNR_INFINITE) {
+        if (wq->rnr_left == 0 || !pvrdma_core_has_timer(core)) {
+            return false;
+        }
+        wq->rnr_left--;
+    }
+    wq->rnr_pending = true;
+    if (pvrdma_core_has_timer(core)) {
+        wq->rnr_deadline = pvrdma_core_now_ns(core) +
+                           (int64_t)pvrdma_rnr_usec[enc & 31] * 1000;
+        if (!pvrdma_wq_rnr_linked(qp)) {
+            wq->rnr_link.data = qp;
+            g_queue_push_tail_link(&core->rnr_qps, &wq->rnr_link);
+        }
+        pvrdma_wq_rearm(core);
+    }
+    return true;
+}
+
+bool pvrdma_core_rnr_waiting(PvrdmaQp *qp)
+{
+    return qp->wq.rnr_pending;
+}
+
+/* Retry @qp's RNR-stalled head now. */
+void pvrdma_core_rnr_kick(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (!qp->wq.rnr_pending) {
+        return;
+    }
+    pvrdma_core_enter(core);
+    pvrdma_wq_rnr_unlink(core, qp);
+    pvrdma_wq_process_sq(core, qp);
+    pvrdma_core_leave(core);
+}
+
+/* Retry every RNR-stalled QP whose deadline has passed. */
+static void pvrdma_wq_run_timers(PvrdmaCore *core)
+{
+    int64_t now = pvrdma_core_now_ns(core);
+
+    /*
+     * Each round takes one due QP off the list; a QP that stalls again is
+     * re-linked with a deadline after @now, so this terminates.
+     */
+    for (;;) {
+        PvrdmaQp *due = NULL;
+        GList *l;
+
+        for (l = core->rnr_qps.head; l; l = l->next) {
+            PvrdmaQp *qp = l->data;
+
+            if (qp->wq.rnr_deadline <= now) {
+                due = qp;
+                break;
+            }
+        }
+        if (!due) {
+            break;
+        }
+        pvrdma_wq_rnr_unlink(core, due);
+        pvrdma_wq_process_sq(core, due);
+    }
+    pvrdma_wq_rearm(core);
+}
+
+/* ---- rings --------------------------------------------------------------- */
+
+static int pvrdma_wq_read_prod(PvrdmaCore *core, const PvrdmaRing *ring,
+                               uint32_t cons, uint32_t *prod)
+{
+    uint32_t p;
+
+    if (pvrdma_core_dma_read(core, pvrdma_ring_prod_addr(ring), &p,
+                             sizeof(p)) < 0) {
+        GERR(core, "ring prod_tail at 0x%" G_GINT64_MODIFIER "x unreadable",
+             pvrdma_ring_prod_addr(ring));
+        return -EFAULT;
+    }
+    p = GUINT32_FROM_LE(p);
+    /* Invalid index, or more entries than the ring has: corrupted. */
+    if (pvrdma_ring_can_consume(p, cons, ring->n) < 0 ||
+        ((p - cons) & ((ring->n << 1) - 1)) > ring->n) {
+        GERR(core, "ring prod_tail 0x%x invalid (cons 0x%x, N=%u)", p, cons,
+             ring->n);
+        return -EINVAL;
+    }
+    *prod = p;
+    return 0;
+}
+
+static void pvrdma_wq_write_cons(PvrdmaCore *core, const PvrdmaRing *ring,
+                                 uint32_t cons)
+{
+    uint32_t c = GUINT32_TO_LE(cons);
+
+    if (pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(ring), &c,
+                              sizeof(c)) < 0) {
+        GERR(core, "ring cons_head at 0x%" G_GINT64_MODIFIER "x unwritable",
+             pvrdma_ring_cons_addr(ring));
+    }
+}
+
+/* ---- errors and completions ---------------------------------------------- */
+
+static void pvrdma_wq_cancel(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->wq.inflight) {
+        if (core->be_ops->cancel) {
+            core->be_ops->cancel(core->be, qp);
+        }
+        qp->wq.inflight = false;
+    }
+}
+
+void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
+{
+    if (qp->state == PVRDMA_QPS_ERR) {
+        return;
+    }
+    qp->state = PVRDMA_QPS_ERR;
+    if (event >= 0) {
+        pvrdma_core_post_async_event(core, event, qp->handle);
+    }
+    pvrdma_wq_rnr_clear(core, qp);
+    qp->wq.sqd_notify = false;
+    if (qp->srq) {
+        /* IBA 11.6.3.1: no more WQEs of the SRQ will be consumed. */
+        pvrdma_core_post_async_event(core,
+                                     PVRDMA_EQE_TYPE_QP_LAST_WQE_REACHED,
+                                     qp->handle);
+    }
+    pvrdma_wq_work_add(core, qp);
+}
+
+void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
+                          uint64_t wr_id, uint32_t opcode, uint32_t status)
+{
+    memset(cqe, 0, sizeof(*cqe));
+    cqe->wr_id = wr_id;
+    cqe->qp = qp->handle;
+    cqe->opcode = opcode;
+    cqe->status = status;
+    cqe->port_num = 1;
+}
+
+static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
+                               const struct pvrdma_cqe *cqe, bool solicited)
+{
+    PvrdmaQp *qp;
+    uint32_t h;
+    int ret;
+
+    if (cq->overrun) {
+        return;
+    }
+    ret = pvrdma_core_ring_produce(core, &cq->ring, cqe);
+    if (ret < 0) {
+        /*
+         * Overrun (or a ring the guest broke): the CQE is lost, which IB
+         * treats as a CQ error (IBA 11.6.3.2): report it once, stop using
+         * the CQ and move every QP that completes to it to ERR.
+         */
+        GERR(core, "CQ %u %s: CQE of QP %u dropped, CQ in error", cq->handle,
+             ret == -ENOSPC ? "overrun" : "ring broken", (uint32_t)cqe->qp);
+        cq->overrun = true;
+        pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR,
+                                     cq->handle);
+        PVRDMA_QP_FOREACH(core, h, qp) {
+            if (qp->send_cq == cq || qp->recv_cq == cq) {
+                pvrdma_core_qp_error(core, qp, -1);
+            }
+        }
+        return;
+    }
+    pvrdma_core_notify_cq(core, cq->handle,
+                          solicited || cqe->status != PVRDMA_WC_SUCCESS);
+}
+
+/* Flush one queue: every outstanding WQE completes with WR_FLUSH_ERR. */
+static void pvrdma_wq_flush_ring(PvrdmaCore *core, PvrdmaQp *qp,
+                                 PvrdmaRing *ring, uint32_t *cons,
+                                 PvrdmaCq *cq, bool sq)
+{
+    struct pvrdma_sq_wqe_hdr hdr;
+    struct pvrdma_cqe cqe;
+    uint32_t prod, n;
+
+    if (pvrdma_wq_read_prod(core, ring, *cons, &prod) < 0) {
+        return;
+    }
+    for (n = 0; n < ring->n && *cons != prod; n++) {
+        uint32_t len = sq ? sizeof(hdr) : sizeof(struct pvrdma_rq_wqe_hdr);
+        uint64_t addr = pvrdma_ring_elem_addr(ring,
+                                              pvrdma_ring_slot(*cons,
+                                                               ring->n));
+
+        memset(&hdr, 0, sizeof(hdr));
+        /* Nothing to read if the CQE would be dropped anyway. */
+        if (!cq->overrun &&
+            pvrdma_core_dma_read(core, addr, &hdr, len) < 0) {
+            GERR(core, "QP %u: WQE at 0x%" G_GINT64_MODIFIER "x unreadable "
+                 "while flushing", qp->handle, addr);
+        }
+        *cons = pvrdma_ring_next(*cons, ring->n);
+        pvrdma_wq_write_cons(core, ring, *cons);
+        pvrdma_core_cqe_init(&cqe, qp, GUINT64_FROM_LE(hdr.wr_id),
+                             sq ? pvrdma_wq_wc_opcode(
+                                      GUINT32_FROM_LE(hdr.opcode)) :
+                             PVRDMA_WC_RECV, PVRDMA_WC_WR_FLUSH_ERR);
+        pvrdma_wq_post_cqe(core, cq, &cqe, false);
+    }
+}
+
+static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->state != PVRDMA_QPS_ERR) {
+        return;
+    }
+    pvrdma_wq_rnr_clear(core, qp);
+    pvrdma_wq_cancel(core, qp);
+    pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons, qp->send_cq,
+                         true);
+    if (!qp->srq) {
+        pvrdma_wq_flush_ring(core, qp, &qp->rq, &qp->wq.rq_cons,
+                             qp->recv_cq, false);
+    }
+}
+
+/* ---- keys and memory ----------------------------------------------------- */
+
+/* The MR a key names: key = handle << 8 | key byte, lkey == rkey. */
+static PvrdmaMr *pvrdma_wq_key_mr(PvrdmaCore *core, uint32_t key)
+{
+    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
+
+    return mr && mr->lkey == key ? mr : NULL;
+}
+
+/*
+ * A segment [va, va + len) of @mr, len > 0.  DMA MRs take any bus
+ * address; user MRs their [start, start + length); fast-reg MRs only
+ * while registered, within their [iova, iova + length).
+ */
+static bool pvrdma_wq_mr_seg(PvrdmaMr *mr, uint64_t va, uint64_t len,
+                             PvrdmaSeg *seg)
+{
+    uint64_t end;
+
+    if (len == 0 || va + len < va) {
+        return false;
+    }
+    end = va + len;             /* may be 2^64 exactly: end == 0 then */
+    seg->va = va;
+    seg->len = len;
+    switch (mr->flags) {
+    case PVRDMA_MR_FLAG_DMA:
+        if (end == 0) {
+            return false;
+        }
+        seg->pages = NULL;
+        seg->npages = 0;
+        seg->base = 0;
+        return true;
+    case PVRDMA_MR_FLAG_FRMR:
+        if (!mr->frmr_valid || va < mr->frmr_iova ||
+            len > mr->frmr_length || va - mr->frmr_iova >
+            mr->frmr_length - len) {
+            return false;
+        }
+        seg->pages = mr->frmr_pages;
+        seg->npages = mr->frmr_npages;
+        seg->base = mr->frmr_iova;
+        return true;
+    default:
+        /* start + length was overflow-checked by CREATE_MR. */
+        if (va < mr->start || len > mr->length ||
+            va - mr->start > mr->length - len) {
+            return false;
+        }
+        seg->pages = mr->pages;
+        seg->npages = mr->npages;
+        seg->base = mr->start;
+        return true;
+    }
+}
+
+bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
+                          uint64_t va, uint64_t len, uint32_t access,
+                          PvrdmaSeg *seg)
+{
+    PvrdmaMr *mr = pvrdma_wq_key_mr(core, rkey);
+
+    if (!mr || mr->pd != qp->pd || !(mr->access & access) ||
+        !(qp->attr.qp_access_flags & access)) {
+        return false;
+    }
+    return pvrdma_wq_mr_seg(mr, va, len, seg);
+}
+
+/*
+ * Resolve @n SGEs against @pd into @sgl; zero-length SGEs are skipped
+ * (their key is not looked at).  Returns a PVRDMA_WC_* status.
+ */
+static uint32_t pvrdma_wq_build_sgl(PvrdmaCore *core, PvrdmaPd *pd,
+                                    const struct pvrdma_sge *sges,
+                                    uint32_t n, bool write, PvrdmaSgl *sgl)
+{
+    uint64_t total = 0;
+    uint32_t i;
+
+    sgl->core = core;
+    sgl->nseg = 0;
+    sgl->total = 0;
+    for (i = 0; i < n; i++) {
+        /* <= 32 x 2^32: no overflow */
+        total += GUINT32_FROM_LE(sges[i].length);
+    }
+    if (total > PVRDMA_PORT_MAX_MSG_SZ) {
+        return PVRDMA_WC_LOC_LEN_ERR;
+    }
+    for (i = 0; i < n; i++) {
+        uint64_t addr = GUINT64_FROM_LE(sges[i].addr);
+        uint32_t len = GUINT32_FROM_LE(sges[i].length);
+        PvrdmaMr *mr;
+
+        if (len == 0) {
+            continue;
+        }
+        mr = pvrdma_wq_key_mr(core, GUINT32_FROM_LE(sges[i].lkey));
+        if (!mr || mr->pd != pd ||
+            (write && !(mr->access & PVRDMA_ACCESS_LOCAL_WRITE)) ||
+            !pvrdma_wq_mr_seg(mr, addr, len, &sgl->seg[sgl->nseg])) {
+            return PVRDMA_WC_LOC_PROT_ERR;
+        }
+        sgl->nseg++;
+    }
+    sgl->total = total;
+    return PVRDMA_WC_SUCCESS;
+}
+
+/* Same rules as CREATE_MR (IBA 10.6.3.1). */
+static bool pvrdma_wq_access_ok(uint32_t access)
+{
+    if (access & ~PVRDMA_MR_ACCESS_VALID) {
+        return false;
+    }
+    return !((access & (PVRDMA_ACCESS_REMOTE_WRITE |
+                        PVRDMA_ACCESS_REMOTE_ATOMIC)) &&
+             !(access & PVRDMA_ACCESS_LOCAL_WRITE));
+}
+
+/* The fast-reg MR of @qp's PD that @key names (any key byte). */
+static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
+{
+    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
+
+    return mr && mr->flags == PVRDMA_MR_FLAG_FRMR && mr->pd == qp->pd ?
+           mr : NULL;
+}
+
+bool pvrdma_core_inv_ok(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
+{
+    PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
+
+    if (!mr || mr->rkey != rkey) {
+        GERR(core, "QP %u: invalidation of key 0x%x: no fast-reg MR of "
+             "this PD", qp->handle, rkey);
+        return false;
+    }
+    return true;
+}
+
+void pvrdma_core_invalidate(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
+{
+    PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
+
+    if (mr && mr->rkey == rkey) {
+        mr->frmr_valid = false;
+    }
+}
+
+/*
+ * REG_MR (FAST_REG_MR): bind a page list to a free fast-reg MR.  The
+ * page list is the table of the PDIR at pl_pdir_dma (the driver inserts
+ * the MR's page addresses there at post time, spec §8.2).
+ */
+static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
+                                 const struct pvrdma_sq_wqe_hdr *hdr)
+{
+    uint64_t iova = GUINT64_FROM_LE(hdr->wr.fast_reg.iova_start);
+    uint32_t n = GUINT32_FROM_LE(hdr->wr.fast_reg.page_list_len);
+    uint32_t len = GUINT32_FROM_LE(hdr->wr.fast_reg.length);
+    uint32_t access = GUINT32_FROM_LE(hdr->wr.fast_reg.access_flags);
+    uint32_t rkey = GUINT32_FROM_LE(hdr->wr.fast_reg.rkey);
+    uint32_t shift = GUINT32_FROM_LE(hdr->wr.fast_reg.page_shift);
+    PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
+    uint64_t *pages;
+
+    if (!mr || mr->frmr_valid) {
+        GERR(core, "QP %u: REG_MR key 0x%x: no free fast-reg MR of this PD",
+             qp->handle, rkey);
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    access &= ~PVRDMA_ACCESS_OPTIONAL_RANGE;
+    if (shift != PVRDMA_PAGE_SHIFT || n == 0 ||
+        n > mr->max_sg || !pvrdma_wq_access_ok(access) ||
+        iova + len < iova ||
+        (iova & (PVRDMA_PAGE_SIZE - 1)) + (uint64_t)len >
+        (uint64_t)n << PVRDMA_PAGE_SHIFT) {
+        GERR(core, "QP %u: REG_MR: page_shift %u, %u pages (max %u), "
+             "length %u, iova 0x%" G_GINT64_MODIFIER "x, access 0x%x",
+             qp->handle, shift, n, mr->max_sg, len, iova, access);
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    /* Copies the list in and checks every address (n <= 128). */
+    if (pvrdma_pdir_read(core, GUINT64_FROM_LE(hdr->wr.fast_reg.pl_pdir_dma),
+                         n, &pages) < 0) {
+        return PVRDMA_WC_LOC_PROT_ERR;
+    }
+    memcpy(mr->frmr_pages, pages, n * sizeof(uint64_t));
+    g_free(pages);
+    mr->frmr_npages = n;
+    mr->frmr_iova = iova;
+    mr->frmr_length = len;
+    mr->frmr_valid = true;
+    mr->access = access;
+    mr->lkey = rkey;
+    mr->rkey = rkey;
+    return PVRDMA_WC_SUCCESS;
+}
+
+static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
+                                    uint32_t rkey)
+{
+    if (!pvrdma_core_inv_ok(core, qp, rkey)) {
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    pvrdma_core_invalidate(core, qp, rkey);
+    return PVRDMA_WC_SUCCESS;
+}
+
+int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
+{
+    uint32_t i;
+
+    if (mr->flags != 0 || !mr->npages) {
+        return -EINVAL;
+    }
+    if (mr->pinned) {
+        return 0;
+    }
+    mr->pinned = g_new0(void *, mr->npages);
+    for (i = 0; i < mr->npages; i++) {
+        uint64_t len = PVRDMA_PAGE_SIZE;
+
+        mr->pinned[i] = pvrdma_core_dma_map(core, mr->pages[i], &len, true);
+        if (!mr->pinned[i] || len < PVRDMA_PAGE_SIZE) {
+            GERR(core, "MR %u: page 0x%" G_GINT64_MODIFIER "x is not RAM, "
+                 "cannot pin", mr->handle, mr->pages[i]);
+            if (mr->pinned[i]) {
+                pvrdma_core_dma_unmap(core, mr->pinned[i], len, true, 0);
+                mr->pinned[i] = NULL;
+            }
+            pvrdma_core_mr_unpin(core, mr);
+            return -EFAULT;
+        }
+    }
+    return 0;
+}
+
+void pvrdma_core_mr_unpin(PvrdmaCore *core, PvrdmaMr *mr)
+{
+    uint32_t i;
+
+    if (!mr->pinned) {
+        return;
+    }
+    for (i = 0; i < mr->npages; i++) {
+        /* Whatever the guest wrote to it through RDMA is dirty. */
+        pvrdma_core_dma_unmap(core, mr->pinned[i], PVRDMA_PAGE_SIZE, true,
+                              mr->pinned[i] ? PVRDMA_PAGE_SIZE : 0);
+    }
+    g_free(mr->pinned);
+    mr->pinned = NULL;
+}
+
+/* ---- receive queues ------------------------------------------------------ */
+
+static void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
+{
+    PvrdmaQp *qp;
+    uint32_t h;
+
+    if (srq->failed) {
+        return;
+    }
+    srq->failed = true;
+    pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_SRQ_ERR, srq->handle);
+    PVRDMA_QP_FOREACH(core, h, qp) {
+        if (qp->srq == srq) {
+            pvrdma_core_qp_error(core, qp, -1);
+        }
+    }
+}
+
+int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
+{
+    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
+    const struct pvrdma_rq_wqe_hdr *hdr = (const void *)wqe;
+    PvrdmaRing *ring;
+    uint32_t cons, prod, size, max_sge, nsge;
+
+    if (qp->srq) {
+        if (qp->srq->failed) {
+            return -1;
+        }
+        ring = &qp->srq->ring;
+        cons = qp->srq->cons;
+        size = qp->srq->wqe_size;
+        max_sge = qp->srq->max_sge;
+    } else {
+        ring = &qp->rq;
+        cons = qp->wq.rq_cons;
+        size = qp->rq_wqe_size;
+        max_sge = qp->attr.cap.max_recv_sge;
+    }
+    g_assert(size <= sizeof(wqe));
+    if (pvrdma_wq_read_prod(core, ring, cons, &prod) < 0) {
+        goto broken;
+    }
+    if (prod == cons) {
+        return 0;
+    }
+    if (pvrdma_core_dma_read(core,
+                             pvrdma_ring_elem_addr(ring,
+                                 pvrdma_ring_slot(cons, ring->n)),
+                             wqe, size) < 0) {
+        GERR(core, "QP %u: receive WQE unreadable", qp->handle);
+        goto broken;
+    }
+    rwr->wr_id = GUINT64_FROM_LE(hdr->wr_id);
+    nsge = GUINT32_FROM_LE(hdr->num_sge);
+    /* The SRQ's or RQ's max_sge bounds the WQE slot too. */
+    if (nsge > max_sge) {
+        GERR(core, "QP %u: receive WQE with %u SGEs (max %u)", qp->handle,
+             nsge, max_sge);
+        rwr->status = PVRDMA_WC_LOC_LEN_ERR;
+        return 1;
+    }
+    rwr->status = pvrdma_wq_build_sgl(core, qp->srq ? qp->srq->pd : qp->pd,
+                                      (const void *)(hdr + 1), nsge, true,
+                                      &rwr->sgl);
+    if (rwr->status != PVRDMA_WC_SUCCESS) {
+        rwr->status = PVRDMA_WC_LOC_PROT_ERR;
+    }
+    return 1;
+
+broken:
+    if (qp->srq) {
+        pvrdma_wq_srq_fail(core, qp->srq);
+    } else {
+        pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+    }
+    return -1;
+}
+
+static void pvrdma_wq_recv_consume(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->srq) {
+        PvrdmaSrq *srq = qp->srq;
+        uint32_t prod;
+
+        srq->cons = pvrdma_ring_next(srq->cons, srq->ring.n);
+        pvrdma_wq_write_cons(core, &srq->ring, srq->cons);
+        /* IBA 10.2.9.5: one event when the level drops below the limit. */
+        if (srq->limit_armed &&
+            pvrdma_wq_read_prod(core, &srq->ring, srq->cons, &prod) == 0 &&
+            ((prod - srq->cons) & ((srq->ring.n << 1) - 1)) <
+            srq->srq_limit) {
+            srq->limit_armed = false;
+            srq->srq_limit = 0;
+            pvrdma_core_post_async_event(core,
+                                         PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                         srq->handle);
+        }
+    } else {
+        qp->wq.rq_cons = pvrdma_ring_next(qp->wq.rq_cons, qp->rq.n);
+        pvrdma_wq_write_cons(core, &qp->rq, qp->wq.rq_cons);
+    }
+}
+
+void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
+                           const struct pvrdma_cqe *cqe, bool solicited)
+{
+    pvrdma_wq_recv_consume(core, qp);
+    pvrdma_wq_post_cqe(core, qp->recv_cq, cqe, solicited);
+}
+
+void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->state == PVRDMA_QPS_RTR && !qp->wq.comm_est) {
+        qp->wq.comm_est = true;
+        pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_COMM_EST,
+                                     qp->handle);
+    }
+}
+
+void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq)
+{
+    srq->limit_armed = srq->srq_limit > 0;
+}
+
+/* ---- send queue ---------------------------------------------------------- */
+
+uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode)
+{
+    switch (wr_opcode) {
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        return PVRDMA_WC_RDMA_WRITE;
+    case PVRDMA_WR_RDMA_READ:
+        return PVRDMA_WC_RDMA_READ;
+    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
+        return PVRDMA_WC_COMP_SWAP;
+    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+        return PVRDMA_WC_FETCH_ADD;
+    case PVRDMA_WR_LOCAL_INV:
+        return PVRDMA_WC_LOCAL_INV;
+    case PVRDMA_WR_FAST_REG_MR:
+        return PVRDMA_WC_FAST_REG_MR;
+    case PVRDMA_WR_MASKED_ATOMIC_CMP_AND_SWP:
+        return PVRDMA_WC_MASKED_COMP_SWAP;
+    case PVRDMA_WR_MASKED_ATOMIC_FETCH_AND_ADD:
+        return PVRDMA_WC_MASKED_FETCH_ADD;
+    case PVRDMA_WR_BIND_MW:
+        return PVRDMA_WC_BIND_MW;
+    case PVRDMA_WR_LSO:
+        return PVRDMA_WC_LSO;
+    default:
+        /* SEND, SEND_WITH_IMM, SEND_WITH_INV and anything unknown. */
+        return PVRDMA_WC_SEND;
+    }
+}
+
+static bool pvrdma_wq_is_remote_op(uint32_t op)
+{
+    switch (op) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+    case PVRDMA_WR_RDMA_READ:
+    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
+    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static bool pvrdma_wq_is_atomic(uint32_t op)
+{
+    return op == PVRDMA_WR_ATOMIC_CMP_AND_SWP ||
+           op == PVRDMA_WR_ATOMIC_FETCH_AND_ADD;
+}
+
+/*
+ * Validate the send WQE in @wqe (a private copy of one SQ slot) of @qp.
+ * Local operations and every local error finish here: returns false with
+ * *@status set.  Otherwise fills @wr for the backend and returns true.
+ */
+static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
+                              const uint8_t *wqe, PvrdmaSendWr *wr,
+                              uint32_t *status)
+{
+    const struct pvrdma_sq_wqe_hdr *hdr = (const void *)wqe;
+    const struct pvrdma_sge *sges =
+        (const void *)(wqe + sizeof(struct pvrdma_sq_wqe_hdr));
+    uint32_t op = GUINT32_FROM_LE(hdr->opcode);
+    uint32_t nsge = GUINT32_FROM_LE(hdr->num_sge);
+    bool atomic = pvrdma_wq_is_atomic(op);
+    const uint8_t *sgid;
+    uint8_t gid_type;
+    uint32_t st;
+
+    if (qp->type != PVRDMA_QPT_RC) {
+        /* UD/GSI sends are a later issue. */
+        GERR(core, "QP %u: send on a QP of type %u is not supported yet",
+             qp->handle, qp->type);
+        *status = PVRDMA_WC_LOC_QP_OP_ERR;
+        return false;
+    }
+    if (op == PVRDMA_WR_LOCAL_INV) {
+        *status = pvrdma_wq_local_inv(core, qp,
+                                      GUINT32_FROM_LE(
+                                          hdr->ex.invalidate_rkey));
+        return false;
+    }
+    if (op == PVRDMA_WR_FAST_REG_MR) {
+        *status = pvrdma_wq_reg_mr(core, qp, hdr);
+        return false;
+    }
+    if (!pvrdma_wq_is_remote_op(op)) {
+        GERR(core, "QP %u: send opcode %u not supported", qp->handle, op);
+        *status = PVRDMA_WC_LOC_QP_OP_ERR;
+        return false;
+    }
+    /* The SGEs must fit the QP's limit, hence the WQE slot. */
+    if (nsge > qp->attr.cap.max_send_sge ||
+        nsge > (qp->sq_wqe_size - sizeof(*hdr)) / sizeof(struct pvrdma_sge)) {
+        GERR(core, "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
+             nsge, qp->attr.cap.max_send_sge);
+        *status = PVRDMA_WC_LOC_LEN_ERR;
+        return false;
+    }
+    st = pvrdma_wq_build_sgl(core, qp->pd, sges, nsge,
+                             op == PVRDMA_WR_RDMA_READ || atomic,
+                             &wr->local);
+    if (st == PVRDMA_WC_SUCCESS && atomic &&
+        wr->local.total < sizeof(uint64_t)) {
+        st = PVRDMA_WC_LOC_LEN_ERR;
+    }
+    if (st != PVRDMA_WC_SUCCESS) {
+        *status = st;
+        return false;
+    }
+    /* No source address: nothing leaves the port, the retries run out. */
+    sgid = pvrdma_core_sgid(core, qp->attr.ah_attr.grh.sgid_index,
+                            &gid_type);
+    if (!sgid) {
+        *status = PVRDMA_WC_RETRY_EXC_ERR;
+        return false;
+    }
+
+    wr->opcode = op;
+    wr->solicited = GUINT32_FROM_LE(hdr->send_flags) &
+                    PVRDMA_WR_FLAG_SOLICITED;
+    wr->imm_data = hdr->ex.imm_data;
+    wr->inv_rkey = GUINT32_FROM_LE(hdr->ex.invalidate_rkey);
+    if (atomic) {
+        wr->remote_addr = GUINT64_FROM_LE(hdr->wr.atomic.remote_addr);
+        wr->rkey = GUINT32_FROM_LE(hdr->wr.atomic.rkey);
+        wr->compare_add = GUINT64_FROM_LE(hdr->wr.atomic.compare_add);
+        wr->swap = GUINT64_FROM_LE(hdr->wr.atomic.swap);
+        wr->length = sizeof(uint64_t);
+    } else {
+        wr->remote_addr = GUINT64_FROM_LE(hdr->wr.rdma.remote_addr);
+        wr->rkey = GUINT32_FROM_LE(hdr->wr.rdma.rkey);
+        wr->compare_add = 0;
+        wr->swap = 0;
+        wr->length = wr->local.total;
+    }
+    wr->src_qpn = qp->qpn;
+    wr->dst_qpn = qp->attr.dest_qp_num;
+    memcpy(wr->sgid, sgid, sizeof(wr->sgid));
+    memcpy(wr->dgid, qp->attr.ah_attr.grh.dgid, sizeof(wr->dgid));
+    wr->sl = qp->attr.ah_attr.sl;
+    return true;
+}
+
+static bool pvrdma_wq_sq_runs(PvrdmaQp *qp)
+{
+    uint32_t s = qp->state;
+
+    /* SQD lets the WQE in progress (an RNR-stalled head) finish. */
+    return s == PVRDMA_QPS_RTS ||
+           (s == PVRDMA_QPS_SQD && qp->wq.rnr_pending);
+}
+
+static void pvrdma_wq_sq_drained(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->wq.sqd_notify && qp->state == PVRDMA_QPS_SQD &&
+        !qp->wq.rnr_pending && !qp->wq.inflight) {
+        qp->wq.sqd_notify = false;
+        pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_SQ_DRAINED,
+                                     qp->handle);
+    }
+}
+
+/* The SQ head is done with @cqe: consume it, complete it, handle errors. */
+static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
+                                struct pvrdma_cqe *cqe, bool signaled)
+{
+    pvrdma_wq_rnr_clear(core, qp);
+    qp->wq.sq_cons = pvrdma_ring_next(qp->wq.sq_cons, qp->sq.n);
+    pvrdma_wq_write_cons(core, &qp->sq, qp->wq.sq_cons);
+    if (cqe->status != PVRDMA_WC_SUCCESS || qp->sq_sig_all || signaled) {
+        pvrdma_wq_post_cqe(core, qp->send_cq, cqe, false);
+    }
+    pvrdma_wq_sq_drained(core, qp);
+    if (cqe->status != PVRDMA_WC_SUCCESS && qp->type == PVRDMA_QPT_RC) {
+        /* IBA 10.8.3.3: a requester error moves the QP to ERR. */
+        pvrdma_core_qp_error(core, qp, -1);
+    }
+}
+
+void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
+                           const PvrdmaSendResult *res)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+    struct pvrdma_cqe cqe;
+    uint32_t status = res->status;
+
+    if (!wq->inflight) {
+        /* A backend bug, not a guest's: the request was cancelled. */
+        g_warn_if_reached();
+        return;
+    }
+    pvrdma_core_enter(core);
+    wq->inflight = false;
+    if (res->rnr) {
+        if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
+            /* The head stays; the timer or a peer's receive retries it. */
+            goto out;
+        }
+        status = PVRDMA_WC_RNR_RETRY_EXC_ERR;
+    }
+    if (status == PVRDMA_WC_SUCCESS &&
+        pvrdma_wq_is_atomic(wq->head_opcode)) {
+        uint64_t orig = GUINT64_TO_LE(res->atomic_orig);
+
+        if (pvrdma_sgl_write(&wq->req->local, 0, &orig, sizeof(orig)) < 0) {
+            status = PVRDMA_WC_LOC_PROT_ERR;
+        }
+    }
+    pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
+                         pvrdma_wq_wc_opcode(wq->head_opcode), status);
+    if (status == PVRDMA_WC_SUCCESS) {
+        cqe.byte_len = wq->req->length;
+    }
+    pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+    /* Completed from outside the SQ loop: carry on with the next WQEs. */
+    if (!wq->busy) {
+        pvrdma_wq_process_sq(core, qp);
+    }
+out:
+    pvrdma_core_leave(core);
+}
+
+/*
+ * Execute SQ WQEs in order, at most N per call (the doorbell must not
+ * hang the vCPU).  Each WQE is copied in before it is parsed; the head is
+ * consumed when it completes, so a request outstanding at the backend
+ * keeps the SQ where it is.
+ */
+static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
+    const struct pvrdma_sq_wqe_hdr *hdr = (const void *)wqe;
+    PvrdmaQpWq *wq = &qp->wq;
+    uint32_t budget, prod;
+
+    if (qp->state == PVRDMA_QPS_ERR) {
+        pvrdma_wq_work_add(core, qp);
+        return;
+    }
+    /*
+     * A head stalled on an RNR NAK and waiting on the timer list is
+     * retried only by its RNR timer or by a receive posted at the
+     * responder (both unlink it first), not by a SEND doorbell or a
+     * modify back to RTS.  Every retry uses up one of the rnr_retry
+     * attempts (IBA 9.7.5.2.8), so a guest posting more WQEs behind the
+     * stalled head got RNR_RETRY_EXC_ERR long before the timer (found by
+     * tests/fuzz, regress/rnr-retry-on-doorbell).
+     */
+    if (wq->rnr_pending && pvrdma_wq_rnr_linked(qp)) {
+        return;
+    }
+    if (wq->busy || wq->inflight || !pvrdma_wq_sq_runs(qp)) {
+        return;
+    }
+    g_assert(qp->sq_wqe_size <= sizeof(wqe));
+    wq->busy = true;
+    for (budget = qp->sq.n; budget && pvrdma_wq_sq_runs(qp) && !wq->inflight;
+         budget--) {
+        struct pvrdma_cqe cqe;
+        uint32_t status;
+
+        if (pvrdma_wq_read_prod(core, &qp->sq, wq->sq_cons, &prod) < 0) {
+            pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+            break;
+        }
+        if (prod == wq->sq_cons) {
+            /*
+             * Nothing left to execute.  If the head was RNR-stalled, the
+             * guest took it back (its prod_tail is our cons_head again,
+             * e.g. after overrunning the ring): the stall is over.
+             * Leaving rnr_pending set with the QP off the timer list
+             * would let SQD keep executing new WQEs, never post
+             * SQ_DRAINED, and carry a stale retry count into the next
+             * RNR (found by tests/fuzz, regress/rnr-stall-sq-emptied).
+             */
+            if (wq->rnr_pending) {
+                pvrdma_wq_rnr_clear(core, qp);
+                pvrdma_wq_sq_drained(core, qp);
+            }
+            break;
+        }
+        if (pvrdma_core_dma_read(core,
+                                 pvrdma_ring_elem_addr(&qp->sq,
+                                     pvrdma_ring_slot(wq->sq_cons,
+                                                      qp->sq.n)),
+                                 wqe, qp->sq_wqe_size) < 0) {
+            GERR(core, "QP %u: send WQE unreadable", qp->handle);
+            pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+            break;
+        }
+        if (!wq->req) {
+            wq->req = g_new(PvrdmaSendWr, 1);
+        }
+        wq->head_wr_id = GUINT64_FROM_LE(hdr->wr_id);
+        wq->head_opcode = GUINT32_FROM_LE(hdr->opcode);
+        wq->head_signaled = GUINT32_FROM_LE(hdr->send_flags) &
+                            PVRDMA_WR_FLAG_SIGNALED;
+        if (!pvrdma_wq_prepare(core, qp, (const uint8_t *)wqe, wq->req,
+                               &status)) {
+            pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
+                                 pvrdma_wq_wc_opcode(wq->head_opcode),
+                                 status);
+            pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+        } else if (!core->be_ops->submit) {
+            /* No transport: nothing leaves the port. */
+            pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
+                                 pvrdma_wq_wc_opcode(wq->head_opcode),
+                                 PVRDMA_WC_RETRY_EXC_ERR);
+            pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+        } else {
+            wq->inflight = true;
+            if (core->be_ops->submit(core->be, qp, wq->req) < 0) {
+                wq->inflight = false;
+                pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
+                                     pvrdma_wq_wc_opcode(wq->head_opcode),
+                                     PVRDMA_WC_LOC_QP_OP_ERR);
+                pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+            }
+        }
+        if (qp->state == PVRDMA_QPS_ERR || wq->rnr_pending) {
+            break;
+        }
+    }
+    wq->busy = false;
+}
+
+/* ---- entry points from the core ------------------------------------------ */
+
+void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->state == PVRDMA_QPS_RESET || qp->state == PVRDMA_QPS_INIT ||
+        qp->state == PVRDMA_QPS_RTR) {
+        GERR(core, "QP %u: send doorbell in state %u (WQEs wait for RTS)",
+             qp->handle, qp->state);
+    }
+    pvrdma_core_enter(core);
+    pvrdma_wq_process_sq(core, qp);
+    pvrdma_core_leave(core);
+}
+
+static void pvrdma_wq_recv_posted(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (core->be_ops->recv_posted && qp->type == PVRDMA_QPT_RC &&
+        qp->state >= PVRDMA_QPS_RTR && qp->state <= PVRDMA_QPS_SQD) {
+        core->be_ops->recv_posted(core->be, qp);
+    }
+}
+
+void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    uint32_t prod;
+
+    pvrdma_core_enter(core);
+    if (qp->state == PVRDMA_QPS_ERR) {
+        pvrdma_wq_work_add(core, qp);
+    } else if (qp->state != PVRDMA_QPS_RESET) {
+        if (pvrdma_wq_read_prod(core, &qp->rq, qp->wq.rq_cons, &prod) < 0) {
+            pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+        } else {
+            pvrdma_wq_recv_posted(core, qp);
+        }
+    }
+    pvrdma_core_leave(core);
+}
+
+void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
+{
+    PvrdmaQp *qp;
+    uint32_t prod, h;
+
+    pvrdma_core_enter(core);
+    if (srq->failed) {
+        GERR(core, "SRQ %u: doorbell on a failed SRQ", srq->handle);
+    } else if (pvrdma_wq_read_prod(core, &srq->ring, srq->cons,
+                                   &prod) < 0) {
+        pvrdma_wq_srq_fail(core, srq);
+    } else if (core->be_ops->recv_posted) {
+        PVRDMA_QP_FOREACH(core, h, qp) {
+            if (qp->srq == srq) {
+                pvrdma_wq_recv_posted(core, qp);
+            }
+        }
+    }
+    pvrdma_core_leave(core);
+}
+
+void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq G_GNUC_UNUSED)
+{
+    /* Completions are written as they happen; only due retries remain. */
+    pvrdma_core_enter(core);
+    if (core->rnr_qps.length) {
+        pvrdma_wq_run_timers(core);
+    }
+    pvrdma_core_leave(core);
+}
+
+void pvrdma_wq_timer_expired(PvrdmaCore *core)
+{
+    pvrdma_core_enter(core);
+    core->timer_expire = -1;
+    pvrdma_wq_run_timers(core);
+    pvrdma_core_leave(core);
+}
+
+void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+
+    pvrdma_core_enter(core);
+    switch (qp->state) {
+    case PVRDMA_QPS_RESET:
+        /* The guest zeroes its ring indexes (spec §5.3 MODIFY_QP). */
+        pvrdma_wq_rnr_clear(core, qp);
+        pvrdma_wq_cancel(core, qp);
+        pvrdma_wq_work_del(core, qp);
+        wq->sq_cons = 0;
+        wq->rq_cons = 0;
+        wq->comm_est = false;
+        wq->sqd_notify = false;
+        break;
+    case PVRDMA_QPS_RTR:
+        if (old != PVRDMA_QPS_RTR) {
+            wq->comm_est = false;
+        }
+        break;
+    case PVRDMA_QPS_RTS:
+        /* Resume (SQD) or start (WQEs posted early) the send queue. */
+        if (old != PVRDMA_QPS_RTS) {
+            pvrdma_wq_process_sq(core, qp);
+        }
+        break;
+    case PVRDMA_QPS_SQD:
+        if (old != PVRDMA_QPS_SQD && qp->attr.en_sqd_async_notify) {
+            wq->sqd_notify = true;
+            pvrdma_wq_sq_drained(core, qp);
+        }
+        break;
+    case PVRDMA_QPS_ERR:
+        if (old != PVRDMA_QPS_ERR) {
+            /* The core already stored ERR: do what qp_error() does. */
+            qp->state = old;
+            pvrdma_core_qp_error(core, qp, -1);
+        } else {
+            pvrdma_wq_work_add(core, qp);
+        }
+        break;
+    default:
+        break;
+    }
+    pvrdma_core_leave(core);
+}
+
+void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    /* The guest frees the rings right after: no flush, no more DMA. */
+    pvrdma_wq_rnr_clear(core, qp);
+    pvrdma_wq_cancel(core, qp);
+    pvrdma_wq_work_del(core, qp);
+    g_free(qp->wq.req);
+    qp->wq.req = NULL;
+}
+
+void pvrdma_wq_reset(PvrdmaCore *core)
+{
+    /* Every QP was destroyed (and unlinked) before. */
+    g_assert(g_queue_is_empty(&core->rnr_qps));
+    g_assert(g_queue_is_empty(&core->work_qps));
+    if (core->timer_expire >= 0) {
+        core->timer_expire = -1;
+        pvrdma_core_timer_mod(core, -1);
+    }
+}

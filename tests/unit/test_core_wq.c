@@ -1,0 +1,381 @@
+/*
+ * Unit tests of the core's data path against a backend that completes
+ * later (pvrdma_wq.c, docs/architecture.md): the core validates and
+ * resolves a WQE before a backend sees it, keeps the SQ head until the
+ * completion arrives, retries RNR NAKs on its own timer, cancels and
+ * flushes outstanding work on ERR, writes atomic results back, and pins
+ * MR pages for as long as the MR lives.  No fabric is linked here.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "fake_guest.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+
+/* A backend that keeps every request until the test completes it. */
+typedef struct AsyncBe {
+    unsigned submits;
+    unsigned cancels;
+    unsigned recv_posted;
+    PvrdmaQp *qp;               /* QP of the outstanding request */
+    PvrdmaSendWr wr;            /* copy of the last request */
+    bool outstanding;
+} AsyncBe;
+
+static int async_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
+{
+    AsyncBe *b = be;
+
+    assert_false(b->outstanding);
+    b->submits++;
+    b->qp = qp;
+    b->wr = *wr;
+    b->outstanding = true;
+    return 0;
+}
+
+static void async_cancel(void *be, PvrdmaQp *qp)
+{
+    AsyncBe *b = be;
+
+    assert_ptr_equal(qp, b->qp);
+    b->cancels++;
+    b->outstanding = false;
+}
+
+static void async_recv_posted(void *be, PvrdmaQp *qp)
+{
+    (void)qp;
+    ((AsyncBe *)be)->recv_posted++;
+}
+
+static void async_free(void *be)
+{
+    g_free(be);
+}
+
+static const PvrdmaBackendOps async_ops = {
+    .name = "async-test",
+    .free = async_free,
+    .submit = async_submit,
+    .cancel = async_cancel,
+    .recv_posted = async_recv_posted,
+};
+
+typedef struct Env {
+    FakeGuest *fg;
+    AsyncBe *be;
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *qp;
+    FvMr *mr;
+} Env;
+
+static const FvConnOpts opts = {
+    .access = PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE |
+              PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC,
+    .min_rnr_timer = 1, .rnr_retry = 7, .retry_cnt = 7,
+};
+
+static Env *env_new(bool with_backend)
+{
+    Env *e = g_new0(Env, 1);
+
+    e->fg = fg_new(NULL);
+    if (with_backend) {
+        e->be = g_new0(AsyncBe, 1);
+        pvrdma_core_set_backend(e->fg->core, &async_ops, e->be);
+    }
+    fg_setup(e->fg);
+    assert_int_equal(fg_bind_gid(e->fg, 0), 0);
+    assert_int_equal(fg_create_pd(e->fg, 0, &e->pd), 0);
+    e->cq = fv_cq_new(e->fg, 0, 64);
+    e->qp = fv_qp_new(e->fg, PVRDMA_QPT_RC, e->pd, e->cq, e->cq, NULL, 16,
+                      2, true);
+    /* Connected to some peer: the core does not care who. */
+    assert_int_equal(fv_qp_rts(e->qp, 0x123456, 0, &opts), 0);
+    e->mr = fv_mr_new(e->fg, e->pd, 0x10000000, 3 * 4096,
+                      PVRDMA_ACCESS_LOCAL_WRITE);
+    return e;
+}
+
+static void env_free(Env *e)
+{
+    fg_free(e->fg);
+    g_free(e->cq);
+    g_free(e->qp);
+    g_free(e->mr);
+    g_free(e);
+}
+
+static void post(Env *e, uint64_t wr_id, uint32_t op, uint64_t va,
+                 uint32_t len)
+{
+    struct pvrdma_sq_wqe_hdr h = {
+        .wr_id = wr_id, .opcode = op, .num_sge = 1,
+        .send_flags = 1u << 1,  /* SIGNALED */
+    };
+    struct pvrdma_sge s = { .addr = va, .length = len, .lkey = e->mr->lkey };
+
+    if (op == PVRDMA_WR_ATOMIC_FETCH_AND_ADD) {
+        h.wr.atomic.remote_addr = 0x40;
+        h.wr.atomic.rkey = 0x777;
+        h.wr.atomic.compare_add = 5;
+    } else {
+        h.wr.rdma.remote_addr = 0xabc000;
+        h.wr.rdma.rkey = 0x555;
+    }
+    fv_post_send(e->qp, &h, &s, 1);
+    fv_ring_sq(e->qp);
+}
+
+static void done(Env *e, uint32_t status)
+{
+    PvrdmaSendResult r = { .status = status };
+
+    assert_true(e->be->outstanding);
+    e->be->outstanding = false;
+    pvrdma_core_send_done(e->fg->core, e->be->qp, &r);
+}
+
+/* The request is validated and resolved; the head waits for its done. */
+static void test_async_completion_in_order(void **state)
+{
+    Env *e = env_new(true);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    post(e, 1, PVRDMA_WR_RDMA_WRITE, 0x10000000 + 100, 5000);
+    assert_int_equal(e->be->submits, 1);
+    assert_int_equal(e->be->wr.opcode, PVRDMA_WR_RDMA_WRITE);
+    assert_int_equal(e->be->wr.length, 5000);
+    assert_int_equal(e->be->wr.remote_addr, 0xabc000);
+    assert_int_equal(e->be->wr.rkey, 0x555);
+    assert_int_equal(e->be->wr.dst_qpn, 0x123456);
+    assert_int_equal(e->be->wr.src_qpn, e->qp->qpn);
+    assert_int_equal(e->be->wr.local.nseg, 1);
+    assert_int_equal(e->be->wr.local.total, 5000);
+    assert_ptr_equal(e->be->wr.local.core, e->fg->core);
+    /* Nothing consumed, nothing completed while the request is out. */
+    assert_int_equal(fv_sq_cons(e->qp), 0);
+    assert_false(fv_cq_poll(e->cq, &c));
+
+    /* A second WQE waits behind the outstanding one. */
+    post(e, 2, PVRDMA_WR_SEND, 0x10000000, 10);
+    assert_int_equal(e->be->submits, 1);
+
+    /* The completion arrives later: CQE 1, then WQE 2 goes out. */
+    done(e, PVRDMA_WC_SUCCESS);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RDMA_WRITE);
+    assert_int_equal(c.byte_len, 5000);
+    assert_int_equal(fv_sq_cons(e->qp), 1);
+    assert_int_equal(e->be->submits, 2);
+    assert_int_equal(e->be->wr.opcode, PVRDMA_WR_SEND);
+
+    /* An error completion: CQE with the status, QP to ERR, no cancel. */
+    done(e, PVRDMA_WC_REM_ACCESS_ERR);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_REM_ACCESS_ERR);
+    assert_int_equal(c.byte_len, 0);
+    assert_int_equal(fv_qp_state(e->qp), PVRDMA_QPS_ERR);
+    assert_int_equal(e->be->cancels, 0);
+    env_free(e);
+}
+
+/* The core, not the backend, times RNR retries and resubmits the head. */
+static void test_async_rnr_retry(void **state)
+{
+    Env *e = env_new(true);
+    PvrdmaSendResult rnr = { .rnr = true, .rnr_timer = 1 };   /* 10 us */
+    struct pvrdma_cqe c;
+
+    (void)state;
+    post(e, 7, PVRDMA_WR_SEND, 0x10000000, 64);
+    assert_int_equal(e->be->submits, 1);
+    e->be->outstanding = false;
+    pvrdma_core_send_done(e->fg->core, e->be->qp, &rnr);
+    assert_true(pvrdma_core_rnr_waiting(e->be->qp));
+    assert_int_equal(e->fg->timer_expire, e->fg->now_ns + 10000);
+    assert_false(fv_cq_poll(e->cq, &c));
+    /* Not before the deadline, not because of a SEND doorbell. */
+    fv_ring_sq(e->qp);
+    fg_advance(e->fg, 9999);
+    assert_int_equal(e->be->submits, 1);
+    fg_advance(e->fg, 1);
+    assert_int_equal(e->be->submits, 2);
+    assert_int_equal(e->be->wr.length, 64);
+    done(e, PVRDMA_WC_SUCCESS);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 7);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_false(pvrdma_core_rnr_waiting(e->be->qp));
+    env_free(e);
+}
+
+/* ERR while a request is out: cancelled, then flushed like any WQE. */
+static void test_async_cancel_on_error(void **state)
+{
+    Env *e = env_new(true);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    post(e, 1, PVRDMA_WR_SEND, 0x10000000, 8);
+    post(e, 2, PVRDMA_WR_SEND, 0x10000000, 8);
+    assert_int_equal(e->be->submits, 1);
+    assert_int_equal(fv_qp_modify_state(e->qp, PVRDMA_QPS_ERR), 0);
+    assert_int_equal(e->be->cancels, 1);
+    assert_false(e->be->outstanding);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_WR_FLUSH_ERR);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_WR_FLUSH_ERR);
+    assert_false(fv_cq_poll(e->cq, &c));
+    /* Destroying a QP with a request out cancels it too. */
+    assert_int_equal(fv_qp_modify_state(e->qp, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(e->qp);
+    assert_int_equal(fv_qp_rts(e->qp, 0x123456, 0, &opts), 0);
+    post(e, 3, PVRDMA_WR_SEND, 0x10000000, 8);
+    assert_int_equal(e->be->submits, 2);
+    assert_int_equal(fg_destroy_qp(e->fg, e->qp->handle), 0);
+    assert_int_equal(e->be->cancels, 2);
+    env_free(e);
+}
+
+/* Local errors never reach the backend; atomics get their value back. */
+static void test_validation_and_atomic_writeback(void **state)
+{
+    Env *e = env_new(true);
+    PvrdmaSendResult r = { .status = PVRDMA_WC_SUCCESS,
+                           .atomic_orig = 0x1122334455667788ull };
+    struct pvrdma_sge bad = { .addr = 0x10000000, .length = 8,
+                              .lkey = e->mr->lkey ^ 1 };
+    struct pvrdma_sq_wqe_hdr h = { .wr_id = 9, .opcode = PVRDMA_WR_SEND,
+                                   .num_sge = 1 };
+    struct pvrdma_cqe c;
+    uint64_t v;
+
+    (void)state;
+    fv_post_send(e->qp, &h, &bad, 1);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 0);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.status, PVRDMA_WC_LOC_PROT_ERR);
+    assert_int_equal(fv_qp_modify_state(e->qp, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(e->qp);
+    assert_int_equal(fv_qp_rts(e->qp, 0x123456, 0, &opts), 0);
+    fv_cq_poll(e->cq, &c);      /* nothing else was queued */
+
+    post(e, 10, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, 0x10000000 + 4096 - 4, 8);
+    assert_int_equal(e->be->submits, 1);
+    assert_int_equal(e->be->wr.compare_add, 5);
+    assert_int_equal(e->be->wr.length, 8);
+    /* The local buffer straddles two non-contiguous pages. */
+    assert_int_equal(e->be->wr.local.nseg, 1);
+    e->be->outstanding = false;
+    pvrdma_core_send_done(e->fg->core, e->be->qp, &r);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 10);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_FETCH_ADD);
+    assert_int_equal(c.byte_len, 8);
+    memcpy(&v, fv_mr_ptr(e->mr, 0x10000000 + 4096 - 4), 4);
+    memcpy((uint8_t *)&v + 4, fv_mr_ptr(e->mr, 0x10000000 + 4096), 4);
+    assert_int_equal(GUINT64_FROM_LE(v), 0x1122334455667788ull);
+    env_free(e);
+}
+
+/* Without a backend attached, nothing leaves the port. */
+static void test_no_backend(void **state)
+{
+    Env *e = env_new(false);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    post(e, 1, PVRDMA_WR_SEND, 0x10000000, 8);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_RETRY_EXC_ERR);
+    env_free(e);
+}
+
+/* Long-lived pins: every page mapped once, released with the MR. */
+static void test_mr_pin(void **state)
+{
+    Env *e = env_new(true);
+    PvrdmaCore *core = e->fg->core;
+    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, e->mr->handle);
+    PvrdmaMr *dma;
+    uint32_t dma_handle;
+    uint64_t pinned = core->pinned_pages;
+    unsigned maps = e->fg->maps, unmaps = e->fg->unmaps;
+
+    (void)state;
+    assert_non_null(mr);
+    assert_int_equal(pvrdma_core_mr_pin(core, mr), 0);
+    assert_int_equal(e->fg->maps, maps + 3);
+    /* The pages were charged at CREATE_MR; pinning charges nothing more */
+    assert_int_equal(core->pinned_pages, pinned);
+    *(volatile uint8_t *)mr->pinned[1] = 0x5a;
+    assert_int_equal(*fv_mr_ptr(e->mr, 0x10000000 + 4096), 0x5a);
+    /* Pinning twice is one pin. */
+    assert_int_equal(pvrdma_core_mr_pin(core, mr), 0);
+    assert_int_equal(e->fg->maps, maps + 3);
+    /* Deregistration releases it. */
+    assert_int_equal(fg_destroy_mr(e->fg, e->mr->handle), 0);
+    assert_int_equal(e->fg->unmaps, unmaps + 3);
+
+    /* DMA MRs have no pages to pin. */
+    assert_int_equal(fg_create_dma_mr(e->fg, e->pd, &dma_handle, NULL), 0);
+    dma = pvrdma_table_lookup(&core->mr_tbl, dma_handle);
+    assert_int_equal(pvrdma_core_mr_pin(core, dma), -EINVAL);
+
+    /* A page that is not RAM: refused, nothing stays mapped. */
+    g_free(e->mr);
+    e->mr = fv_mr_new(e->fg, e->pd, 0x20000000, 2 * 4096,
+                      PVRDMA_ACCESS_LOCAL_WRITE);
+    mr = pvrdma_table_lookup(&core->mr_tbl, e->mr->handle);
+    e->fg->mmio_base = mr->pages[1];
+    e->fg->mmio_len = 4096;
+    maps = e->fg->maps;
+    unmaps = e->fg->unmaps;
+    assert_int_equal(pvrdma_core_mr_pin(core, mr), -EFAULT);
+    assert_null(mr->pinned);
+    assert_int_equal(e->fg->maps - maps, e->fg->unmaps - unmaps);
+    e->fg->mmio_len = 0;
+
+    /* Reset releases pins too. */
+    assert_int_equal(pvrdma_core_mr_pin(core, mr), 0);
+    fg_reg_write(e->fg, PVRDMA_REG_CTL, PVRDMA_DEVICE_CTL_RESET);
+    assert_int_equal(e->fg->maps, e->fg->unmaps);
+    env_free(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_async_completion_in_order),
+        cmocka_unit_test(test_async_rnr_retry),
+        cmocka_unit_test(test_async_cancel_on_error),
+        cmocka_unit_test(test_validation_and_atomic_writeback),
+        cmocka_unit_test(test_no_backend),
+        cmocka_unit_test(test_mr_pin),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -50,6 +50,7 @@ struct PvrdmaState {
 
     PvrdmaCoreConfig cfg;
     char *backend;              /* backend= property */
+    GHashTable *gerr_rate;      /* guest error kind -> PvrdmaGerrRate */
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
@@ -194,8 +195,49 @@ static void pvrdma_notify(void *opaque, unsigned vector)
     }
 }
 
-static void pvrdma_guest_error(void *opaque, const char *msg)
+/*
+ * A guest can hit one check millions of times a minute (a register storm
+ * wrote ~7 million lines a minute with -d guest_errors): each kind of
+ * guest error is logged at most PVRDMA_GERR_BURST times per second, and
+ * the next report after a quiet second says how many were suppressed.
+ */
+#define PVRDMA_GERR_BURST       10
+#define PVRDMA_GERR_WINDOW_NS   NANOSECONDS_PER_SECOND
+
+typedef struct PvrdmaGerrRate {
+    int64_t start;
+    unsigned count;
+    unsigned suppressed;
+} PvrdmaGerrRate;
+
+static void pvrdma_guest_error(void *opaque, const char *kind,
+                               const char *msg)
 {
+    PvrdmaState *s = opaque;
+    int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+    PvrdmaGerrRate *r = g_hash_table_lookup(s->gerr_rate, kind);
+
+    /* Keys are the core's format strings: a fixed, finite set. */
+    if (!r) {
+        r = g_new0(PvrdmaGerrRate, 1);
+        r->start = now;
+        g_hash_table_insert(s->gerr_rate, (gpointer)kind, r);
+    }
+    if (now - r->start >= PVRDMA_GERR_WINDOW_NS) {
+        if (r->suppressed) {
+            qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %u more guest errors "
+                          "like the next one were not logged\n",
+                          r->suppressed);
+        }
+        r->start = now;
+        r->count = 0;
+        r->suppressed = 0;
+    }
+    if (r->count >= PVRDMA_GERR_BURST) {
+        r->suppressed++;
+        return;
+    }
+    r->count++;
     trace_pvrdma_guest_error(msg);
     qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %s\n", msg);
 }
@@ -302,7 +344,8 @@ static bool pvrdma_init_pci(PvrdmaState *s, Error **errp)
     PCIDevice *pdev = PCI_DEVICE(s);
     unsigned i;
 
-    pdev->config[PCI_INTERRUPT_PIN] = 1;
+    /* MSI-X only: INTx is not wired, so no pin is advertised. */
+    pdev->config[PCI_INTERRUPT_PIN] = 0;
 
     memory_region_init(&s->msix_bar, OBJECT(s), "pvrdma-msix",
                        PVRDMA_MSIX_BAR_SIZE);
@@ -352,6 +395,8 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                            ((uint64_t)pci_dev_bus_num(pdev) << 8) |
                            pdev->devfn;
     }
+    s->gerr_rate = g_hash_table_new_full(g_direct_hash, g_direct_equal,
+                                         NULL, g_free);
     s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pvrdma_timer_cb, s);
     s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
     return true;
@@ -397,6 +442,8 @@ static void pvrdma_exit_core(PvrdmaState *s)
     s->timer = NULL;
     pvrdma_core_free(s->core);
     s->core = NULL;
+    g_hash_table_destroy(s->gerr_rate);
+    s->gerr_rate = NULL;
 }
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)

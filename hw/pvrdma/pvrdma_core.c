@@ -241,7 +241,7 @@ void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    core->ops->guest_error(core->opaque, msg);
+    core->ops->guest_error(core->opaque, fmt, msg);
     g_free(msg);
 }
 

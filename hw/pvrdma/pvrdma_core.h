@@ -31,8 +31,13 @@ typedef struct PvrdmaCoreOps {
                      uint64_t len);
     /* Raise MSI-X vector @vector (the core has already applied IMR). */
     void (*notify)(void *opaque, unsigned vector);
-    /* A guest protocol violation, already formatted (LOG_GUEST_ERROR). */
-    void (*guest_error)(void *opaque, const char *msg);
+    /*
+     * A guest protocol violation, already formatted (LOG_GUEST_ERROR).
+     * @kind identifies the place that reported it (a string with static
+     * storage, the same pointer every time), so the glue can rate-limit
+     * per kind; the core itself reports every one.
+     */
+    void (*guest_error)(void *opaque, const char *kind, const char *msg);
     /* Trace hook: one line per executed command, may be NULL. */
     void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
     /* Trace hook: a doorbell the core accepted (BAR2 @offset), may be NULL */

@@ -121,10 +121,13 @@ static void fg_notify(void *opaque, unsigned vector)
     fg->notify[vector]++;
 }
 
-static void fg_guest_error(void *opaque, const char *msg)
+static void fg_guest_error(void *opaque, const char *kind,
+                           const char *msg)
 {
     FakeGuest *fg = opaque;
 
+    /* The kind is the reporting site's format: never NULL, never empty. */
+    assert_true(kind && *kind);
     fg->guest_errors++;
     snprintf(fg->last_error, sizeof(fg->last_error), "%s", msg);
     if (getenv("FG_VERBOSE")) {

@@ -16,6 +16,14 @@ if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg -L /usr/s
 fi
 echo "$out" | grep -q "max-qp" || fail "unclear error for max-qp=70000: $out"
 pass "bad property refused: $out"
+if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
+         -device pvrdma,backend=bogus \
+         -display none 2>&1); then
+    fail "QEMU accepted backend=bogus"
+fi
+echo "$out" | grep -q "backend=bogus is not known: use backend=fabric" ||
+    fail "unclear error for backend=bogus: $out"
+pass "unknown backend refused: $out"
 
 guest_script=$TEST_OUT/bringup-guest.sh
 cat > "$guest_script" <<'GUEST'

@@ -7,6 +7,7 @@
 #   make check      unit tests, then guest tests (boots guests under TCG)
 #   make unit       unit tests of the device core only
 #   make vm         boot a guest with a shell on this terminal
+#   make lint       checkpatch: QEMU's on hw/pvrdma, Linux's on guest-driver
 
 SHELL := /bin/bash
 OUT := build
@@ -14,7 +15,7 @@ KERNEL_TREE = $(shell readlink -f $(OUT)/kernel)
 KVER = $(notdir $(KERNEL_TREE))
 
 .PHONY: all qemu kernel driver rdma-core image demo check unit guest-tests \
-        vm clean
+        vm clean lint
 
 all: image
 
@@ -56,6 +57,11 @@ check: unit guest-tests
 
 vm: all
 	scripts/vm.sh
+
+# Fails on any checkpatch ERROR or WARNING; the two checkpatch.pl scripts
+# come from Debian's QEMU and linux-source-6.1 packages (see the script).
+lint:
+	scripts/lint.sh
 
 clean:
 	rm -rf $(OUT)

@@ -181,6 +181,7 @@ int pvrdma_dev_ctl(struct pvrdma_dev *dev, u32 ctl)
 
 	mutex_lock(&dev->cmd_lock);
 	pvrdma_reg_write(dev, PVRDMA_REG_CTL, ctl);
+	/* The device sets ERR for the CTL write before that write completes. */
 	mb();
 	err = pvrdma_reg_read(dev, PVRDMA_REG_ERR);
 	mutex_unlock(&dev->cmd_lock);

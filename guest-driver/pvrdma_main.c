@@ -394,6 +394,7 @@ static void pvrdma_load_dsr(struct pvrdma_dev *dev)
 {
 	pvrdma_reg_write(dev, PVRDMA_REG_DSRLOW, lower_32_bits(dev->dsr_dma));
 	pvrdma_reg_write(dev, PVRDMA_REG_DSRHIGH, upper_32_bits(dev->dsr_dma));
+	/* Read dsr->caps only after the DSRHIGH write that filled them. */
 	mb();
 	memcpy(&dev->caps, &dev->dsr->caps, sizeof(dev->caps));
 }

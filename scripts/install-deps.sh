@@ -2,7 +2,8 @@
 # Install what building and testing needs on a Debian 12 machine (as root,
 # or through sudo): compilers and build tools for QEMU, rdma-core and the
 # guest module, the headers of Debian 12's current 6.1 kernel, firmware for
-# booting guests, and the unit-test libraries.
+# booting guests, the unit-test libraries, and perl for make lint's
+# checkpatch.pl scripts.
 set -euo pipefail
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
@@ -14,7 +15,7 @@ abi=$(apt-cache depends linux-image-amd64 |
 [ -n "$abi" ] || { echo "cannot resolve the current Debian 12 kernel" >&2; exit 1; }
 
 $SUDO apt-get install -y -q --no-install-recommends \
-    build-essential gcc make git python3 python3-venv pkg-config \
+    build-essential gcc make git python3 python3-venv pkg-config perl \
     ninja-build cmake flex bison rsync file cpio kmod xz-utils gzip zstd \
     ccache ca-certificates \
     libglib2.0-dev libpixman-1-dev libslirp-dev libfdt-dev zlib1g-dev \

@@ -53,7 +53,7 @@ unit:
 guest-tests: all
 	tests/guest/run-all.sh
 
-check: unit guest-tests
+check: lint unit guest-tests
 
 vm: all
 	scripts/vm.sh

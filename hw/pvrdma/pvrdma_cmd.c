@@ -192,10 +192,6 @@ static void pvrdma_gid_clear(PvrdmaCore *core, uint32_t index)
     memset(&core->gids[index], 0, sizeof(core->gids[index]));
 }
 
-#define PVRDMA_TABLE_FOREACH(t, h, obj) \
-    for ((h) = (t)->first; (h) < (t)->alloc; (h)++) \
-        if (((obj) = (t)->slots[(h)]) != NULL)
-
 void pvrdma_cmd_destroy_all(PvrdmaCore *core)
 {
     uint32_t h;

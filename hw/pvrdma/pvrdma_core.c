@@ -212,6 +212,16 @@ void *pvrdma_table_lookup(const PvrdmaTable *t, uint32_t handle)
     return t->slots[handle];
 }
 
+void *pvrdma_table_next(const PvrdmaTable *t, uint32_t *h)
+{
+    for (; *h < t->alloc; (*h)++) {
+        if (t->slots[*h]) {
+            return t->slots[*h];
+        }
+    }
+    return NULL;
+}
+
 uint8_t pvrdma_table_gen(const PvrdmaTable *t, uint32_t handle)
 {
     return handle < t->alloc ? t->gen[handle] : 0;
@@ -966,7 +976,7 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
     }
 }
 
-/* ---- doorbells (spec §7) ------------------------------------------------- */
+/* ---- doorbells (spec §7) ---------------------------------------------- */
 
 static void pvrdma_core_trace_doorbell(PvrdmaCore *core, uint64_t offset,
                                        uint32_t val)

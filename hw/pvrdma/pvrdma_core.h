@@ -68,8 +68,10 @@ typedef struct PvrdmaCoreOps {
     void (*timer_mod)(void *opaque, int64_t expire_ns);
 } PvrdmaCoreOps;
 
-/* User-tunable limits (the -device properties); validated by
- * pvrdma_core_check_config() before pvrdma_core_new(). */
+/*
+ * User-tunable limits (the -device properties); validated by
+ * pvrdma_core_check_config() before pvrdma_core_new().
+ */
 typedef struct PvrdmaCoreConfig {
     uint32_t max_qp;            /* 2..65535 */
     uint32_t max_qp_wr;
@@ -113,16 +115,20 @@ typedef struct PvrdmaCoreConfig {
 /* Fills @cfg with the defaults of the -device pvrdma properties. */
 void pvrdma_core_default_config(PvrdmaCoreConfig *cfg);
 
-/* Returns true if @cfg is usable; otherwise false with *@errmsg set to a
- * g_malloc'ed message saying which property is wrong and what is allowed. */
+/*
+ * Returns true if @cfg is usable; otherwise false with *@errmsg set to a
+ * g_malloc'ed message saying which property is wrong and what is allowed.
+ */
 bool pvrdma_core_check_config(const PvrdmaCoreConfig *cfg, char **errmsg);
 
 PvrdmaCore *pvrdma_core_new(const PvrdmaCoreConfig *cfg,
                             const PvrdmaCoreOps *ops, void *opaque);
 void pvrdma_core_free(PvrdmaCore *core);
 
-/* Device reset (power on, qdev reset, CTL RESET): destroys every object and
- * forgets the DSR; no DMA happens afterwards until the next DSR load. */
+/*
+ * Device reset (power on, qdev reset, CTL RESET): destroys every object and
+ * forgets the DSR; no DMA happens afterwards until the next DSR load.
+ */
 void pvrdma_core_reset(PvrdmaCore *core);
 
 /* BAR1: @offset < PVRDMA_REG_BAR_SIZE, 4-byte aligned, 32-bit accesses. */

@@ -113,6 +113,12 @@ void *pvrdma_table_lookup(const PvrdmaTable *t, uint32_t handle);
 /* Generation of @handle's current (or last) tenant; never 0 once used. */
 uint8_t pvrdma_table_gen(const PvrdmaTable *t, uint32_t handle);
 void pvrdma_table_remove(PvrdmaTable *t, uint32_t handle);
+/* The first live object with a handle >= *@h (updated), or NULL. */
+void *pvrdma_table_next(const PvrdmaTable *t, uint32_t *h);
+/* Every live object of @t, in handle order; removing @obj is allowed. */
+#define PVRDMA_TABLE_FOREACH(t, h, obj) \
+    for ((h) = (t)->first; ((obj) = pvrdma_table_next((t), &(h))) != NULL; \
+         (h)++)
 static inline bool pvrdma_table_full(const PvrdmaTable *t)
 {
     return t->count >= t->max_count;

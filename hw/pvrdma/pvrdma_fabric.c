@@ -120,7 +120,8 @@ PvrdmaFabricPort *pvrdma_fabric_lookup(PvrdmaFabric *fab,
     for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
         PvrdmaFabricPort *port = fab->ports[i];
 
-        if (port && (*qp = pvrdma_fabric_port_qp(port, gid, qpn))) {
+        *qp = port ? pvrdma_fabric_port_qp(port, gid, qpn) : NULL;
+        if (*qp) {
             return port;
         }
     }

@@ -42,8 +42,7 @@ static const uint32_t pvrdma_rnr_usec[32] = {
 static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp);
 
 #define PVRDMA_QP_FOREACH(core, h, qp) \
-    for ((h) = (core)->qp_tbl.first; (h) < (core)->qp_tbl.alloc; (h)++) \
-        if (((qp) = (core)->qp_tbl.slots[(h)]) != NULL)
+    PVRDMA_TABLE_FOREACH(&(core)->qp_tbl, h, qp)
 
 /* ---- deferred work and the enter/leave bracket --------------------------- */
 

@@ -4,7 +4,7 @@
  *
  * The device ABI (registers, DSR, commands, rings) is ../include/
  * pvrdma_dev_abi.h; the user ABI is <rdma/vmw_pvrdma-abi.h>.  Section
- * numbers ("spec §N") refer to shared/spec/pvrdma-abi.md.
+ * numbers ("spec §N") refer to docs/abi.md.
  */
 #ifndef _PVRDMA_H_
 #define _PVRDMA_H_

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * uverbs command wrappers for the PVRDMA user<->kernel udata ABI
- * (spec/pvrdma-abi.md §9). The udata structs themselves come from the
+ * (docs/abi.md §9). The udata structs themselves come from the
  * kernel's <rdma/vmw_pvrdma-abi.h>; this file only binds them to the uverbs
  * commands that carry them. Names use "ucmd" so that they cannot clash with
  * the uapi structs (pvrdma_create_cq, ...) or with the device command

@@ -3,7 +3,7 @@
  * rdma-core provider for the PVRDMA paravirtual RDMA device
  * (PCI 15ad:0820, device interface version 20).
  *
- * Facts are cited from spec/pvrdma-abi.md as "spec §N".
+ * Facts are cited from docs/abi.md as "spec §N".
  */
 #ifndef __PVRDMA_H__
 #define __PVRDMA_H__

@@ -4,7 +4,7 @@
  * guest kernel driver (guest-driver/) and the tests.
  *
  * Facts follow the VMware PVRDMA device, interface version 20, as consumed
- * by Linux's vmw_pvrdma driver (see ../shared/spec/pvrdma-abi.md, cited as
+ * by Linux's vmw_pvrdma driver (described in docs/abi.md, cited as
  * "spec §N").  Everything the user-space provider shares with the kernel
  * (WQE, CQE, SGE and AV layouts, doorbell bits, udata) is the system's
  * <rdma/vmw_pvrdma-abi.h>; it is included here, never redefined.

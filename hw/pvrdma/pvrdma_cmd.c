@@ -119,8 +119,8 @@ static void pvrdma_pd_free(PvrdmaCore *core, PvrdmaPd *pd)
     if (core->be_ops->pd_destroy) {
         core->be_ops->pd_destroy(core->be, pd);
     }
-    if (pd->uc) {
-        pd->uc->refs--;
+    if (pd->ctx_handle) {
+        pvrdma_uc_of(core, pd->ctx_handle)->refs--;
     }
     pvrdma_table_remove(&core->pd_tbl, pd->handle);
     g_free(pd);
@@ -134,7 +134,7 @@ static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
     pvrdma_core_mr_unpin(core, mr);
     g_free(mr->frmr_pages);
     pvrdma_core_uncharge_pages(core, mr->quota_pages);
-    mr->pd->refs--;
+    pvrdma_pd_of(core, mr->pd_handle)->refs--;
     pvrdma_table_remove(&core->mr_tbl, mr->handle);
     g_free(mr->pages);
     g_free(mr);
@@ -146,8 +146,8 @@ static void pvrdma_cq_free(PvrdmaCore *core, PvrdmaCq *cq)
         core->be_ops->cq_destroy(core->be, cq);
     }
     pvrdma_core_uncharge_pages(core, cq->npages);
-    if (cq->uc) {
-        cq->uc->refs--;
+    if (cq->ctx_handle) {
+        pvrdma_uc_of(core, cq->ctx_handle)->refs--;
     }
     pvrdma_table_remove(&core->cq_tbl, cq->handle);
     g_free(cq->pages);
@@ -160,7 +160,7 @@ static void pvrdma_srq_free(PvrdmaCore *core, PvrdmaSrq *srq)
         core->be_ops->srq_destroy(core->be, srq);
     }
     pvrdma_core_uncharge_pages(core, srq->npages);
-    srq->pd->refs--;
+    pvrdma_pd_of(core, srq->pd_handle)->refs--;
     pvrdma_table_remove(&core->srq_tbl, srq->handle);
     g_free(srq->pages);
     g_free(srq);
@@ -173,11 +173,11 @@ static void pvrdma_qp_free(PvrdmaCore *core, PvrdmaQp *qp)
         core->be_ops->qp_destroy(core->be, qp);
     }
     pvrdma_core_uncharge_pages(core, qp->npages);
-    qp->pd->refs--;
-    qp->send_cq->refs--;
-    qp->recv_cq->refs--;
-    if (qp->srq) {
-        qp->srq->refs--;
+    pvrdma_pd_of(core, qp->pd_handle)->refs--;
+    pvrdma_qp_send_cq(core, qp)->refs--;
+    pvrdma_qp_recv_cq(core, qp)->refs--;
+    if (qp->has_srq) {
+        pvrdma_qp_srq(core, qp)->refs--;
     }
     pvrdma_table_remove(&core->qp_tbl, qp->handle);
     g_free(qp->pages);
@@ -351,7 +351,6 @@ static int pvrdma_cmd_create_pd(PvrdmaCore *core,
     }
     pd->handle = handle;
     pd->ctx_handle = c->ctx_handle;
-    pd->uc = uc;
     if (core->be_ops->pd_create) {
         ret = core->be_ops->pd_create(core->be, pd);
         if (ret < 0) {
@@ -506,7 +505,7 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
         goto fail_free;
     }
     mr->handle = handle;
-    mr->pd = pd;
+    mr->pd_handle = pd->handle;
     mr->flags = c->flags;
     mr->access = c->access_flags & ~PVRDMA_ACCESS_OPTIONAL_RANGE;
     mr->start = c->start;
@@ -618,7 +617,6 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
     }
     cq->handle = handle;
     cq->ctx_handle = c->ctx_handle;
-    cq->uc = uc;
     cq->cqe = c->cqe;
     if (core->be_ops->cq_create) {
         ret = core->be_ops->cq_create(core->be, cq);
@@ -825,10 +823,11 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     qp->qpn = gsi ? 1 : handle;
     qp->type = c->qp_type;
     qp->ctx_handle = pd->ctx_handle;
-    qp->pd = pd;
-    qp->send_cq = scq;
-    qp->recv_cq = rcq;
-    qp->srq = srq;
+    qp->pd_handle = pd->handle;
+    qp->send_cq_handle = scq->handle;
+    qp->recv_cq_handle = rcq->handle;
+    qp->has_srq = srq != NULL;
+    qp->srq_handle = srq ? srq->handle : 0;
     qp->send_chunks = c->send_chunks;
     qp->sq_wqe_size = sq_wqe;
     qp->rq_wqe_size = rq_wqe;
@@ -1225,7 +1224,7 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
     }
     srq->handle = handle;
     srq->ctx_handle = pd->ctx_handle;
-    srq->pd = pd;
+    srq->pd_handle = pd->handle;
     srq->max_wr = a->max_wr;
     srq->max_sge = a->max_sge;
     srq->srq_limit = a->srq_limit;

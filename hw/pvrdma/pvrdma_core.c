@@ -1018,7 +1018,7 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         uint32_t ok = PVRDMA_DB_QP_SEND | PVRDMA_DB_QP_RECV;
 
         if (!qp || qp->ctx_handle != ctx || !flags || (flags & ~ok) ||
-            ((flags & PVRDMA_DB_QP_RECV) && qp->srq)) {
+            ((flags & PVRDMA_DB_QP_RECV) && qp->has_srq)) {
             pvrdma_core_guest_error(core, "bad QP doorbell 0x%x on UAR page "
                                     "%u", val, (unsigned)page);
             return;

@@ -132,15 +132,14 @@ typedef struct PvrdmaUc {
 
 struct PvrdmaPd {
     uint32_t handle;
-    uint32_t ctx_handle;
-    PvrdmaUc *uc;               /* NULL for kernel PDs */
+    uint32_t ctx_handle;        /* 0: a kernel PD */
     uint32_t refs;              /* MRs, QPs, SRQs */
     void *be;
 };
 
 struct PvrdmaMr {
     uint32_t handle;
-    PvrdmaPd *pd;
+    uint32_t pd_handle;
     uint32_t flags;             /* 0, PVRDMA_MR_FLAG_DMA, _FRMR */
     uint32_t access;
     uint32_t lkey;
@@ -164,8 +163,7 @@ struct PvrdmaMr {
 
 struct PvrdmaCq {
     uint32_t handle;
-    uint32_t ctx_handle;
-    PvrdmaUc *uc;
+    uint32_t ctx_handle;        /* 0: a kernel CQ */
     uint32_t cqe;
     uint64_t *pages;            /* page 0 ring state, then CQEs */
     uint32_t npages;
@@ -179,7 +177,7 @@ struct PvrdmaCq {
 struct PvrdmaSrq {
     uint32_t handle;
     uint32_t ctx_handle;
-    PvrdmaPd *pd;
+    uint32_t pd_handle;
     uint64_t *pages;
     uint32_t npages;
     PvrdmaRing ring;            /* receive WQEs, state "rx" at +8 */
@@ -218,10 +216,16 @@ struct PvrdmaQp {
     uint32_t qpn;               /* wire QP number (backend's choice) */
     uint8_t type;               /* PVRDMA_QPT_* */
     uint32_t ctx_handle;
-    PvrdmaPd *pd;
-    PvrdmaCq *send_cq;
-    PvrdmaCq *recv_cq;
-    PvrdmaSrq *srq;             /* NULL unless created with is_srq */
+    /*
+     * Objects name each other by handle, as a saved state can; each
+     * reference is counted in the referenced object, so the lookups
+     * below (pvrdma_qp_send_cq(), ...) always succeed.
+     */
+    uint32_t pd_handle;
+    uint32_t send_cq_handle;
+    uint32_t recv_cq_handle;
+    bool has_srq;               /* created with is_srq */
+    uint32_t srq_handle;
     uint64_t *pages;            /* ring state, SQ pages, RQ pages */
     uint32_t npages;
     uint32_t send_chunks;
@@ -295,6 +299,35 @@ struct PvrdmaCore {
     GQueue rnr_qps;             /* QPs waiting for a timed RNR retry */
     int64_t timer_expire;       /* armed expiry, -1 = not armed */
 };
+
+/* The objects a QP, MR or SRQ refers to (kept alive by its reference). */
+static inline PvrdmaCq *pvrdma_qp_send_cq(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    return pvrdma_table_lookup(&core->cq_tbl, qp->send_cq_handle);
+}
+
+static inline PvrdmaCq *pvrdma_qp_recv_cq(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    return pvrdma_table_lookup(&core->cq_tbl, qp->recv_cq_handle);
+}
+
+/* NULL unless the QP was created with an SRQ. */
+static inline PvrdmaSrq *pvrdma_qp_srq(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    return qp->has_srq ? pvrdma_table_lookup(&core->srq_tbl, qp->srq_handle)
+                       : NULL;
+}
+
+static inline PvrdmaPd *pvrdma_pd_of(PvrdmaCore *core, uint32_t handle)
+{
+    return pvrdma_table_lookup(&core->pd_tbl, handle);
+}
+
+/* The user context of @ctx_handle, NULL for the kernel (0). */
+static inline PvrdmaUc *pvrdma_uc_of(PvrdmaCore *core, uint32_t ctx_handle)
+{
+    return ctx_handle ? pvrdma_table_lookup(&core->uc_tbl, ctx_handle) : NULL;
+}
 
 /* Guest memory; -EFAULT when no DSR is loaded or the range is bad. */
 int pvrdma_core_dma_read(PvrdmaCore *core, uint64_t addr, void *buf,

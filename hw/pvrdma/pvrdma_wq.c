@@ -270,7 +270,7 @@ void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
     }
     pvrdma_wq_rnr_clear(core, qp);
     qp->wq.sqd_notify = false;
-    if (qp->srq) {
+    if (qp->has_srq) {
         /* IBA 11.6.3.1: no more WQEs of the SRQ will be consumed. */
         pvrdma_core_post_async_event(core,
                                      PVRDMA_EQE_TYPE_QP_LAST_WQE_REACHED,
@@ -313,7 +313,8 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
         pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR,
                                      cq->handle);
         PVRDMA_QP_FOREACH(core, h, qp) {
-            if (qp->send_cq == cq || qp->recv_cq == cq) {
+            if (qp->send_cq_handle == cq->handle ||
+                qp->recv_cq_handle == cq->handle) {
                 pvrdma_core_qp_error(core, qp, -1);
             }
         }
@@ -365,11 +366,11 @@ static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
     }
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
-    pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons, qp->send_cq,
-                         true);
-    if (!qp->srq) {
+    pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons,
+                         pvrdma_qp_send_cq(core, qp), true);
+    if (!qp->has_srq) {
         pvrdma_wq_flush_ring(core, qp, &qp->rq, &qp->wq.rq_cons,
-                             qp->recv_cq, false);
+                             pvrdma_qp_recv_cq(core, qp), false);
     }
 }
 
@@ -437,7 +438,7 @@ bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
 {
     PvrdmaMr *mr = pvrdma_wq_key_mr(core, rkey);
 
-    if (!mr || mr->pd != qp->pd || !(mr->access & access) ||
+    if (!mr || mr->pd_handle != qp->pd_handle || !(mr->access & access) ||
         !(qp->attr.qp_access_flags & access)) {
         return false;
     }
@@ -448,7 +449,7 @@ bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
  * Resolve @n SGEs against @pd into @sgl; zero-length SGEs are skipped
  * (their key is not looked at).  Returns a PVRDMA_WC_* status.
  */
-static uint32_t pvrdma_wq_build_sgl(PvrdmaCore *core, PvrdmaPd *pd,
+static uint32_t pvrdma_wq_build_sgl(PvrdmaCore *core, uint32_t pd,
                                     const struct pvrdma_sge *sges,
                                     uint32_t n, bool write, PvrdmaSgl *sgl)
 {
@@ -474,7 +475,7 @@ static uint32_t pvrdma_wq_build_sgl(PvrdmaCore *core, PvrdmaPd *pd,
             continue;
         }
         mr = pvrdma_wq_key_mr(core, GUINT32_FROM_LE(sges[i].lkey));
-        if (!mr || mr->pd != pd ||
+        if (!mr || mr->pd_handle != pd ||
             (write && !(mr->access & PVRDMA_ACCESS_LOCAL_WRITE)) ||
             !pvrdma_wq_mr_seg(mr, addr, len, &sgl->seg[sgl->nseg])) {
             return PVRDMA_WC_LOC_PROT_ERR;
@@ -501,7 +502,8 @@ static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
 {
     PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
 
-    return mr && mr->flags == PVRDMA_MR_FLAG_FRMR && mr->pd == qp->pd ?
+    return mr && mr->flags == PVRDMA_MR_FLAG_FRMR &&
+           mr->pd_handle == qp->pd_handle ?
            mr : NULL;
 }
 
@@ -644,7 +646,7 @@ static void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
     srq->failed = true;
     pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_SRQ_ERR, srq->handle);
     PVRDMA_QP_FOREACH(core, h, qp) {
-        if (qp->srq == srq) {
+        if (qp->has_srq && qp->srq_handle == srq->handle) {
             pvrdma_core_qp_error(core, qp, -1);
         }
     }
@@ -654,17 +656,18 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
 {
     uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
     const struct pvrdma_rq_wqe_hdr *hdr = (const void *)wqe;
+    PvrdmaSrq *srq = pvrdma_qp_srq(core, qp);
     PvrdmaRing *ring;
     uint32_t cons, prod, size, max_sge, nsge;
 
-    if (qp->srq) {
-        if (qp->srq->failed) {
+    if (srq) {
+        if (srq->failed) {
             return -1;
         }
-        ring = &qp->srq->ring;
-        cons = qp->srq->cons;
-        size = qp->srq->wqe_size;
-        max_sge = qp->srq->max_sge;
+        ring = &srq->ring;
+        cons = srq->cons;
+        size = srq->wqe_size;
+        max_sge = srq->max_sge;
     } else {
         ring = &qp->rq;
         cons = qp->wq.rq_cons;
@@ -694,7 +697,8 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
         rwr->status = PVRDMA_WC_LOC_LEN_ERR;
         return 1;
     }
-    rwr->status = pvrdma_wq_build_sgl(core, qp->srq ? qp->srq->pd : qp->pd,
+    rwr->status = pvrdma_wq_build_sgl(core, srq ? srq->pd_handle :
+                                      qp->pd_handle,
                                       (const void *)(hdr + 1), nsge, true,
                                       &rwr->sgl);
     if (rwr->status != PVRDMA_WC_SUCCESS) {
@@ -703,8 +707,8 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
     return 1;
 
 broken:
-    if (qp->srq) {
-        pvrdma_wq_srq_fail(core, qp->srq);
+    if (srq) {
+        pvrdma_wq_srq_fail(core, srq);
     } else {
         pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
     }
@@ -713,8 +717,9 @@ broken:
 
 static void pvrdma_wq_recv_consume(PvrdmaCore *core, PvrdmaQp *qp)
 {
-    if (qp->srq) {
-        PvrdmaSrq *srq = qp->srq;
+    PvrdmaSrq *srq = pvrdma_qp_srq(core, qp);
+
+    if (srq) {
         uint32_t prod;
 
         srq->cons = pvrdma_ring_next(srq->cons, srq->ring.n);
@@ -740,7 +745,7 @@ void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const struct pvrdma_cqe *cqe, bool solicited)
 {
     pvrdma_wq_recv_consume(core, qp);
-    pvrdma_wq_post_cqe(core, qp->recv_cq, cqe, solicited);
+    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited);
 }
 
 void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp)
@@ -861,7 +866,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
         *status = PVRDMA_WC_LOC_LEN_ERR;
         return false;
     }
-    st = pvrdma_wq_build_sgl(core, qp->pd, sges, nsge,
+    st = pvrdma_wq_build_sgl(core, qp->pd_handle, sges, nsge,
                              op == PVRDMA_WR_RDMA_READ || atomic,
                              &wr->local);
     if (st == PVRDMA_WC_SUCCESS && atomic &&
@@ -933,7 +938,7 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
     qp->wq.sq_cons = pvrdma_ring_next(qp->wq.sq_cons, qp->sq.n);
     pvrdma_wq_write_cons(core, &qp->sq, qp->wq.sq_cons);
     if (cqe->status != PVRDMA_WC_SUCCESS || qp->sq_sig_all || signaled) {
-        pvrdma_wq_post_cqe(core, qp->send_cq, cqe, false);
+        pvrdma_wq_post_cqe(core, pvrdma_qp_send_cq(core, qp), cqe, false);
     }
     pvrdma_wq_sq_drained(core, qp);
     if (cqe->status != PVRDMA_WC_SUCCESS && qp->type == PVRDMA_QPT_RC) {
@@ -1141,7 +1146,7 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
         pvrdma_wq_srq_fail(core, srq);
     } else if (core->be_ops->recv_posted) {
         PVRDMA_QP_FOREACH(core, h, qp) {
-            if (qp->srq == srq) {
+            if (qp->has_srq && qp->srq_handle == srq->handle) {
                 pvrdma_wq_recv_posted(core, qp);
             }
         }

@@ -1499,9 +1499,8 @@ static void fz_check_objects(PvrdmaCore *core)
 
         if (mr) {
             FZ_CHECK(mr->handle == h);
-            FZ_CHECK(pvrdma_table_lookup(&core->pd_tbl, mr->pd->handle) ==
-                     mr->pd);
-            pd_refs[mr->pd->handle]++;
+            FZ_CHECK(pvrdma_pd_of(core, mr->pd_handle));
+            pd_refs[mr->pd_handle]++;
         }
     }
     for (h = 0; h < core->srq_tbl.alloc; h++) {
@@ -1509,9 +1508,8 @@ static void fz_check_objects(PvrdmaCore *core)
 
         if (srq) {
             FZ_CHECK(srq->handle == h);
-            FZ_CHECK(pvrdma_table_lookup(&core->pd_tbl, srq->pd->handle) ==
-                     srq->pd);
-            pd_refs[srq->pd->handle]++;
+            FZ_CHECK(pvrdma_pd_of(core, srq->pd_handle));
+            pd_refs[srq->pd_handle]++;
         }
     }
     for (h = 0; h < core->qp_tbl.alloc; h++) {
@@ -1519,19 +1517,15 @@ static void fz_check_objects(PvrdmaCore *core)
 
         if (qp) {
             FZ_CHECK(qp->handle == h);
-            FZ_CHECK(pvrdma_table_lookup(&core->pd_tbl, qp->pd->handle) ==
-                     qp->pd);
-            FZ_CHECK(pvrdma_table_lookup(&core->cq_tbl,
-                                         qp->send_cq->handle) == qp->send_cq);
-            FZ_CHECK(pvrdma_table_lookup(&core->cq_tbl,
-                                         qp->recv_cq->handle) == qp->recv_cq);
-            pd_refs[qp->pd->handle]++;
-            cq_refs[qp->send_cq->handle]++;
-            cq_refs[qp->recv_cq->handle]++;
-            if (qp->srq) {
-                FZ_CHECK(pvrdma_table_lookup(&core->srq_tbl,
-                                             qp->srq->handle) == qp->srq);
-                srq_refs[qp->srq->handle]++;
+            FZ_CHECK(pvrdma_pd_of(core, qp->pd_handle));
+            FZ_CHECK(pvrdma_qp_send_cq(core, qp));
+            FZ_CHECK(pvrdma_qp_recv_cq(core, qp));
+            pd_refs[qp->pd_handle]++;
+            cq_refs[qp->send_cq_handle]++;
+            cq_refs[qp->recv_cq_handle]++;
+            if (qp->has_srq) {
+                FZ_CHECK(pvrdma_qp_srq(core, qp));
+                srq_refs[qp->srq_handle]++;
             }
             FZ_CHECK(qp->state <= PVRDMA_QPS_ERR);
         }
@@ -1542,10 +1536,9 @@ static void fz_check_objects(PvrdmaCore *core)
         if (pd) {
             FZ_CHECK(pd->handle == h);
             FZ_CHECK(pd->refs == pd_refs[h]);
-            if (pd->uc) {
-                FZ_CHECK(pvrdma_table_lookup(&core->uc_tbl,
-                                             pd->uc->handle) == pd->uc);
-                uc_refs[pd->uc->handle]++;
+            if (pd->ctx_handle) {
+                FZ_CHECK(pvrdma_uc_of(core, pd->ctx_handle));
+                uc_refs[pd->ctx_handle]++;
             }
         }
     }
@@ -1556,10 +1549,9 @@ static void fz_check_objects(PvrdmaCore *core)
             FZ_CHECK(cq->handle == h);
             FZ_CHECK(cq->ring.n && cq->ring.prod < 2 * cq->ring.n);
             FZ_CHECK(cq->refs == cq_refs[h]);
-            if (cq->uc) {
-                FZ_CHECK(pvrdma_table_lookup(&core->uc_tbl,
-                                             cq->uc->handle) == cq->uc);
-                uc_refs[cq->uc->handle]++;
+            if (cq->ctx_handle) {
+                FZ_CHECK(pvrdma_uc_of(core, cq->ctx_handle));
+                uc_refs[cq->ctx_handle]++;
             }
         }
     }

@@ -32,6 +32,7 @@
 #include "hw/qdev-properties.h"
 #include "migration/blocker.h"
 #include "system/dma.h"
+#include "system/system.h"
 #include "trace.h"
 
 #include "pvrdma_core.h"
@@ -386,12 +387,19 @@ static void pvrdma_exit_pci(PvrdmaState *s)
 static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
 {
     PCIDevice *pdev = PCI_DEVICE(s);
-    static uint32_t instance;
+    uint8_t vm = 0;
+    size_t i;
 
     if (!s->cfg.node_guid) {
-        /* EUI-64 under QEMU's OUI, unique per device in this process. */
-        s->cfg.node_guid = 0x525400fffe000000ULL |
-                           ((uint64_t)(instance++ & 0xff) << 16) |
+        /*
+         * EUI-64 under QEMU's OUI from what a migration destination shares
+         * (the -uuid, the PCI address), never from the order of realize:
+         * unique per device of this VM, and per VM when -uuid differs.
+         */
+        for (i = 0; qemu_uuid_set && i < sizeof(qemu_uuid.data); i++) {
+            vm ^= qemu_uuid.data[i];
+        }
+        s->cfg.node_guid = 0x525400fffe000000ULL | ((uint64_t)vm << 16) |
                            ((uint64_t)pci_dev_bus_num(pdev) << 8) |
                            pdev->devfn;
     }

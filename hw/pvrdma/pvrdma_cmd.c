@@ -828,7 +828,6 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     qp->recv_cq_handle = rcq->handle;
     qp->has_srq = srq != NULL;
     qp->srq_handle = srq ? srq->handle : 0;
-    qp->send_chunks = c->send_chunks;
     qp->sq_wqe_size = sq_wqe;
     qp->rq_wqe_size = rq_wqe;
     qp->sq_sig_all = c->sq_sig_all;

@@ -510,7 +510,6 @@ static void pvrdma_core_drop_state(PvrdmaCore *core)
     pvrdma_core_free_dsr_rings(core);
     core->dsr_loaded = false;
     core->dma_enabled = false;
-    core->dsr_addr = 0;
     core->driver_version = 0;
     core->uar_pfn = 0;
     core->cmd_slot = 0;
@@ -789,7 +788,6 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
         pvrdma_core_guest_error(core, "DSR: cannot write caps");
         return ret;
     }
-    core->dsr_addr = addr;
     core->dsr_loaded = true;
     return 0;
 }

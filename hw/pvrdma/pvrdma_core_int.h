@@ -228,7 +228,6 @@ struct PvrdmaQp {
     uint32_t srq_handle;
     uint64_t *pages;            /* ring state, SQ pages, RQ pages */
     uint32_t npages;
-    uint32_t send_chunks;
     PvrdmaRing sq;              /* state "tx" at +0 */
     PvrdmaRing rq;              /* state "rx" at +8 (unused with an SRQ) */
     uint32_t sq_wqe_size;
@@ -269,7 +268,6 @@ struct PvrdmaCore {
     /* DSR state; dma_enabled is false whenever no DSR is (being) loaded. */
     bool dma_enabled;
     bool dsr_loaded;
-    uint64_t dsr_addr;
     uint32_t driver_version;
     uint64_t uar_pfn;           /* from the DSR: PFN of UAR page 0 */
     uint64_t cmd_slot;

@@ -29,7 +29,24 @@
 struct PvrdmaFabric {
     unsigned refs;
     PvrdmaFabricPort *ports[PVRDMA_FABRIC_MAX_PORTS];
+    /*
+     * Requesters that got an RNR NAK and have not sent again since (an
+     * upper bound: a QP whose retries ran out still counts until it is
+     * cancelled, sends again or is destroyed).  While it is zero a posted
+     * receive has no one to wake, and costs no lookup.
+     */
+    unsigned rnr_waiting;
 };
+
+void pvrdma_fabric_rnr_note(PvrdmaFabric *fab, bool waiting)
+{
+    if (waiting) {
+        fab->rnr_waiting++;
+    } else {
+        g_assert(fab->rnr_waiting > 0);
+        fab->rnr_waiting--;
+    }
+}
 
 PvrdmaFabric *pvrdma_fabric_new(void)
 {
@@ -153,6 +170,9 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
     PvrdmaFabricPort *port;
     PvrdmaQp *peer;
 
+    if (!fab->rnr_waiting) {
+        return;
+    }
     port = pvrdma_fabric_lookup(fab, dgid, dqpn, &peer);
     if (port && pvrdma_core_rnr_waiting(peer) &&
         peer->attr.dest_qp_num == qpn &&

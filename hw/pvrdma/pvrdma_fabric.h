@@ -127,7 +127,15 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
                                uint32_t qpn, const uint8_t dgid[16],
                                uint32_t dqpn);
 
+/* One more (@waiting) or one fewer requester stalled on an RNR NAK. */
+void pvrdma_fabric_rnr_note(PvrdmaFabric *fab, bool waiting);
+
 /* ---- the port backend (pvrdma_fabric_port.c) ----------------------------- */
+
+/* Per-QP state of the port (qp->be). */
+typedef struct PvrdmaFabricQp {
+    bool rnr;                   /* counted in the fabric's rnr_waiting */
+} PvrdmaFabricQp;
 
 extern const PvrdmaBackendOps pvrdma_fabric_backend_ops;
 /* The port index of a core on the fabric backend, for tests. */
@@ -135,8 +143,11 @@ int pvrdma_fabric_port_index(void *be);
 
 /* ---- RC verbs (pvrdma_fabric_rc.c) --------------------------------------- */
 
-/* Requester: carry @wr of @qp over the fabric, report the result. */
-void pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
+/*
+ * Requester: carry @wr of @qp over the fabric, report the result.
+ * Returns true if the answer was an RNR NAK.
+ */
+bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
                              PvrdmaSendWr *wr);
 /* Responder: execute @msg on @qp of @port's core. */
 void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,

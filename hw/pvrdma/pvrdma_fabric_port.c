@@ -25,9 +25,22 @@ static void pvrdma_fabric_port_op_free(void *be)
     pvrdma_fabric_port_free(be);
 }
 
+/* The QP no longer waits on an RNR NAK (if it did). */
+static void pvrdma_fabric_qp_rnr_done(PvrdmaFabricPort *port, PvrdmaQp *qp)
+{
+    PvrdmaFabricQp *fqp = qp->be;
+
+    if (fqp->rnr) {
+        fqp->rnr = false;
+        pvrdma_fabric_rnr_note(port->fabric, false);
+    }
+}
+
 static int pvrdma_fabric_qp_create(void *be, PvrdmaQp *qp)
 {
     PvrdmaFabricPort *port = be;
+
+    qp->be = g_new0(PvrdmaFabricQp, 1);
 
     /* Wire QPN: the port index in bits 16..23 (pvrdma_fabric.c). */
     if (port->index && qp->type != PVRDMA_QPT_GSI &&
@@ -38,10 +51,28 @@ static int pvrdma_fabric_qp_create(void *be, PvrdmaQp *qp)
     return 0;
 }
 
+static void pvrdma_fabric_qp_destroy(void *be, PvrdmaQp *qp)
+{
+    pvrdma_fabric_qp_rnr_done(be, qp);
+    g_free(qp->be);
+    qp->be = NULL;
+}
+
 static int pvrdma_fabric_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
 {
-    pvrdma_fabric_rc_submit(be, qp, wr);
+    PvrdmaFabricQp *fqp = qp->be;
+
+    pvrdma_fabric_qp_rnr_done(be, qp);
+    if (pvrdma_fabric_rc_submit(be, qp, wr)) {
+        fqp->rnr = true;
+        pvrdma_fabric_rnr_note(((PvrdmaFabricPort *)be)->fabric, true);
+    }
     return 0;
+}
+
+static void pvrdma_fabric_cancel(void *be, PvrdmaQp *qp)
+{
+    pvrdma_fabric_qp_rnr_done(be, qp);
 }
 
 static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
@@ -61,12 +92,14 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
 
 /*
  * The in-process link answers inside submit, so nothing is ever
- * outstanding when the core cancels.
+ * outstanding when the core cancels; cancel only ends an RNR wait.
  */
 const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .name = "fabric",
     .free = pvrdma_fabric_port_op_free,
     .qp_create = pvrdma_fabric_qp_create,
+    .qp_destroy = pvrdma_fabric_qp_destroy,
     .submit = pvrdma_fabric_submit,
+    .cancel = pvrdma_fabric_cancel,
     .recv_posted = pvrdma_fabric_recv_posted_op,
 };

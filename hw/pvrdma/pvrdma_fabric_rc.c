@@ -34,22 +34,23 @@
 static int pvrdma_fabric_payload_read(void *opaque, uint64_t off, void *buf,
                                       uint64_t n)
 {
-    return pvrdma_sgl_read(opaque, off, buf, n);
+    return pvrdma_sgl_cursor_copy(opaque, off, buf, n, false);
 }
 
 static int pvrdma_fabric_payload_write(void *opaque, uint64_t off, void *buf,
                                        uint64_t n)
 {
-    return pvrdma_sgl_write(opaque, off, buf, n);
+    return pvrdma_sgl_cursor_copy(opaque, off, buf, n, true);
 }
 
-void pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
+bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
                              PvrdmaSendWr *wr)
 {
+    PvrdmaSglCursor cursor;
     PvrdmaFabricPayload payload = {
         .read = pvrdma_fabric_payload_read,
         .write = pvrdma_fabric_payload_write,
-        .opaque = &wr->local,
+        .opaque = &cursor,
     };
     PvrdmaFabricMsg msg = {
         .opcode = wr->opcode,
@@ -68,6 +69,7 @@ void pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
     PvrdmaSendResult res;
     PvrdmaFabricAck ack;
 
+    pvrdma_sgl_seek(&cursor, &wr->local, 0);
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
     pvrdma_fabric_deliver(port->fabric, &msg, &payload, &ack);
@@ -78,6 +80,7 @@ void pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .atomic_orig = ack.atomic_orig,
     };
     pvrdma_core_send_done(port->core, qp, &res);
+    return ack.rnr;
 }
 
 /* ---- responder ----------------------------------------------------------- */

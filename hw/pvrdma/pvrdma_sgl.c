@@ -50,19 +50,28 @@ bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
     return true;
 }
 
-/* Bus address and contiguous run of byte @off of @sgl (segments in order) */
-static bool pvrdma_sgl_xlate(const PvrdmaSgl *sgl, uint64_t off,
-                             uint64_t *bus, uint64_t *run)
+void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl,
+                            uint64_t off)
 {
-    uint32_t i;
-
-    for (i = 0; i < sgl->nseg; i++) {
-        if (off < sgl->seg[i].len) {
-            return pvrdma_seg_xlate(&sgl->seg[i], off, bus, run);
-        }
-        off -= sgl->seg[i].len;
+    c->sgl = sgl;
+    c->pos = off;
+    for (c->seg = 0; c->seg < sgl->nseg && off >= sgl->seg[c->seg].len;
+         c->seg++) {
+        off -= sgl->seg[c->seg].len;
     }
-    return false;
+    c->off = off;
+}
+
+/* Bus address and contiguous run at the cursor; false past the end. */
+static inline bool pvrdma_sgl_here(PvrdmaSglCursor *c, uint64_t *bus,
+                                   uint64_t *run)
+{
+    while (c->seg < c->sgl->nseg && c->off >= c->sgl->seg[c->seg].len) {
+        c->seg++;
+        c->off = 0;
+    }
+    return c->seg < c->sgl->nseg &&
+           pvrdma_seg_xlate(&c->sgl->seg[c->seg], c->off, bus, run);
 }
 
 int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
@@ -74,13 +83,15 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
                                       PVRDMA_COPY_DST_FAULT;
     PvrdmaCore *core = sgl->core;
     uint8_t bounce[PVRDMA_SGL_BOUNCE];
+    PvrdmaSglCursor c;
     uint64_t done = 0;
 
+    pvrdma_sgl_seek(&c, sgl, off);
     while (done < len) {
         uint64_t bus, run, n, mlen;
         void *p;
 
-        if (!pvrdma_sgl_xlate(sgl, off + done, &bus, &run)) {
+        if (!pvrdma_sgl_here(&c, &bus, &run)) {
             return own_fault;
         }
         n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
@@ -93,45 +104,71 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
                 return peer_fault;
             }
             pvrdma_core_dma_unmap(core, p, mlen, into_sgl, mlen);
-            done += mlen;
-            continue;
-        }
-        /* Not mappable (MMIO, or no dma_map): bounce. */
-        n = MIN(n, (uint64_t)sizeof(bounce));
-        if (into_sgl) {
-            if (peer(opaque, done, bounce, n) < 0) {
-                return peer_fault;
-            }
-            if (pvrdma_core_dma_write(core, bus, bounce, n) < 0) {
-                return own_fault;
-            }
+            n = mlen;
         } else {
-            if (pvrdma_core_dma_read(core, bus, bounce, n) < 0) {
-                return own_fault;
-            }
-            if (peer(opaque, done, bounce, n) < 0) {
-                return peer_fault;
+            /* Not mappable (MMIO, or no dma_map): bounce. */
+            n = MIN(n, (uint64_t)sizeof(bounce));
+            if (into_sgl) {
+                if (peer(opaque, done, bounce, n) < 0) {
+                    return peer_fault;
+                }
+                if (pvrdma_core_dma_write(core, bus, bounce, n) < 0) {
+                    return own_fault;
+                }
+            } else {
+                if (pvrdma_core_dma_read(core, bus, bounce, n) < 0) {
+                    return own_fault;
+                }
+                if (peer(opaque, done, bounce, n) < 0) {
+                    return peer_fault;
+                }
             }
         }
         done += n;
+        c.off += n;
     }
     return PVRDMA_COPY_OK;
 }
 
-typedef struct PvrdmaHostBuf {
-    uint8_t *p;
-    bool to_host;               /* copy goes into p */
-} PvrdmaHostBuf;
-
-static int pvrdma_host_copy(void *opaque, uint64_t off, void *buf,
-                            uint64_t n)
+int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
+                           uint64_t len, bool to_sgl)
 {
-    PvrdmaHostBuf *h = opaque;
+    PvrdmaCore *core = c->sgl->core;
+    uint8_t *buf = host;
+    uint64_t done = 0;
 
-    if (h->to_host) {
-        memmove(h->p + off, buf, n);
-    } else {
-        memmove(buf, h->p + off, n);
+    /* Sequential calls (a payload read chunk by chunk) never re-seek. */
+    if (off != c->pos) {
+        pvrdma_sgl_seek(c, c->sgl, off);
+    }
+    c->pos = off + len;
+    while (done < len) {
+        uint64_t bus, run, n;
+        void *p;
+
+        if (!pvrdma_sgl_here(c, &bus, &run)) {
+            c->pos = UINT64_MAX;
+            return -1;
+        }
+        n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
+        p = pvrdma_core_dma_map(core, bus, &n, to_sgl);
+        if (p) {
+            if (to_sgl) {
+                memmove(p, buf + done, n);
+            } else {
+                memmove(buf + done, p, n);
+            }
+            pvrdma_core_dma_unmap(core, p, n, to_sgl, n);
+        } else {
+            n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
+            if ((to_sgl ? pvrdma_core_dma_write(core, bus, buf + done, n) :
+                 pvrdma_core_dma_read(core, bus, buf + done, n)) < 0) {
+                c->pos = UINT64_MAX;
+                return -1;
+            }
+        }
+        done += n;
+        c->off += n;
     }
     return 0;
 }
@@ -139,16 +176,16 @@ static int pvrdma_host_copy(void *opaque, uint64_t off, void *buf,
 int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
                      uint64_t len)
 {
-    PvrdmaHostBuf h = { .p = (uint8_t *)buf, .to_host = false };
+    PvrdmaSglCursor c;
 
-    return pvrdma_sgl_xfer(sgl, off, len, true, pvrdma_host_copy, &h) ==
-           PVRDMA_COPY_OK ? 0 : -1;
+    pvrdma_sgl_seek(&c, sgl, off);
+    return pvrdma_sgl_cursor_copy(&c, off, (void *)buf, len, true);
 }
 
 int pvrdma_sgl_read(PvrdmaSgl *sgl, uint64_t off, void *buf, uint64_t len)
 {
-    PvrdmaHostBuf h = { .p = buf, .to_host = true };
+    PvrdmaSglCursor c;
 
-    return pvrdma_sgl_xfer(sgl, off, len, false, pvrdma_host_copy, &h) ==
-           PVRDMA_COPY_OK ? 0 : -1;
+    pvrdma_sgl_seek(&c, sgl, off);
+    return pvrdma_sgl_cursor_copy(&c, off, buf, len, false);
 }

@@ -1193,7 +1193,7 @@ static void fz_mem_write(FzIn *in)
     switch (where) {
     case 0:
         d = in_dev(in);
-        base = d->fg->core->dsr_addr ? d->fg->core->dsr_addr : d->fg->dsr;
+        base = d->fg->dsr;
         break;
     case 1:
         d = in_dev(in);
@@ -1426,7 +1426,7 @@ static void fz_glue(FzIn *in)
         /* DMA writes to this page fail: the response slot, the DSR, or
          * any page (create rollback, caps write, ring index writes). */
         d->fg->ro_page = (v & 0x80000000u) ? d->fg->core->resp_slot :
-                         (v & 0x40000000u) ? d->fg->core->dsr_addr :
+                         (v & 0x40000000u) ? d->fg->dsr :
                          v ? FG_MEM_BASE + ((v % used) & ~(FG_PAGE - 1)) :
                          0;
         break;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A/B comparison of two QEMU binaries on the in-VM figures: ib_send_lat
+# (2 bytes, typical usec), ib_write_bw (1 MiB, average MB/s) and
+# ibv_rc_pingpong (4 KiB, usec/iter), between two processes of one guest
+# on one pvrdma device.  Rounds alternate A and B in one run, so both see
+# the same machine load; the medians of each are printed side by side.
+#
+#   tests/bench/ab.sh [-r ROUNDS] QEMU_A QEMU_B
+#
+# Build the A binary from another checkout (git worktree) with `make qemu`
+# and copy it away before rebuilding B; the guest image is shared.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+rounds=3
+if [ "${1:-}" = -r ]; then rounds=$2; shift 2; fi
+[ $# -eq 2 ] || { echo "usage: $0 [-r ROUNDS] QEMU_A QEMU_B" >&2; exit 2; }
+a=$1 b=$2
+for q in "$a" "$b"; do
+    [ -x "$q" ] || { echo "$q: not an executable QEMU binary" >&2; exit 2; }
+done
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+cat > "$out/guest.sh" <<'GUEST'
+o="-d pvrdma0 -x 1 -F"
+ib_send_lat $o -n 5000 > /tmp/l.s 2>&1 & sleep 1
+ib_send_lat $o -n 5000 127.0.0.1 > /tmp/l.c 2>&1; wait
+echo "LAT $(awk '$1 == 2 && $2 == 5000 { print $5 }' /tmp/l.c)"
+ib_write_bw $o -s 1048576 -n 1000 > /tmp/b.s 2>&1 & sleep 1
+ib_write_bw $o -s 1048576 -n 1000 127.0.0.1 > /tmp/b.c 2>&1; wait
+echo "BW $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/b.c)"
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 > /tmp/p.s 2>&1 & sleep 1
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 127.0.0.1 > /tmp/p.c 2>&1; wait
+echo "PP $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/p.c)"
+GUEST
+
+for r in $(seq "$rounds"); do
+    for v in a b; do
+        q=$a; [ $v = b ] && q=$b
+        PVRDMA_QEMU=$q "$top/scripts/vm.sh" --name "bench-ab-$v" --smp 2 \
+            --timeout 900 --add "$out/guest.sh" -- sh ./guest.sh |
+            grep -E '^(LAT|BW|PP) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
+        echo "round $r $v: $(grep "^$v " "$out/all" | tail -3 | tr '\n' ' ')"
+    done
+done
+median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+printf '%-28s %12s %12s %8s\n' figure A B B/A
+for k in LAT:"ib_send_lat 2 B (usec)" BW:"ib_write_bw 1 MiB (MB/s)" \
+         PP:"ibv_rc_pingpong (usec/iter)"; do
+    key=${k%%:*} name=${k#*:}
+    ma=$(awk -v k="$key" '$1 == "a" && $2 == k { print $3 }' "$out/all" | median)
+    mb=$(awk -v k="$key" '$1 == "b" && $2 == k { print $3 }' "$out/all" | median)
+    printf '%-28s %12s %12s %8.2f\n' "$name" "$ma" "$mb" \
+        "$(awk -v a="$ma" -v b="$mb" 'BEGIN { print a ? b / a : 0 }')"
+done

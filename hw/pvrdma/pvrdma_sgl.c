@@ -46,7 +46,19 @@ bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
         return false;
     }
     *bus = seg->pages[page] + in_page;
-    *run = MIN(PVRDMA_PAGE_SIZE - in_page, seg->len - off);
+    *run = PVRDMA_PAGE_SIZE - in_page;
+    /*
+     * Pages that follow each other in guest-physical memory make one run,
+     * so one mapping covers them (a guest's buffer often is contiguous).
+     * A page address is never 0, so a wrap cannot fake a neighbour.
+     */
+    while (*run < seg->len - off && *run < PVRDMA_SGL_MAP_CHUNK &&
+           page + 1 < seg->npages &&
+           seg->pages[page + 1] == seg->pages[page] + PVRDMA_PAGE_SIZE) {
+        page++;
+        *run += PVRDMA_PAGE_SIZE;
+    }
+    *run = MIN(*run, seg->len - off);
     return true;
 }
 

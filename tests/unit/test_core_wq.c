@@ -366,6 +366,39 @@ static void test_mr_pin(void **state)
     env_free(e);
 }
 
+/* Contiguous guest pages make one run; a gap, the end or 1 MiB stop it. */
+static void test_seg_runs(void **state)
+{
+    uint64_t pages[300];
+    PvrdmaSeg seg = { .pages = pages, .npages = 300, .base = 0x1800 };
+    uint64_t bus, run;
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < 300; i++) {
+        pages[i] = 0x100000 + i * 4096ull;
+    }
+    pages[3] = 0x900000;                    /* a gap after page 2 */
+    /* MR starts at 0x1800 (offset 0x800 in page 0); 3 pages, then a gap */
+    seg.va = 0x1800;
+    seg.len = 300 * 4096ull - 0x800;
+    assert_true(pvrdma_seg_xlate(&seg, 0, &bus, &run));
+    assert_int_equal(bus, 0x100800);
+    assert_int_equal(run, 3 * 4096 - 0x800);
+    assert_true(pvrdma_seg_xlate(&seg, run, &bus, &run));
+    assert_int_equal(bus, 0x900000);
+    assert_int_equal(run, 4096);
+    /* from page 4 on: contiguous, capped at 1 MiB per run */
+    assert_true(pvrdma_seg_xlate(&seg, 4 * 4096 - 0x800, &bus, &run));
+    assert_int_equal(bus, 0x100000 + 4 * 4096);
+    assert_int_equal(run, 1u << 20);
+    /* the segment's end stops a run */
+    seg.len = 5 * 4096 - 0x800 - 100;
+    assert_true(pvrdma_seg_xlate(&seg, 4 * 4096 - 0x800, &bus, &run));
+    assert_int_equal(run, 4096 - 100);
+    assert_false(pvrdma_seg_xlate(&seg, seg.len, &bus, &run));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_validation_and_atomic_writeback),
         cmocka_unit_test(test_no_backend),
         cmocka_unit_test(test_mr_pin),
+        cmocka_unit_test(test_seg_runs),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

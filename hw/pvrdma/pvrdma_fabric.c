@@ -38,6 +38,11 @@ struct PvrdmaFabric {
     unsigned rnr_waiting;
 };
 
+bool pvrdma_fabric_rnr_any(PvrdmaFabric *fab)
+{
+    return fab->rnr_waiting > 0;
+}
+
 void pvrdma_fabric_rnr_note(PvrdmaFabric *fab, bool waiting)
 {
     if (waiting) {

@@ -127,6 +127,8 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
                                uint32_t qpn, const uint8_t dgid[16],
                                uint32_t dqpn);
 
+/* Might a requester on @fab wait on an RNR NAK? */
+bool pvrdma_fabric_rnr_any(PvrdmaFabric *fab);
 /* One more (@waiting) or one fewer requester stalled on an RNR NAK. */
 void pvrdma_fabric_rnr_note(PvrdmaFabric *fab, bool waiting);
 

@@ -81,6 +81,9 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
     const uint8_t *sgid;
     uint8_t type;
 
+    if (!pvrdma_fabric_rnr_any(port->fabric)) {
+        return;                 /* nobody to wake: no lookup at all */
+    }
     sgid = pvrdma_core_sgid(port->core, qp->attr.ah_attr.grh.sgid_index,
                             &type);
     if (sgid) {

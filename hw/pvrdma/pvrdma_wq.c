@@ -72,16 +72,10 @@ void pvrdma_core_enter(PvrdmaCore *core)
 
 void pvrdma_core_leave(PvrdmaCore *core)
 {
-    GList *link;
-
     g_assert(core->depth > 0);
-    if (core->depth > 1) {
-        core->depth--;
-        return;
-    }
     /* Terminates: a QP is queued only when it enters ERR or is doorbelled */
-    while ((link = g_queue_peek_head_link(&core->work_qps)) != NULL) {
-        PvrdmaQp *qp = link->data;
+    while (core->depth == 1 && core->work_qps.head) {
+        PvrdmaQp *qp = core->work_qps.head->data;
 
         pvrdma_wq_work_del(core, qp);
         pvrdma_wq_flush(core, qp);

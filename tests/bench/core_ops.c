@@ -32,6 +32,7 @@ static void run(void **state)
     const FvConnOpts o = { .access = ALL_ACCESS, .min_rnr_timer = 1,
                            .rnr_retry = 7, .retry_cnt = 7 };
     int n = atoi(getenv("BENCH_N") ? getenv("BENCH_N") : "2000");
+    int w = getenv("BENCH_W") ? atoi(getenv("BENCH_W")) : n / 10;
     FakeGuest *fg = fg_new(NULL);
     uint32_t pd;
     FvCq *cqa, *cqb;
@@ -73,7 +74,7 @@ static void run(void **state)
         assert_true(fv_cq_poll(cqb, &c));
         assert_int_equal(c.byte_len, 4096);
     }
-    for (i = 0; i < n / 10; i++) {
+    for (i = 0; i < w; i++) {
         struct pvrdma_sge s = { .addr = VA_A, .length = MR_LEN,
                                 .lkey = ma->lkey };
         struct pvrdma_sq_wqe_hdr h = { .wr_id = i, .num_sge = 1,
@@ -86,8 +87,8 @@ static void run(void **state)
         assert_true(fv_cq_poll(cqa, &c));
         assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
     }
-    assert_true(fv_mr_check(mb, VA_B, MR_LEN, 7));
-    printf("%d SEND/RECV of 4 KiB, %d RDMA WRITE of 256 KiB\n", n, n / 10);
+    assert_true(fv_mr_check(mb, VA_B, w ? MR_LEN : 4096, 7));
+    printf("%d SEND/RECV of 4 KiB, %d RDMA WRITE of 256 KiB\n", n, w);
     fg_free(fg);
     g_free(cqa);
     g_free(cqb);

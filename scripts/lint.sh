@@ -186,5 +186,31 @@ run_checkpatch "QEMU checkpatch (hw/pvrdma)" "$qemu_cp" -- \
 run_checkpatch "Linux checkpatch (guest-driver)" "$linux_cp" \
     --show-types "${LINUX_IGNORES[@]}" -- guest-driver/*.c guest-driver/*.h
 
+# Guest-error kinds (hw/pvrdma/pvrdma_gerr.h): each is reported somewhere
+# (GERR), has its trace event (trace-events) and its case in the glue's
+# switch (pvrdma_gerr_trace.c), so no guest error goes untraced.
+gerr_list() {
+    case $1 in
+    enum)  sed -n 's/^ *PVRDMA_GERR_\([A-Z0-9_]*\),$/\1/p' hw/pvrdma/pvrdma_gerr.h ;;
+    used)  cat hw/pvrdma/*.c | tr -s ' \n' ' ' |
+               grep -o 'GERR(core, [A-Z0-9_]*,' | sed 's/GERR(core, //; s/,$//' ;;
+    event) sed -n 's/^pvrdma_err_\([a-z0-9_]*\)(.*/\1/p' hw/pvrdma/trace-events |
+               tr a-z A-Z ;;
+    case)  sed -n 's/^ *case PVRDMA_GERR_\([A-Z0-9_]*\):$/\1/p' \
+               hw/pvrdma/pvrdma_gerr_trace.c ;;
+    esac | sort
+}
+gerr_enum=$(gerr_list enum)
+for what in used event case; do
+    if ! diff <(echo "$gerr_enum") <(gerr_list $what | sort -u) > /dev/null; then
+        echo "== guest-error kinds: pvrdma_gerr.h and the $what list differ:"
+        diff <(echo "$gerr_enum") <(gerr_list $what | sort -u) | sed 's/^/   /'
+        echo "   fix: every PVRDMA_GERR_* needs a GERR() use, a pvrdma_err_*"
+        echo "   event in hw/pvrdma/trace-events and a case in pvrdma_gerr_trace.c"
+        status=1
+    fi
+done
+echo "== guest-error kinds: $(echo "$gerr_enum" | wc -l) kinds, each reported, traced and switched"
+
 [ "$status" -eq 0 ] && echo "lint: OK" || echo "lint: FAILED"
 exit "$status"

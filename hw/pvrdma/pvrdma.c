@@ -38,6 +38,14 @@
 #include "pvrdma_core.h"
 #include "pvrdma_dev_abi.h"
 #include "pvrdma_fabric.h"
+#include "pvrdma_gerr_trace.h"
+
+/* Guest errors of one kind logged in the current window (below). */
+typedef struct PvrdmaGerrRate {
+    int64_t start;
+    unsigned count;
+    unsigned suppressed;
+} PvrdmaGerrRate;
 
 #define TYPE_PVRDMA "pvrdma"
 OBJECT_DECLARE_SIMPLE_TYPE(PvrdmaState, PVRDMA)
@@ -51,7 +59,7 @@ struct PvrdmaState {
 
     PvrdmaCoreConfig cfg;
     char *backend;              /* backend= property */
-    GHashTable *gerr_rate;      /* guest error kind -> PvrdmaGerrRate */
+    PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
@@ -205,25 +213,17 @@ static void pvrdma_notify(void *opaque, unsigned vector)
 #define PVRDMA_GERR_BURST       10
 #define PVRDMA_GERR_WINDOW_NS   NANOSECONDS_PER_SECOND
 
-typedef struct PvrdmaGerrRate {
-    int64_t start;
-    unsigned count;
-    unsigned suppressed;
-} PvrdmaGerrRate;
-
-static void pvrdma_guest_error(void *opaque, const char *kind,
-                               const char *msg)
+static void pvrdma_guest_error(void *opaque, PvrdmaGerr kind,
+                               const char *msg, const PvrdmaGerrArg *args)
 {
     PvrdmaState *s = opaque;
     int64_t now = qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
-    PvrdmaGerrRate *r = g_hash_table_lookup(s->gerr_rate, kind);
+    PvrdmaGerrRate *r;
 
-    /* Keys are the core's format strings: a fixed, finite set. */
-    if (!r) {
-        r = g_new0(PvrdmaGerrRate, 1);
-        r->start = now;
-        g_hash_table_insert(s->gerr_rate, (gpointer)kind, r);
+    if (kind >= PVRDMA_GERR__MAX) {
+        return;
     }
+    r = &s->gerr_rate[kind];
     if (now - r->start >= PVRDMA_GERR_WINDOW_NS) {
         if (r->suppressed) {
             qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %u more guest errors "
@@ -239,7 +239,7 @@ static void pvrdma_guest_error(void *opaque, const char *kind,
         return;
     }
     r->count++;
-    trace_pvrdma_guest_error(msg);
+    pvrdma_trace_guest_error(kind, args);
     qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %s\n", msg);
 }
 
@@ -403,8 +403,6 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                            ((uint64_t)pci_dev_bus_num(pdev) << 8) |
                            pdev->devfn;
     }
-    s->gerr_rate = g_hash_table_new_full(g_direct_hash, g_direct_equal,
-                                         NULL, g_free);
     s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pvrdma_timer_cb, s);
     s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
     return true;
@@ -450,8 +448,6 @@ static void pvrdma_exit_core(PvrdmaState *s)
     s->timer = NULL;
     pvrdma_core_free(s->core);
     s->core = NULL;
-    g_hash_table_destroy(s->gerr_rate);
-    s->gerr_rate = NULL;
 }
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)

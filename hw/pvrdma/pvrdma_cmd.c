@@ -231,7 +231,8 @@ static int pvrdma_cmd_query_port(PvrdmaCore *core,
     struct pvrdma_port_attr *a = &resp->query_port_resp.attrs;
 
     if (c->port_num != 1 || !MBZ(c->reserved)) {
-        GERR(core, "QUERY_PORT: bad port %u or reserved bytes",
+        GERR(core, QUERY_PORT_BAD_PORT_RESERVED_BYTES,
+             "QUERY_PORT: bad port %u or reserved bytes",
              c->port_num);
         return -EINVAL;
     }
@@ -256,7 +257,8 @@ static int pvrdma_cmd_query_pkey(PvrdmaCore *core,
     const struct pvrdma_cmd_query_pkey *c = &req->query_pkey;
 
     if (c->port_num != 1 || c->index != 0 || !MBZ(c->reserved)) {
-        GERR(core, "QUERY_PKEY: bad port %u / index %u or reserved bytes",
+        GERR(core, QUERY_PKEY_BAD_PORT_INDEX_RESERVED,
+             "QUERY_PKEY: bad port %u / index %u or reserved bytes",
              c->port_num, c->index);
         return -EINVAL;
     }
@@ -278,19 +280,22 @@ static int pvrdma_cmd_create_uc(PvrdmaCore *core,
 
     /* Before version 19 the PFN is 32 bits and the rest is reserved. */
     if (core->driver_version < PVRDMA_VERSION_PPN64 && (pfn >> 32) != 0) {
-        GERR(core, "CREATE_UC: reserved bytes after the 32-bit pfn");
+        GERR(core, CREATE_UC_RESERVED_BYTES,
+             "CREATE_UC: reserved bytes after the 32-bit pfn");
         return -EINVAL;
     }
     base = core->uar_base_known ? core->uar_base >> PVRDMA_PAGE_SHIFT :
            core->uar_pfn;
     if (pfn < base || pfn - base >= core->cfg.uar_pages || pfn == base) {
-        GERR(core, "CREATE_UC: pfn 0x%" G_GINT64_MODIFIER "x is not a user "
+        GERR(core, CREATE_UC_PFN_NOT_USER_UAR,
+             "CREATE_UC: pfn 0x%" G_GINT64_MODIFIER "x is not a user "
              "UAR page", pfn);
         return -EINVAL;
     }
     idx = pfn - base;
     if (core->uar_owner[idx]) {
-        GERR(core, "CREATE_UC: UAR page %u already owned by context %u",
+        GERR(core, CREATE_UC_UAR_PAGE_ALREADY_OWNED,
+             "CREATE_UC: UAR page %u already owned by context %u",
              idx, core->uar_owner[idx]);
         return -EBUSY;
     }
@@ -315,11 +320,13 @@ static int pvrdma_cmd_destroy_uc(PvrdmaCore *core,
     PvrdmaUc *uc = pvrdma_table_lookup(&core->uc_tbl, c->ctx_handle);
 
     if (!uc || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_UC: bad context %u", c->ctx_handle);
+        GERR(core, DESTROY_UC_BAD_CONTEXT,
+             "DESTROY_UC: bad context %u", c->ctx_handle);
         return -EINVAL;
     }
     if (uc->refs) {
-        GERR(core, "DESTROY_UC: context %u still has %u objects",
+        GERR(core, DESTROY_UC_CONTEXT_STILL_OBJECTS,
+             "DESTROY_UC: context %u still has %u objects",
              uc->handle, uc->refs);
         return -EBUSY;
     }
@@ -340,7 +347,8 @@ static int pvrdma_cmd_create_pd(PvrdmaCore *core,
     int ret;
 
     if (!MBZ(c->reserved) || !pvrdma_lookup_ctx(core, c->ctx_handle, &uc)) {
-        GERR(core, "CREATE_PD: bad context %u", c->ctx_handle);
+        GERR(core, CREATE_PD_BAD_CONTEXT,
+             "CREATE_PD: bad context %u", c->ctx_handle);
         return -EINVAL;
     }
     pd = g_new0(PvrdmaPd, 1);
@@ -374,11 +382,13 @@ static int pvrdma_cmd_destroy_pd(PvrdmaCore *core,
     PvrdmaPd *pd = pvrdma_table_lookup(&core->pd_tbl, c->pd_handle);
 
     if (!pd || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_PD: bad PD %u", c->pd_handle);
+        GERR(core, DESTROY_PD_BAD_PD,
+             "DESTROY_PD: bad PD %u", c->pd_handle);
         return -EINVAL;
     }
     if (pd->refs) {
-        GERR(core, "DESTROY_PD: PD %u still has %u objects", pd->handle,
+        GERR(core, DESTROY_PD_PD_STILL_OBJECTS,
+             "DESTROY_PD: PD %u still has %u objects", pd->handle,
              pd->refs);
         return -EBUSY;
     }
@@ -410,20 +420,23 @@ static int pvrdma_mr_check_user(PvrdmaCore *core,
     uint64_t pages;
 
     if (c->length == 0 || c->length > core->cfg.max_mr_size) {
-        GERR(core, "CREATE_MR: length %" G_GUINT64_FORMAT " out of range "
+        GERR(core, CREATE_MR_LENGTH_OUT_OF_RANGE,
+             "CREATE_MR: length %" G_GUINT64_FORMAT " out of range "
              "1..%" G_GUINT64_FORMAT, (uint64_t)c->length,
              core->cfg.max_mr_size);
         return -EINVAL;
     }
     if (c->length - 1 > UINT64_MAX - c->start) {
-        GERR(core, "CREATE_MR: start + length overflows");
+        GERR(core, CREATE_MR_START_LENGTH_OVERFLOWS,
+             "CREATE_MR: start + length overflows");
         return -EINVAL;
     }
     /* length <= 1 GiB, so no overflow here. */
     pages = ((c->start & (PVRDMA_PAGE_SIZE - 1)) + c->length +
              PVRDMA_PAGE_SIZE - 1) >> PVRDMA_PAGE_SHIFT;
     if (c->nchunks != pages || pages > PVRDMA_PDIR_MAX_PAGES) {
-        GERR(core, "CREATE_MR: nchunks %u, range spans %" G_GUINT64_FORMAT
+        GERR(core, CREATE_MR_NCHUNKS_RANGE_SPANS_PAGES,
+             "CREATE_MR: nchunks %u, range spans %" G_GUINT64_FORMAT
              " pages", c->nchunks, pages);
         return -EINVAL;
     }
@@ -443,7 +456,8 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
     int ret;
 
     if (!pd) {
-        GERR(core, "CREATE_MR: bad PD %u", c->pd_handle);
+        GERR(core, CREATE_MR_BAD_PD,
+             "CREATE_MR: bad PD %u", c->pd_handle);
         return -EINVAL;
     }
     switch (c->flags) {
@@ -463,7 +477,8 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
             goto bad_access;
         }
         if (c->start || c->length || c->pdir_dma || c->nchunks) {
-            GERR(core, "CREATE_MR: DMA MR with start/length/pdir/nchunks");
+            GERR(core, CREATE_MR_DMA_MR_START_LENGTH,
+                 "CREATE_MR: DMA MR with start/length/pdir/nchunks");
             return -EINVAL;
         }
         break;
@@ -473,7 +488,8 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
         }
         if (c->start || c->length || c->pdir_dma || c->nchunks == 0 ||
             c->nchunks > PVRDMA_MAX_FAST_REG_PAGES) {
-            GERR(core, "CREATE_MR: fast-reg MR with max_num_sg %u (1..%u) "
+            GERR(core, CREATE_MR_FAST_REG_MR_MAX,
+                 "CREATE_MR: fast-reg MR with max_num_sg %u (1..%u) "
                  "or start/length/pdir set", c->nchunks,
                  PVRDMA_MAX_FAST_REG_PAGES);
             return -EINVAL;
@@ -482,7 +498,8 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
         quota = c->nchunks;
         break;
     default:
-        GERR(core, "CREATE_MR: unknown flags 0x%x", c->flags);
+        GERR(core, CREATE_MR_UNKNOWN_FLAGS,
+             "CREATE_MR: unknown flags 0x%x", c->flags);
         return -EINVAL;
     }
     if (pvrdma_table_full(&core->mr_tbl)) {
@@ -541,7 +558,8 @@ fail_free:
     return ret;
 
 bad_access:
-    GERR(core, "CREATE_MR: access flags 0x%x not allowed for flags %u",
+    GERR(core, CREATE_MR_ACCESS_FLAGS_NOT_ALLOWED,
+         "CREATE_MR: access flags 0x%x not allowed for flags %u",
          c->access_flags, c->flags);
     return -EINVAL;
 }
@@ -554,7 +572,8 @@ static int pvrdma_cmd_destroy_mr(PvrdmaCore *core,
     PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, c->mr_handle);
 
     if (!mr || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_MR: bad MR %u", c->mr_handle);
+        GERR(core, DESTROY_MR_BAD_MR,
+             "DESTROY_MR: bad MR %u", c->mr_handle);
         return -EINVAL;
     }
     pvrdma_mr_free(core, mr);
@@ -576,17 +595,20 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
     int ret;
 
     if (!MBZ(c->reserved) || !pvrdma_lookup_ctx(core, c->ctx_handle, &uc)) {
-        GERR(core, "CREATE_CQ: bad context %u", c->ctx_handle);
+        GERR(core, CREATE_CQ_BAD_CONTEXT,
+             "CREATE_CQ: bad context %u", c->ctx_handle);
         return -EINVAL;
     }
     if (!pvrdma_is_pow2(c->cqe) || c->cqe > core->cfg.max_cqe) {
-        GERR(core, "CREATE_CQ: cqe %u not a power of two in 1..%u", c->cqe,
+        GERR(core, CREATE_CQ_CQE_NOT_POWER_TWO,
+             "CREATE_CQ: cqe %u not a power of two in 1..%u", c->cqe,
              core->cfg.max_cqe);
         return -EINVAL;
     }
     need = pvrdma_pages_for((uint64_t)c->cqe * PVRDMA_CQE_SIZE);
     if (c->nchunks < 1 || !pvrdma_ring_pages_ok(c->nchunks - 1ull, need)) {
-        GERR(core, "CREATE_CQ: nchunks %u for %u CQEs (need 1 + %"
+        GERR(core, CREATE_CQ_NCHUNKS_CQES_NEED_1,
+             "CREATE_CQ: nchunks %u for %u CQEs (need 1 + %"
              G_GUINT64_FORMAT ")", c->nchunks, c->cqe, need);
         return -EINVAL;
     }
@@ -644,7 +666,8 @@ static int pvrdma_cmd_resize_cq(PvrdmaCore *core,
                                 union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
 {
     /* Never sent by Linux 6.1 (spec §5.2); resizing is not supported. */
-    GERR(core, "RESIZE_CQ is not supported");
+    GERR(core, RESIZE_CQ_NOT_SUPPORTED,
+         "RESIZE_CQ is not supported");
     return -EOPNOTSUPP;
 }
 
@@ -656,11 +679,13 @@ static int pvrdma_cmd_destroy_cq(PvrdmaCore *core,
     PvrdmaCq *cq = pvrdma_table_lookup(&core->cq_tbl, c->cq_handle);
 
     if (!cq || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_CQ: bad CQ %u", c->cq_handle);
+        GERR(core, DESTROY_CQ_BAD_CQ,
+             "DESTROY_CQ: bad CQ %u", c->cq_handle);
         return -EINVAL;
     }
     if (cq->refs) {
-        GERR(core, "DESTROY_CQ: CQ %u still used by %u QPs", cq->handle,
+        GERR(core, DESTROY_CQ_CQ_STILL_USED_QPS,
+             "DESTROY_CQ: CQ %u still used by %u QPs", cq->handle,
              cq->refs);
         return -EBUSY;
     }
@@ -683,17 +708,20 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
     const PvrdmaCoreConfig *cfg = &core->cfg;
 
     if (!MBZ(c->reserved) || c->sq_sig_all > 1 || c->is_srq > 1) {
-        GERR(core, "CREATE_QP: bad sq_sig_all/is_srq or reserved bytes");
+        GERR(core, CREATE_QP_BAD_SQ_SIG_SRQ,
+             "CREATE_QP: bad sq_sig_all/is_srq or reserved bytes");
         return -EINVAL;
     }
     if (c->qp_type != PVRDMA_QPT_RC && c->qp_type != PVRDMA_QPT_UD &&
         c->qp_type != PVRDMA_QPT_GSI) {
-        GERR(core, "CREATE_QP: QP type %u not supported", c->qp_type);
+        GERR(core, CREATE_QP_QP_TYPE_NOT_SUPPORTED,
+             "CREATE_QP: QP type %u not supported", c->qp_type);
         return -EINVAL;
     }
     if (c->max_inline_data != 0 ||
         !pvrdma_access_ok(c->access_flags, PVRDMA_QP_ACCESS_VALID)) {
-        GERR(core, "CREATE_QP: max_inline_data %u / access 0x%x",
+        GERR(core, CREATE_QP_MAX_INLINE_DATA_ACCESS,
+             "CREATE_QP: max_inline_data %u / access 0x%x",
              c->max_inline_data, c->access_flags);
         return -EINVAL;
     }
@@ -701,18 +729,21 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
     *scq = pvrdma_table_lookup(&core->cq_tbl, c->send_cq_handle);
     *rcq = pvrdma_table_lookup(&core->cq_tbl, c->recv_cq_handle);
     if (!*pd || !*scq || !*rcq) {
-        GERR(core, "CREATE_QP: bad PD %u / send CQ %u / recv CQ %u",
+        GERR(core, CREATE_QP_BAD_PD_SEND_CQ,
+             "CREATE_QP: bad PD %u / send CQ %u / recv CQ %u",
              c->pd_handle, c->send_cq_handle, c->recv_cq_handle);
         return -EINVAL;
     }
     if ((*scq)->ctx_handle != (*pd)->ctx_handle ||
         (*rcq)->ctx_handle != (*pd)->ctx_handle) {
-        GERR(core, "CREATE_QP: PD and CQs belong to different contexts");
+        GERR(core, CREATE_QP_PD_CQS_BELONG_DIFFERENT,
+             "CREATE_QP: PD and CQs belong to different contexts");
         return -EINVAL;
     }
     if (!pvrdma_wr_ok(c->max_send_wr, cfg->max_qp_wr) ||
         c->max_send_sge < 1 || c->max_send_sge > cfg->max_sge) {
-        GERR(core, "CREATE_QP: max_send_wr %u / max_send_sge %u",
+        GERR(core, CREATE_QP_MAX_SEND_WR_MAX,
+             "CREATE_QP: max_send_wr %u / max_send_sge %u",
              c->max_send_wr, c->max_send_sge);
         return -EINVAL;
     }
@@ -721,14 +752,16 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
         *srq = pvrdma_table_lookup(&core->srq_tbl, c->srq_handle);
         if (!*srq || (*srq)->ctx_handle != (*pd)->ctx_handle ||
             c->max_recv_wr != 0 || c->max_recv_sge != 0) {
-            GERR(core, "CREATE_QP: bad SRQ %u or receive queue with an SRQ",
+            GERR(core, CREATE_QP_BAD_SRQ_RECEIVE_QUEUE,
+                 "CREATE_QP: bad SRQ %u or receive queue with an SRQ",
                  c->srq_handle);
             return -EINVAL;
         }
     } else if (c->srq_handle != 0 ||
                !pvrdma_wr_ok(c->max_recv_wr, cfg->max_qp_wr) ||
                c->max_recv_sge < 1 || c->max_recv_sge > cfg->max_sge) {
-        GERR(core, "CREATE_QP: srq_handle %u / max_recv_wr %u / "
+        GERR(core, CREATE_QP_SRQ_HANDLE_MAX_RECV,
+             "CREATE_QP: srq_handle %u / max_recv_wr %u / "
              "max_recv_sge %u", c->srq_handle, c->max_recv_wr,
              c->max_recv_sge);
         return -EINVAL;
@@ -761,7 +794,8 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     need = pvrdma_pages_for((uint64_t)c->max_send_wr * sq_wqe);
     if (c->total_chunks < 1u + c->send_chunks ||
         !pvrdma_ring_pages_ok(c->send_chunks, need)) {
-        GERR(core, "CREATE_QP: send_chunks %u / total_chunks %u for %u x %u "
+        GERR(core, CREATE_QP_SEND_CHUNKS_TOTAL_CHUNKS,
+             "CREATE_QP: send_chunks %u / total_chunks %u for %u x %u "
              "byte WQEs", c->send_chunks, c->total_chunks, c->max_send_wr,
              sq_wqe);
         return -EINVAL;
@@ -769,7 +803,8 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     rq_pages = c->total_chunks - 1u - c->send_chunks;
     if (srq) {
         if (rq_pages != 0) {
-            GERR(core, "CREATE_QP: %u receive pages with an SRQ", rq_pages);
+            GERR(core, CREATE_QP_RECEIVE_PAGES_SRQ,
+                 "CREATE_QP: %u receive pages with an SRQ", rq_pages);
             return -EINVAL;
         }
     } else {
@@ -777,13 +812,15 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
                                   PVRDMA_SGE_SIZE * c->max_recv_sge);
         need = pvrdma_pages_for((uint64_t)c->max_recv_wr * rq_wqe);
         if (!pvrdma_ring_pages_ok(rq_pages, need)) {
-            GERR(core, "CREATE_QP: %u receive pages for %u x %u byte WQEs",
+            GERR(core, CREATE_QP_RECEIVE_PAGES_X_BYTE,
+                 "CREATE_QP: %u receive pages for %u x %u byte WQEs",
                  rq_pages, c->max_recv_wr, rq_wqe);
             return -EINVAL;
         }
     }
     if (gsi && pvrdma_table_lookup(&core->qp_tbl, 1)) {
-        GERR(core, "CREATE_QP: a GSI QP already exists");
+        GERR(core, CREATE_QP_GSI_QP_ALREADY_EXISTS,
+             "CREATE_QP: a GSI QP already exists");
         return -EBUSY;
     }
     if (pvrdma_table_full(&core->qp_tbl)) {
@@ -1028,30 +1065,36 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     int ret;
 
     if (!qp) {
-        GERR(core, "MODIFY_QP: bad QP %u", c->qp_handle);
+        GERR(core, MODIFY_QP_BAD_QP,
+             "MODIFY_QP: bad QP %u", c->qp_handle);
         return -EINVAL;
     }
     if (mask & ~PVRDMA_QP_ATTR_MASK_MAX) {
-        GERR(core, "MODIFY_QP: unknown attr_mask bits 0x%x", mask);
+        GERR(core, MODIFY_QP_UNKNOWN_ATTR_MASK_BITS,
+             "MODIFY_QP: unknown attr_mask bits 0x%x", mask);
         return -EINVAL;
     }
     if ((mask & PVRDMA_QP_STATE) && a->qp_state > PVRDMA_QPS_ERR) {
-        GERR(core, "MODIFY_QP: bad target state %u", a->qp_state);
+        GERR(core, MODIFY_QP_BAD_TARGET_STATE,
+             "MODIFY_QP: bad target state %u", a->qp_state);
         return -EINVAL;
     }
     next = (mask & PVRDMA_QP_STATE) ? a->qp_state : qp->state;
     if ((mask & PVRDMA_QP_CUR_STATE) && a->cur_qp_state != qp->state) {
-        GERR(core, "MODIFY_QP: QP %u is in state %u, not %u", qp->handle,
+        GERR(core, MODIFY_QP_CUR_STATE_MISMATCH,
+             "MODIFY_QP: QP %u is in state %u, not %u", qp->handle,
              qp->state, a->cur_qp_state);
         return -EINVAL;
     }
     if (!pvrdma_qp_transition_ok(qp->state, next, qp->type, mask)) {
-        GERR(core, "MODIFY_QP: QP %u type %u: %u -> %u with mask 0x%x is "
+        GERR(core, MODIFY_QP_TRANSITION_NOT_ALLOWED,
+             "MODIFY_QP: QP %u type %u: %u -> %u with mask 0x%x is "
              "not allowed", qp->handle, qp->type, qp->state, next, mask);
         return -EINVAL;
     }
     if (!pvrdma_qp_attr_values_ok(core, a, mask)) {
-        GERR(core, "MODIFY_QP: QP %u: attribute value out of range (mask "
+        GERR(core, MODIFY_QP_QP_ATTRIBUTE_VALUE_OUT,
+             "MODIFY_QP: QP %u: attribute value out of range (mask "
              "0x%x)", qp->handle, mask);
         return -EINVAL;
     }
@@ -1085,7 +1128,8 @@ static int pvrdma_cmd_query_qp(PvrdmaCore *core,
     struct pvrdma_qp_attr *a = &resp->query_qp_resp.attrs;
 
     if (!qp || (c->attr_mask & ~PVRDMA_QP_ATTR_MASK_MAX)) {
-        GERR(core, "QUERY_QP: bad QP %u or mask 0x%x", c->qp_handle,
+        GERR(core, QUERY_QP_BAD_QP_MASK,
+             "QUERY_QP: bad QP %u or mask 0x%x", c->qp_handle,
              c->attr_mask);
         return -EINVAL;
     }
@@ -1105,7 +1149,8 @@ static int pvrdma_cmd_destroy_qp(PvrdmaCore *core,
     PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, c->qp_handle);
 
     if (!qp || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_QP: bad QP %u", c->qp_handle);
+        GERR(core, DESTROY_QP_BAD_QP,
+             "DESTROY_QP: bad QP %u", c->qp_handle);
         return -EINVAL;
     }
     pvrdma_qp_free(core, qp);
@@ -1128,7 +1173,8 @@ static int pvrdma_cmd_create_bind(PvrdmaCore *core,
         c->vlan > PVRDMA_VLAN_NONE ||
         (c->mtu != 256 && c->mtu != 512 && c->mtu != 1024 &&
          c->mtu != 2048 && c->mtu != 4096)) {
-        GERR(core, "CREATE_BIND: bad index %u / gid type %u / zero GID / "
+        GERR(core, CREATE_BIND_BAD_INDEX_GID_TYPE,
+             "CREATE_BIND: bad index %u / gid type %u / zero GID / "
              "vlan %u / mtu %u", c->index, c->gid_type, c->vlan, c->mtu);
         return -EINVAL;
     }
@@ -1156,7 +1202,8 @@ static int pvrdma_cmd_destroy_bind(PvrdmaCore *core,
 
     if (!MBZ(c->reserved) || !pvrdma_gid_index_bound(core, c->index) ||
         memcmp(core->gids[c->index].gid, c->dest_gid, 16) != 0) {
-        GERR(core, "DESTROY_BIND: index %u is not bound to that GID",
+        GERR(core, DESTROY_BIND_INDEX_NOT_BOUND_GID,
+             "DESTROY_BIND: index %u is not bound to that GID",
              c->index);
         return -EINVAL;
     }
@@ -1179,13 +1226,15 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
     int ret;
 
     if (!pd || !MBZ(c->reserved) || a->reserved != 0 || c->srq_type != 0) {
-        GERR(core, "CREATE_SRQ: bad PD %u / type %u or reserved bytes",
+        GERR(core, CREATE_SRQ_BAD_PD_TYPE_RESERVED,
+             "CREATE_SRQ: bad PD %u / type %u or reserved bytes",
              c->pd_handle, c->srq_type);
         return -EINVAL;
     }
     if (!pvrdma_wr_ok(a->max_wr, core->cfg.max_srq_wr) || a->max_sge < 1 ||
         a->max_sge > core->cfg.max_srq_sge || a->srq_limit > a->max_wr) {
-        GERR(core, "CREATE_SRQ: max_wr %u / max_sge %u / limit %u",
+        GERR(core, CREATE_SRQ_MAX_WR_MAX_SGE,
+             "CREATE_SRQ: max_wr %u / max_sge %u / limit %u",
              a->max_wr, a->max_sge, a->srq_limit);
         return -EINVAL;
     }
@@ -1193,7 +1242,8 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
                            PVRDMA_SGE_SIZE * a->max_sge);
     need = pvrdma_pages_for((uint64_t)a->max_wr * wqe);
     if (c->nchunks < 1 || !pvrdma_ring_pages_ok(c->nchunks - 1ull, need)) {
-        GERR(core, "CREATE_SRQ: nchunks %u for %u x %u byte WQEs",
+        GERR(core, CREATE_SRQ_NCHUNKS_X_BYTE_WQES,
+             "CREATE_SRQ: nchunks %u for %u x %u byte WQEs",
              c->nchunks, a->max_wr, wqe);
         return -EINVAL;
     }
@@ -1257,19 +1307,22 @@ static int pvrdma_cmd_modify_srq(PvrdmaCore *core,
 
     if (!srq || c->attrs.reserved != 0 ||
         (c->attr_mask & ~(PVRDMA_SRQ_MAX_WR | PVRDMA_SRQ_LIMIT))) {
-        GERR(core, "MODIFY_SRQ: bad SRQ %u / mask 0x%x", c->srq_handle,
+        GERR(core, MODIFY_SRQ_BAD_SRQ_MASK,
+             "MODIFY_SRQ: bad SRQ %u / mask 0x%x", c->srq_handle,
              c->attr_mask);
         return -EINVAL;
     }
     if (c->attr_mask & PVRDMA_SRQ_MAX_WR) {
-        GERR(core, "MODIFY_SRQ: resizing an SRQ is not supported");
+        GERR(core, MODIFY_SRQ_RESIZING_SRQ_NOT_SUPPORTED,
+             "MODIFY_SRQ: resizing an SRQ is not supported");
         return -EINVAL;
     }
     if (!(c->attr_mask & PVRDMA_SRQ_LIMIT)) {
         return 0;
     }
     if (c->attrs.srq_limit > srq->max_wr) {
-        GERR(core, "MODIFY_SRQ: limit %u > max_wr %u", c->attrs.srq_limit,
+        GERR(core, MODIFY_SRQ_LIMIT_MAX_WR,
+             "MODIFY_SRQ: limit %u > max_wr %u", c->attrs.srq_limit,
              srq->max_wr);
         return -EINVAL;
     }
@@ -1293,7 +1346,8 @@ static int pvrdma_cmd_query_srq(PvrdmaCore *core,
     struct pvrdma_srq_attr *a = &resp->query_srq_resp.attrs;
 
     if (!srq || !MBZ(c->reserved)) {
-        GERR(core, "QUERY_SRQ: bad SRQ %u", c->srq_handle);
+        GERR(core, QUERY_SRQ_BAD_SRQ,
+             "QUERY_SRQ: bad SRQ %u", c->srq_handle);
         return -EINVAL;
     }
     a->max_wr = srq->max_wr;
@@ -1310,11 +1364,13 @@ static int pvrdma_cmd_destroy_srq(PvrdmaCore *core,
     PvrdmaSrq *srq = pvrdma_table_lookup(&core->srq_tbl, c->srq_handle);
 
     if (!srq || !MBZ(c->reserved)) {
-        GERR(core, "DESTROY_SRQ: bad SRQ %u", c->srq_handle);
+        GERR(core, DESTROY_SRQ_BAD_SRQ,
+             "DESTROY_SRQ: bad SRQ %u", c->srq_handle);
         return -EINVAL;
     }
     if (srq->refs) {
-        GERR(core, "DESTROY_SRQ: SRQ %u still used by %u QPs", srq->handle,
+        GERR(core, DESTROY_SRQ_SRQ_STILL_USED_QPS,
+             "DESTROY_SRQ: SRQ %u still used by %u QPs", srq->handle,
              srq->refs);
         return -EBUSY;
     }
@@ -1384,7 +1440,8 @@ int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
     resp->hdr.response = req->hdr.response;
     resp->hdr.ack = PVRDMA_CMD_ACK(cmd);
     if (cmd >= PVRDMA_CMD_MAX) {
-        GERR(core, "unknown command %u", cmd);
+        GERR(core, UNKNOWN_COMMAND,
+             "unknown command %u", cmd);
         *resp_len = RESP_HDR;
         ret = -EINVAL;
     } else {
@@ -1395,7 +1452,8 @@ int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
             *resp_len = sizeof(struct pvrdma_cmd_create_qp_resp_v2);
         }
         if (req->hdr.reserved != 0) {
-            GERR(core, "command %u: reserved header field not zero", cmd);
+            GERR(core, COMMAND_RESERVED_HEADER_FIELD_NOT_ZERO,
+                 "command %u: reserved header field not zero", cmd);
             ret = -EINVAL;
         } else {
             ret = d->handler(core, req, resp);

@@ -240,8 +240,53 @@ void pvrdma_table_remove(PvrdmaTable *t, uint32_t handle)
 
 /* ---- helpers ------------------------------------------------------------- */
 
-void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
+/*
+ * The values of a guest error, in the order of @fmt's conversions: the
+ * formats are the core's own literals (integers of int or long size,
+ * and strings), so the conversion tells each value's type.
+ */
+static unsigned pvrdma_gerr_args(const char *fmt, va_list ap,
+                                 PvrdmaGerrArg *args)
 {
+    unsigned n = 0;
+    const char *p;
+
+    for (p = fmt; *p; p++) {
+        bool is_long = false;
+
+        if (*p != '%') {
+            continue;
+        }
+        p++;
+        if (*p == '%') {
+            continue;
+        }
+        while (*p && strchr("-+ #0123456789.", *p)) {
+            p++;
+        }
+        while (*p == 'l' || *p == 'z' || *p == 'j' || *p == 'h') {
+            is_long |= *p != 'h';
+            p++;
+        }
+        if (!*p) {
+            break;
+        }
+        g_assert(n < PVRDMA_GERR_MAX_ARGS);
+        if (*p == 's') {
+            args[n++].s = va_arg(ap, const char *);
+        } else if (is_long) {
+            args[n++].u = va_arg(ap, unsigned long);
+        } else {
+            args[n++].u = va_arg(ap, unsigned int);
+        }
+    }
+    return n;
+}
+
+void pvrdma_core_guest_error(PvrdmaCore *core, PvrdmaGerr kind,
+                             const char *fmt, ...)
+{
+    PvrdmaGerrArg args[PVRDMA_GERR_MAX_ARGS] = { { 0 } };
     va_list ap;
     char *msg;
 
@@ -251,7 +296,10 @@ void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    core->ops->guest_error(core->opaque, fmt, msg);
+    va_start(ap, fmt);
+    pvrdma_gerr_args(fmt, ap, args);
+    va_end(ap);
+    core->ops->guest_error(core->opaque, kind, msg, args);
     g_free(msg);
 }
 
@@ -350,10 +398,11 @@ void pvrdma_core_raise(PvrdmaCore *core, unsigned vector)
 int pvrdma_core_charge_pages(PvrdmaCore *core, uint64_t npages)
 {
     if (npages > core->cfg.max_pinned_pages - core->pinned_pages) {
-        pvrdma_core_guest_error(core, "pinned-pages quota exceeded: %"
-                                G_GUINT64_FORMAT " + %" G_GUINT64_FORMAT
-                                " > %" G_GUINT64_FORMAT, core->pinned_pages,
-                                npages, core->cfg.max_pinned_pages);
+        GERR(core, PINNED_PAGES_QUOTA_EXCEEDED,
+             "pinned-pages quota exceeded: %"
+             G_GUINT64_FORMAT " + %" G_GUINT64_FORMAT
+             " > %" G_GUINT64_FORMAT, core->pinned_pages,
+             npages, core->cfg.max_pinned_pages);
         return -ENOMEM;
     }
     core->pinned_pages += npages;
@@ -382,8 +431,9 @@ int pvrdma_core_ring_produce(PvrdmaCore *core, PvrdmaRing *ring,
     cons = GUINT32_FROM_LE(cons);
     ret = pvrdma_ring_can_produce(ring->prod, cons, ring->n);
     if (ret < 0) {
-        pvrdma_core_guest_error(core, "ring: invalid cons_head 0x%x (N=%u)",
-                                cons, ring->n);
+        GERR(core, RING_INVALID_CONS_HEAD_N,
+             "ring: invalid cons_head 0x%x (N=%u)",
+             cons, ring->n);
         return -EINVAL;
     }
     if (ret == 0) {
@@ -418,8 +468,9 @@ int pvrdma_core_post_async_event(PvrdmaCore *core, uint32_t type,
     }
     ret = pvrdma_core_ring_produce(core, &core->async_ring, &eqe);
     if (ret == -ENOSPC) {
-        pvrdma_core_guest_error(core, "async event ring full: event %u "
-                                "info %u dropped", type, info);
+        GERR(core, ASYNC_EVENT_RING_FULL_EVENT_INFO,
+             "async event ring full: event %u "
+             "info %u dropped", type, info);
     }
     if (ret < 0) {
         return ret;
@@ -449,8 +500,9 @@ int pvrdma_core_notify_cq(PvrdmaCore *core, uint32_t cq_handle,
     cq->arm = PVRDMA_CQ_ARM_NONE;
     ret = pvrdma_core_ring_produce(core, &core->cqn_ring, &cqne);
     if (ret == -ENOSPC) {
-        pvrdma_core_guest_error(core, "CQ notification ring full: CQ %u "
-                                "notification dropped", cq_handle);
+        GERR(core, CQ_NOTIFICATION_RING_FULL,
+             "CQ notification ring full: CQ %u "
+             "notification dropped", cq_handle);
     }
     if (ret < 0) {
         return ret;
@@ -694,16 +746,18 @@ static int pvrdma_core_setup_dsr_ring(PvrdmaCore *core, const char *name,
     int ret;
 
     if (pi->reserved != 0) {
-        pvrdma_core_guest_error(core, "DSR %s ring: reserved field not zero",
-                                name);
+        GERR(core, DSR_RING_RESERVED_FIELD_NOT_ZERO,
+             "DSR %s ring: reserved field not zero",
+             name);
         return -EINVAL;
     }
     if (num_pages < PVRDMA_DSR_RING_MIN_PAGES ||
         num_pages > PVRDMA_DSR_RING_MAX_PAGES) {
-        pvrdma_core_guest_error(core, "DSR %s ring: num_pages %u out of "
-                                "range %u..%u", name, num_pages,
-                                PVRDMA_DSR_RING_MIN_PAGES,
-                                PVRDMA_DSR_RING_MAX_PAGES);
+        GERR(core, DSR_RING_NUM_PAGES_OUT_RANGE,
+             "DSR %s ring: num_pages %u out of "
+             "range %u..%u", name, num_pages,
+             PVRDMA_DSR_RING_MIN_PAGES,
+             PVRDMA_DSR_RING_MAX_PAGES);
         return -EINVAL;
     }
     ret = pvrdma_core_charge_pages(core, num_pages);
@@ -733,28 +787,32 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
     int ret;
 
     if (!pvrdma_page_addr_ok(addr)) {
-        pvrdma_core_guest_error(core, "DSR address 0x%" G_GINT64_MODIFIER
-                                "x is zero or not page aligned", addr);
+        GERR(core, DSR_ADDRESS_ZERO_NOT_PAGE_ALIGNED,
+             "DSR address 0x%" G_GINT64_MODIFIER
+             "x is zero or not page aligned", addr);
         return -EINVAL;
     }
     core->dma_enabled = true;
     ret = pvrdma_core_dma_read(core, addr, &dsr, sizeof(dsr));
     if (ret < 0) {
-        pvrdma_core_guest_error(core, "DSR at 0x%" G_GINT64_MODIFIER
-                                "x unreadable", addr);
+        GERR(core, DSR_UNREADABLE,
+             "DSR at 0x%" G_GINT64_MODIFIER
+             "x unreadable", addr);
         return ret;
     }
     core->driver_version = GUINT32_FROM_LE(dsr.driver_version);
     core->cmd_slot = GUINT64_FROM_LE(dsr.cmd_slot_dma);
     core->resp_slot = GUINT64_FROM_LE(dsr.resp_slot_dma);
     if (dsr.pad != 0 || dsr.gos_info.pad != 0) {
-        pvrdma_core_guest_error(core, "DSR: reserved field not zero");
+        GERR(core, DSR_RESERVED_FIELD_NOT_ZERO,
+             "DSR: reserved field not zero");
         return -EINVAL;
     }
     if (!pvrdma_page_addr_ok(core->cmd_slot) ||
         !pvrdma_page_addr_ok(core->resp_slot)) {
-        pvrdma_core_guest_error(core, "DSR: command/response slot address "
-                                "zero or not page aligned");
+        GERR(core, DSR_COMMAND_RESPONSE_SLOT_ADDRESS_ZERO,
+             "DSR: command/response slot address "
+             "zero or not page aligned");
         return -EINVAL;
     }
     /* The PFN is 32 bits wide before interface version 19 (spec §5.5). */
@@ -763,8 +821,9 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
                     GUINT32_FROM_LE(dsr.uar_pfn);
     if (core->uar_base_known &&
         core->uar_pfn != core->uar_base >> PVRDMA_PAGE_SHIFT) {
-        pvrdma_core_guest_error(core, "DSR: uar_pfn 0x%" G_GINT64_MODIFIER
-                                "x is not BAR2; using BAR2", core->uar_pfn);
+        GERR(core, DSR_UAR_PFN_NOT_BAR2,
+             "DSR: uar_pfn 0x%" G_GINT64_MODIFIER
+             "x is not BAR2; using BAR2", core->uar_pfn);
     }
     ring_info = dsr.async_ring_pages;
     ret = pvrdma_core_setup_dsr_ring(core, "async", &ring_info,
@@ -785,7 +844,8 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
     ret = pvrdma_core_dma_write(core, addr + PVRDMA_DSR_CAPS_OFFSET,
                                 &core->caps, sizeof(core->caps));
     if (ret < 0) {
-        pvrdma_core_guest_error(core, "DSR: cannot write caps");
+        GERR(core, DSR_CANNOT_WRITE_CAPS,
+             "DSR: cannot write caps");
         return ret;
     }
     core->dsr_loaded = true;
@@ -802,20 +862,23 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
     int ret;
 
     if (val != 0) {
-        pvrdma_core_guest_error(core, "REQUEST written with 0x%x, not 0",
-                                val);
+        GERR(core, REQUEST_WRITTEN_NOT_0,
+             "REQUEST written with 0x%x, not 0",
+             val);
         core->err = (uint32_t)-EINVAL;
         goto out;
     }
     if (!core->dsr_loaded) {
         /* CVE-2022-1050: no slots to read from without a DSR. */
-        pvrdma_core_guest_error(core, "REQUEST without a loaded DSR");
+        GERR(core, REQUEST_WITHOUT_LOADED_DSR,
+             "REQUEST without a loaded DSR");
         core->err = (uint32_t)-EINVAL;
         goto out;
     }
     ret = pvrdma_core_dma_read(core, core->cmd_slot, &req, sizeof(req));
     if (ret < 0) {
-        pvrdma_core_guest_error(core, "command slot unreadable");
+        GERR(core, COMMAND_SLOT_UNREADABLE,
+             "command slot unreadable");
         core->err = (uint32_t)ret;
         goto out;
     }
@@ -825,7 +888,8 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
         int wret = pvrdma_core_dma_write(core, core->resp_slot, &resp,
                                          resp_len);
         if (wret < 0) {
-            pvrdma_core_guest_error(core, "response slot unwritable");
+            GERR(core, RESPONSE_SLOT_UNWRITABLE,
+                 "response slot unwritable");
             if (ret == 0) {
                 pvrdma_cmd_rollback(core, &req, &resp);
             }
@@ -847,7 +911,8 @@ static void pvrdma_core_ctl(PvrdmaCore *core, uint32_t val)
     switch (val) {
     case PVRDMA_DEVICE_CTL_ACTIVATE:
         if (!core->dsr_loaded) {
-            pvrdma_core_guest_error(core, "ACTIVATE without a loaded DSR");
+            GERR(core, ACTIVATE_WITHOUT_LOADED_DSR,
+                 "ACTIVATE without a loaded DSR");
             core->err = (uint32_t)-EINVAL;
         } else {
             core->err = 0;
@@ -862,7 +927,8 @@ static void pvrdma_core_ctl(PvrdmaCore *core, uint32_t val)
         core->err = 0;
         break;
     default:
-        pvrdma_core_guest_error(core, "CTL: unknown code %u", val);
+        GERR(core, CTL_UNKNOWN_CODE,
+             "CTL: unknown code %u", val);
         core->err = (uint32_t)-EINVAL;
         break;
     }
@@ -888,8 +954,9 @@ uint32_t pvrdma_core_reg_read(PvrdmaCore *core, uint64_t offset)
     uint32_t val;
 
     if (offset >= PVRDMA_REG_BAR_SIZE || (offset & 3)) {
-        pvrdma_core_guest_error(core, "register read at bad offset 0x%"
-                                G_GINT64_MODIFIER "x", offset);
+        GERR(core, REGISTER_READ_BAD_OFFSET,
+             "register read at bad offset 0x%"
+             G_GINT64_MODIFIER "x", offset);
         return 0;
     }
     switch (offset) {
@@ -915,8 +982,9 @@ uint32_t pvrdma_core_reg_read(PvrdmaCore *core, uint64_t offset)
     case PVRDMA_REG_MACH:
         return core->mac_high;
     default:
-        pvrdma_core_guest_error(core, "read of undefined register 0x%"
-                                G_GINT64_MODIFIER "x", offset);
+        GERR(core, READ_UNDEFINED_REGISTER,
+             "read of undefined register 0x%"
+             G_GINT64_MODIFIER "x", offset);
         return 0;
     }
 }
@@ -924,8 +992,9 @@ uint32_t pvrdma_core_reg_read(PvrdmaCore *core, uint64_t offset)
 void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 {
     if (offset >= PVRDMA_REG_BAR_SIZE || (offset & 3)) {
-        pvrdma_core_guest_error(core, "register write at bad offset 0x%"
-                                G_GINT64_MODIFIER "x", offset);
+        GERR(core, REGISTER_WRITE_BAD_OFFSET,
+             "register write at bad offset 0x%"
+             G_GINT64_MODIFIER "x", offset);
         return;
     }
     switch (offset) {
@@ -964,12 +1033,14 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
     case PVRDMA_REG_VERSION:
     case PVRDMA_REG_ERR:
     case PVRDMA_REG_ICR:
-        pvrdma_core_guest_error(core, "write 0x%x to read-only register 0x%"
-                                G_GINT64_MODIFIER "x", val, offset);
+        GERR(core, WRITE_READ_ONLY_REGISTER,
+             "write 0x%x to read-only register 0x%"
+             G_GINT64_MODIFIER "x", val, offset);
         break;
     default:
-        pvrdma_core_guest_error(core, "write 0x%x to undefined register 0x%"
-                                G_GINT64_MODIFIER "x", val, offset);
+        GERR(core, WRITE_UNDEFINED_REGISTER,
+             "write 0x%x to undefined register 0x%"
+             G_GINT64_MODIFIER "x", val, offset);
         break;
     }
 }
@@ -993,20 +1064,23 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
     uint32_t ctx;
 
     if (!core->dsr_loaded) {
-        pvrdma_core_guest_error(core, "doorbell 0x%x at 0x%" G_GINT64_MODIFIER
-                                "x without a loaded DSR", val, offset);
+        GERR(core, DOORBELL_WITHOUT_LOADED_DSR,
+             "doorbell 0x%x at 0x%" G_GINT64_MODIFIER
+             "x without a loaded DSR", val, offset);
         return;
     }
     if (page >= core->cfg.uar_pages || (off & 3)) {
-        pvrdma_core_guest_error(core, "doorbell at bad offset 0x%"
-                                G_GINT64_MODIFIER "x", offset);
+        GERR(core, DOORBELL_BAD_OFFSET,
+             "doorbell at bad offset 0x%"
+             G_GINT64_MODIFIER "x", offset);
         return;
     }
     /* Page 0 is the kernel's (ctx 0); others belong to at most one UC. */
     ctx = page == 0 ? 0 : core->uar_owner[page];
     if (page != 0 && ctx == 0) {
-        pvrdma_core_guest_error(core, "doorbell on unowned UAR page %u",
-                                (unsigned)page);
+        GERR(core, DOORBELL_UNOWNED_UAR_PAGE,
+             "doorbell on unowned UAR page %u",
+             (unsigned)page);
         return;
     }
 
@@ -1017,8 +1091,9 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 
         if (!qp || qp->ctx_handle != ctx || !flags || (flags & ~ok) ||
             ((flags & PVRDMA_DB_QP_RECV) && qp->has_srq)) {
-            pvrdma_core_guest_error(core, "bad QP doorbell 0x%x on UAR page "
-                                    "%u", val, (unsigned)page);
+            GERR(core, BAD_QP_DOORBELL_UAR_PAGE,
+                 "bad QP doorbell 0x%x on UAR page "
+                 "%u", val, (unsigned)page);
             return;
         }
         pvrdma_core_trace_doorbell(core, offset, val);
@@ -1036,8 +1111,9 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
                       PVRDMA_DB_CQ_POLL;
 
         if (!cq || cq->ctx_handle != ctx || !flags || (flags & ~ok)) {
-            pvrdma_core_guest_error(core, "bad CQ doorbell 0x%x on UAR page "
-                                    "%u", val, (unsigned)page);
+            GERR(core, BAD_CQ_DOORBELL_UAR_PAGE,
+                 "bad CQ doorbell 0x%x on UAR page "
+                 "%u", val, (unsigned)page);
             return;
         }
         pvrdma_core_trace_doorbell(core, offset, val);
@@ -1058,8 +1134,9 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 
         if (!srq || srq->ctx_handle != ctx ||
             flags != PVRDMA_DB_SRQ_RECV) {
-            pvrdma_core_guest_error(core, "bad SRQ doorbell 0x%x on UAR page "
-                                    "%u", val, (unsigned)page);
+            GERR(core, BAD_SRQ_DOORBELL_UAR_PAGE,
+                 "bad SRQ doorbell 0x%x on UAR page "
+                 "%u", val, (unsigned)page);
             return;
         }
         pvrdma_core_trace_doorbell(core, offset, val);
@@ -1067,8 +1144,9 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         break;
     }
     default:
-        pvrdma_core_guest_error(core, "doorbell at undefined offset 0x%x",
-                                off);
+        GERR(core, DOORBELL_UNDEFINED_OFFSET,
+             "doorbell at undefined offset 0x%x",
+             off);
         break;
     }
 }

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "pvrdma_gerr.h"
+
 typedef struct PvrdmaCore PvrdmaCore;
 
 typedef struct PvrdmaCoreOps {
@@ -32,12 +34,13 @@ typedef struct PvrdmaCoreOps {
     /* Raise MSI-X vector @vector (the core has already applied IMR). */
     void (*notify)(void *opaque, unsigned vector);
     /*
-     * A guest protocol violation, already formatted (LOG_GUEST_ERROR).
-     * @kind identifies the place that reported it (a string with static
-     * storage, the same pointer every time), so the glue can rate-limit
-     * per kind; the core itself reports every one.
+     * A guest protocol violation: its kind (pvrdma_gerr.h), the message
+     * already formatted (LOG_GUEST_ERROR), and the message's values in
+     * order (the fields of the kind's trace event).  The core reports
+     * every one; the glue rate-limits per kind.
      */
-    void (*guest_error)(void *opaque, const char *kind, const char *msg);
+    void (*guest_error)(void *opaque, PvrdmaGerr kind, const char *msg,
+                        const PvrdmaGerrArg *args);
     /* Trace hook: one line per executed command, may be NULL. */
     void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
     /* Trace hook: a doorbell the core accepted (BAR2 @offset), may be NULL */

@@ -348,10 +348,15 @@ int64_t pvrdma_core_now_ns(PvrdmaCore *core);
 bool pvrdma_core_has_timer(PvrdmaCore *core);
 void pvrdma_core_timer_mod(PvrdmaCore *core, int64_t expire_ns);
 
-void pvrdma_core_guest_error(PvrdmaCore *core, const char *fmt, ...)
-    G_GNUC_PRINTF(2, 3);
-/* The one short form of it, for the core's and the backends' files. */
-#define GERR(core, ...) pvrdma_core_guest_error(core, __VA_ARGS__)
+void pvrdma_core_guest_error(PvrdmaCore *core, PvrdmaGerr kind,
+                             const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+/*
+ * The one short form of it, for the core's and the backends' files:
+ * GERR(core, KIND, fmt, ...) with KIND a PvrdmaGerr without its prefix.
+ * Values of a format are int- or long-sized integers, or strings.
+ */
+#define GERR(core, kind, ...) \
+    pvrdma_core_guest_error(core, PVRDMA_GERR_##kind, __VA_ARGS__)
 
 /* Raise @vector subject to IMR (latched in ICR while masked). */
 void pvrdma_core_raise(PvrdmaCore *core, unsigned vector);

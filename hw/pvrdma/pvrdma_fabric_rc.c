@@ -344,7 +344,8 @@ static void pvrdma_fabric_respond_atomic(PvrdmaCore *core, PvrdmaQp *qp,
     p = pvrdma_core_dma_map(core, bus, &len, true);
     if (!p || len < sizeof(uint64_t) || ((uintptr_t)p & 7)) {
         pvrdma_core_dma_unmap(core, p, len, true, 0);
-        GERR(core, "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
+        GERR(core, QP_ATOMIC_TARGET_NOT_MAPPABLE_RAM,
+             "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
              "mappable RAM", qp->handle, bus);
         pvrdma_fabric_access_err(core, qp, ack);
         return;

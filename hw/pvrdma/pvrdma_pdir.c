@@ -25,21 +25,24 @@ int pvrdma_pdir_read(PvrdmaCore *core, uint64_t pdir_dma, uint32_t npages,
 
     *pages = NULL;
     if (npages == 0 || npages > PVRDMA_PDIR_MAX_PAGES) {
-        pvrdma_core_guest_error(core, "pdir: %u pages out of range 1..%u",
-                                npages, PVRDMA_PDIR_MAX_PAGES);
+        GERR(core, PDIR_PAGES_OUT_OF_RANGE,
+             "pdir: %u pages out of range 1..%u",
+             npages, PVRDMA_PDIR_MAX_PAGES);
         return -EINVAL;
     }
     if (!pvrdma_pdir_addr_ok(pdir_dma)) {
-        pvrdma_core_guest_error(core, "pdir: bad directory address 0x%"
-                                G_GINT64_MODIFIER "x", pdir_dma);
+        GERR(core, PDIR_BAD_DIRECTORY_ADDRESS,
+             "pdir: bad directory address 0x%"
+             G_GINT64_MODIFIER "x", pdir_dma);
         return -EINVAL;
     }
     ntables = ((npages - 1) >> PVRDMA_PDIR_TABLE_SHIFT) + 1;
     ret = pvrdma_core_dma_read(core, pdir_dma, dir,
                                (uint64_t)ntables * sizeof(uint64_t));
     if (ret < 0) {
-        pvrdma_core_guest_error(core, "pdir: directory 0x%" G_GINT64_MODIFIER
-                                "x unreadable", pdir_dma);
+        GERR(core, PDIR_DIRECTORY_UNREADABLE,
+             "pdir: directory 0x%" G_GINT64_MODIFIER
+             "x unreadable", pdir_dma);
         return ret;
     }
 
@@ -54,17 +57,19 @@ int pvrdma_pdir_read(PvrdmaCore *core, uint64_t pdir_dma, uint32_t npages,
         uint64_t table = GUINT64_FROM_LE(dir[t]);
 
         if (!pvrdma_pdir_addr_ok(table)) {
-            pvrdma_core_guest_error(core, "pdir: bad page table %u address 0x%"
-                                    G_GINT64_MODIFIER "x", t, table);
+            GERR(core, PDIR_BAD_PAGE_TABLE_ADDRESS,
+                 "pdir: bad page table %u address 0x%"
+                 G_GINT64_MODIFIER "x", t, table);
             g_free(p);
             return -EINVAL;
         }
         ret = pvrdma_core_dma_read(core, table, p + first,
                                    (uint64_t)count * sizeof(uint64_t));
         if (ret < 0) {
-            pvrdma_core_guest_error(core, "pdir: page table %u at 0x%"
-                                    G_GINT64_MODIFIER "x unreadable",
-                                    t, table);
+            GERR(core, PDIR_PAGE_TABLE_UNREADABLE,
+                 "pdir: page table %u at 0x%"
+                 G_GINT64_MODIFIER "x unreadable",
+                 t, table);
             g_free(p);
             return ret;
         }
@@ -72,8 +77,9 @@ int pvrdma_pdir_read(PvrdmaCore *core, uint64_t pdir_dma, uint32_t npages,
     for (i = 0; i < npages; i++) {
         p[i] = GUINT64_FROM_LE(p[i]);
         if (!pvrdma_pdir_addr_ok(p[i])) {
-            pvrdma_core_guest_error(core, "pdir: bad page %u address 0x%"
-                                    G_GINT64_MODIFIER "x", i, p[i]);
+            GERR(core, PDIR_BAD_PAGE_ADDRESS,
+                 "pdir: bad page %u address 0x%"
+                 G_GINT64_MODIFIER "x", i, p[i]);
             g_free(p);
             return -EINVAL;
         }

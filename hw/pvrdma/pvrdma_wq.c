@@ -213,7 +213,8 @@ static int pvrdma_wq_read_prod(PvrdmaCore *core, const PvrdmaRing *ring,
 
     if (pvrdma_core_dma_read(core, pvrdma_ring_prod_addr(ring), &p,
                              sizeof(p)) < 0) {
-        GERR(core, "ring prod_tail at 0x%" G_GINT64_MODIFIER "x unreadable",
+        GERR(core, RING_PROD_TAIL_UNREADABLE,
+             "ring prod_tail at 0x%" G_GINT64_MODIFIER "x unreadable",
              pvrdma_ring_prod_addr(ring));
         return -EFAULT;
     }
@@ -221,7 +222,8 @@ static int pvrdma_wq_read_prod(PvrdmaCore *core, const PvrdmaRing *ring,
     /* Invalid index, or more entries than the ring has: corrupted. */
     if (pvrdma_ring_can_consume(p, cons, ring->n) < 0 ||
         ((p - cons) & ((ring->n << 1) - 1)) > ring->n) {
-        GERR(core, "ring prod_tail 0x%x invalid (cons 0x%x, N=%u)", p, cons,
+        GERR(core, RING_PROD_TAIL_INVALID_CONS_N,
+             "ring prod_tail 0x%x invalid (cons 0x%x, N=%u)", p, cons,
              ring->n);
         return -EINVAL;
     }
@@ -236,7 +238,8 @@ static void pvrdma_wq_write_cons(PvrdmaCore *core, const PvrdmaRing *ring,
 
     if (pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(ring), &c,
                               sizeof(c)) < 0) {
-        GERR(core, "ring cons_head at 0x%" G_GINT64_MODIFIER "x unwritable",
+        GERR(core, RING_CONS_HEAD_UNWRITABLE,
+             "ring cons_head at 0x%" G_GINT64_MODIFIER "x unwritable",
              pvrdma_ring_cons_addr(ring));
     }
 }
@@ -301,7 +304,8 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
          * treats as a CQ error (IBA 11.6.3.2): report it once, stop using
          * the CQ and move every QP that completes to it to ERR.
          */
-        GERR(core, "CQ %u %s: CQE of QP %u dropped, CQ in error", cq->handle,
+        GERR(core, CQ_CQE_QP_DROPPED_CQ_ERROR,
+             "CQ %u %s: CQE of QP %u dropped, CQ in error", cq->handle,
              ret == -ENOSPC ? "overrun" : "ring broken", (uint32_t)cqe->qp);
         cq->overrun = true;
         pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR,
@@ -340,7 +344,8 @@ static void pvrdma_wq_flush_ring(PvrdmaCore *core, PvrdmaQp *qp,
         /* Nothing to read if the CQE would be dropped anyway. */
         if (!cq->overrun &&
             pvrdma_core_dma_read(core, addr, &hdr, len) < 0) {
-            GERR(core, "QP %u: WQE at 0x%" G_GINT64_MODIFIER "x unreadable "
+            GERR(core, QP_WQE_UNREADABLE_WHILE_FLUSHING,
+                 "QP %u: WQE at 0x%" G_GINT64_MODIFIER "x unreadable "
                  "while flushing", qp->handle, addr);
         }
         *cons = pvrdma_ring_next(*cons, ring->n);
@@ -506,7 +511,8 @@ bool pvrdma_core_inv_ok(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
     PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
 
     if (!mr || mr->rkey != rkey) {
-        GERR(core, "QP %u: invalidation of key 0x%x: no fast-reg MR of "
+        GERR(core, QP_INVALIDATION_KEY_NO_FAST_REG,
+             "QP %u: invalidation of key 0x%x: no fast-reg MR of "
              "this PD", qp->handle, rkey);
         return false;
     }
@@ -540,7 +546,8 @@ static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
     uint64_t *pages;
 
     if (!mr || mr->frmr_valid) {
-        GERR(core, "QP %u: REG_MR key 0x%x: no free fast-reg MR of this PD",
+        GERR(core, QP_REG_MR_KEY_NO_FREE,
+             "QP %u: REG_MR key 0x%x: no free fast-reg MR of this PD",
              qp->handle, rkey);
         return PVRDMA_WC_LOC_QP_OP_ERR;
     }
@@ -550,7 +557,8 @@ static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
         iova + len < iova ||
         (iova & (PVRDMA_PAGE_SIZE - 1)) + (uint64_t)len >
         (uint64_t)n << PVRDMA_PAGE_SHIFT) {
-        GERR(core, "QP %u: REG_MR: page_shift %u, %u pages (max %u), "
+        GERR(core, QP_REG_MR_PAGE_SHIFT_PAGES,
+             "QP %u: REG_MR: page_shift %u, %u pages (max %u), "
              "length %u, iova 0x%" G_GINT64_MODIFIER "x, access 0x%x",
              qp->handle, shift, n, mr->max_sg, len, iova, access);
         return PVRDMA_WC_LOC_QP_OP_ERR;
@@ -598,7 +606,8 @@ int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
 
         mr->pinned[i] = pvrdma_core_dma_map(core, mr->pages[i], &len, true);
         if (!mr->pinned[i] || len < PVRDMA_PAGE_SIZE) {
-            GERR(core, "MR %u: page 0x%" G_GINT64_MODIFIER "x is not RAM, "
+            GERR(core, MR_PAGE_NOT_RAM_CANNOT_PIN,
+                 "MR %u: page 0x%" G_GINT64_MODIFIER "x is not RAM, "
                  "cannot pin", mr->handle, mr->pages[i]);
             if (mr->pinned[i]) {
                 pvrdma_core_dma_unmap(core, mr->pinned[i], len, true, 0);
@@ -679,14 +688,16 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
                              pvrdma_ring_elem_addr(ring,
                                  pvrdma_ring_slot(cons, ring->n)),
                              wqe, size) < 0) {
-        GERR(core, "QP %u: receive WQE unreadable", qp->handle);
+        GERR(core, QP_RECEIVE_WQE_UNREADABLE,
+             "QP %u: receive WQE unreadable", qp->handle);
         goto broken;
     }
     rwr->wr_id = GUINT64_FROM_LE(hdr->wr_id);
     nsge = GUINT32_FROM_LE(hdr->num_sge);
     /* The SRQ's or RQ's max_sge bounds the WQE slot too. */
     if (nsge > max_sge) {
-        GERR(core, "QP %u: receive WQE with %u SGEs (max %u)", qp->handle,
+        GERR(core, QP_RECEIVE_WQE_SGES_MAX,
+             "QP %u: receive WQE with %u SGEs (max %u)", qp->handle,
              nsge, max_sge);
         rwr->status = PVRDMA_WC_LOC_LEN_ERR;
         return 1;
@@ -832,7 +843,8 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
 
     if (qp->type != PVRDMA_QPT_RC) {
         /* UD/GSI sends are a later issue. */
-        GERR(core, "QP %u: send on a QP of type %u is not supported yet",
+        GERR(core, QP_SEND_QP_TYPE_NOT_SUPPORTED,
+             "QP %u: send on a QP of type %u is not supported yet",
              qp->handle, qp->type);
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
         return false;
@@ -848,14 +860,16 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
         return false;
     }
     if (!pvrdma_wq_is_remote_op(op)) {
-        GERR(core, "QP %u: send opcode %u not supported", qp->handle, op);
+        GERR(core, QP_SEND_OPCODE_NOT_SUPPORTED,
+             "QP %u: send opcode %u not supported", qp->handle, op);
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
         return false;
     }
     /* The SGEs must fit the QP's limit, hence the WQE slot. */
     if (nsge > qp->attr.cap.max_send_sge ||
         nsge > (qp->sq_wqe_size - sizeof(*hdr)) / sizeof(struct pvrdma_sge)) {
-        GERR(core, "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
+        GERR(core, QP_SEND_WQE_SGES_MAX,
+             "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
              nsge, qp->attr.cap.max_send_sge);
         *status = PVRDMA_WC_LOC_LEN_ERR;
         return false;
@@ -1048,7 +1062,8 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
                                      pvrdma_ring_slot(wq->sq_cons,
                                                       qp->sq.n)),
                                  wqe, qp->sq_wqe_size) < 0) {
-            GERR(core, "QP %u: send WQE unreadable", qp->handle);
+            GERR(core, QP_SEND_WQE_UNREADABLE,
+                 "QP %u: send WQE unreadable", qp->handle);
             pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
             break;
         }
@@ -1094,7 +1109,8 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
 {
     if (qp->state == PVRDMA_QPS_RESET || qp->state == PVRDMA_QPS_INIT ||
         qp->state == PVRDMA_QPS_RTR) {
-        GERR(core, "QP %u: send doorbell in state %u (WQEs wait for RTS)",
+        GERR(core, QP_SEND_DOORBELL_STATE_WQES_WAIT,
+             "QP %u: send doorbell in state %u (WQEs wait for RTS)",
              qp->handle, qp->state);
     }
     pvrdma_core_enter(core);
@@ -1134,7 +1150,8 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
 
     pvrdma_core_enter(core);
     if (srq->failed) {
-        GERR(core, "SRQ %u: doorbell on a failed SRQ", srq->handle);
+        GERR(core, SRQ_DOORBELL_FAILED_SRQ,
+             "SRQ %u: doorbell on a failed SRQ", srq->handle);
     } else if (pvrdma_wq_read_prod(core, &srq->ring, srq->cons,
                                    &prod) < 0) {
         pvrdma_wq_srq_fail(core, srq);

@@ -121,14 +121,17 @@ static void fg_notify(void *opaque, unsigned vector)
     fg->notify[vector]++;
 }
 
-static void fg_guest_error(void *opaque, const char *kind,
-                           const char *msg)
+static void fg_guest_error(void *opaque, PvrdmaGerr kind, const char *msg,
+                           const PvrdmaGerrArg *args)
 {
     FakeGuest *fg = opaque;
 
-    /* The kind is the reporting site's format: never NULL, never empty. */
-    assert_true(kind && *kind);
+    assert_true(kind < PVRDMA_GERR__MAX);
     fg->guest_errors++;
+    fg->last_gerr = kind;
+    for (unsigned i = 0; i < PVRDMA_GERR_MAX_ARGS; i++) {
+        fg->last_gerr_args[i] = args[i].u;
+    }
     snprintf(fg->last_error, sizeof(fg->last_error), "%s", msg);
     if (getenv("FG_VERBOSE")) {
         fprintf(stderr, "guest error: %s\n", msg);

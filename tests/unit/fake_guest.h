@@ -38,6 +38,8 @@ typedef struct FakeGuest {
     unsigned dma_faults;
     unsigned guest_errors;
     char last_error[256];
+    PvrdmaGerr last_gerr;       /* kind of the last guest error */
+    uint64_t last_gerr_args[PVRDMA_GERR_MAX_ARGS];  /* and its values */
     unsigned trace_cmds;
     /* Doorbells the core accepted, by kind (trace_doorbell hook). */
     unsigned db_qp_send, db_qp_recv, db_srq, db_cq_poll;

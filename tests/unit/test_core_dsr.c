@@ -136,6 +136,10 @@ static void test_regs_reset_values(void **state)
     fg_reg_write(fg, PVRDMA_REG_ERR, 0);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), 0xFFFF);
     fg_reg_write(fg, PVRDMA_REG_ICR, 7);
+    /* the kind and its values, as the trace event's fields */
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_WRITE_READ_ONLY_REGISTER);
+    assert_int_equal(fg->last_gerr_args[0], 7);
+    assert_int_equal(fg->last_gerr_args[1], PVRDMA_REG_ICR);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ICR), 0);
     assert_int_equal(fg->guest_errors, 3);
 
@@ -155,6 +159,8 @@ static void test_regs_reset_values(void **state)
     assert_int_equal(fg_reg_read(fg, 0x100), 0);
     assert_int_equal(fg_reg_read(fg, 0x02), 0);
     fg_reg_write(fg, 0x1000, 1);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_REGISTER_WRITE_BAD_OFFSET);
+    assert_int_equal(fg->last_gerr_args[0], 0x1000);
     assert_int_equal(fg->guest_errors, errs + 6);
     assert_int_equal(fg->dma_reads + fg->dma_writes, 0);
 

@@ -37,6 +37,7 @@
 #include "pvrdma_core.h"
 #include "pvrdma_dev_abi.h"
 #include "pvrdma_core_int.h"
+#include "pvrdma_abi_le.h"
 
 #define PVRDMA_ERR_RESET_VALUE          0xFFFFu
 #define PVRDMA_IMR_RESET_VALUE          0xFFFFFFFFu
@@ -684,7 +685,11 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
 
     memset(c, 0, sizeof(*c));
     c->fw_ver = cfg->fw_ver;
-    c->node_guid = GUINT64_TO_BE(cfg->node_guid);
+    /*
+     * GUIDs travel as big-endian bytes in a field the ABI calls LE u64:
+     * the host value whose little-endian bytes are the GUID's BE bytes.
+     */
+    c->node_guid = GUINT64_SWAP_LE_BE(cfg->node_guid);
     c->sys_image_guid = c->node_guid;
     c->max_mr_size = cfg->max_mr_size;
     c->page_size_cap = PVRDMA_PAGE_SIZE;
@@ -782,6 +787,7 @@ static int pvrdma_core_setup_dsr_ring(PvrdmaCore *core, const char *name,
 static int pvrdma_core_load_dsr(PvrdmaCore *core)
 {
     struct pvrdma_device_shared_region dsr;
+    struct pvrdma_device_caps caps;
     struct pvrdma_ring_page_info ring_info;
     uint64_t addr = ((uint64_t)core->dsr_high << 32) | core->dsr_low;
     int ret;
@@ -841,8 +847,10 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
         return ret;
     }
     pvrdma_core_fill_caps(core, &core->caps);
+    caps = core->caps;
+    pvrdma_device_caps_le(&caps);
     ret = pvrdma_core_dma_write(core, addr + PVRDMA_DSR_CAPS_OFFSET,
-                                &core->caps, sizeof(core->caps));
+                                &caps, sizeof(caps));
     if (ret < 0) {
         GERR(core, DSR_CANNOT_WRITE_CAPS,
              "DSR: cannot write caps");
@@ -882,11 +890,15 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
         core->err = (uint32_t)ret;
         goto out;
     }
+    pvrdma_cmd_req_le(&req, true);
     memset(&resp, 0, sizeof(resp));
     ret = pvrdma_cmd_execute(core, &req, &resp, &resp_len);
     if (resp_len) {
-        int wret = pvrdma_core_dma_write(core, core->resp_slot, &resp,
-                                         resp_len);
+        union pvrdma_cmd_resp wire = resp;
+        int wret;
+
+        pvrdma_cmd_resp_le(&wire, req.hdr.cmd, resp_len);
+        wret = pvrdma_core_dma_write(core, core->resp_slot, &wire, resp_len);
         if (wret < 0) {
             GERR(core, RESPONSE_SLOT_UNWRITABLE,
                  "response slot unwritable");
@@ -898,7 +910,7 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
     }
     core->err = (uint32_t)ret;
     if (core->ops->trace_cmd) {
-        core->ops->trace_cmd(core->opaque, GUINT32_FROM_LE(req.hdr.cmd), ret);
+        core->ops->trace_cmd(core->opaque, req.hdr.cmd, ret);
     }
 out:
     pvrdma_core_raise(core, PVRDMA_VECTOR_RESPONSE);

@@ -218,7 +218,7 @@ static void pvrdma_fabric_respond_send(PvrdmaCore *core, PvrdmaQp *qp,
         /* ib_wc keeps invalidate_rkey where imm_data is (our convention) */
         pvrdma_core_invalidate(core, qp, msg->inv_rkey);
         cqe.wc_flags |= PVRDMA_WC_WITH_INVALIDATE;
-        cqe.imm_data = msg->inv_rkey;
+        cqe.imm_data = GUINT32_TO_LE(msg->inv_rkey);
     }
     pvrdma_core_recv_done(core, qp, &cqe, msg->solicited);
     ack->status = PVRDMA_WC_SUCCESS;

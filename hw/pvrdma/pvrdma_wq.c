@@ -287,9 +287,25 @@ void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
     cqe->port_num = 1;
 }
 
+/* A CQE as the guest reads it (little-endian; imm_data is raw bytes). */
+static void pvrdma_wq_cqe_to_le(struct pvrdma_cqe *c)
+{
+    c->wr_id = GUINT64_TO_LE(c->wr_id);
+    c->qp = GUINT64_TO_LE(c->qp);
+    c->opcode = GUINT32_TO_LE(c->opcode);
+    c->status = GUINT32_TO_LE(c->status);
+    c->byte_len = GUINT32_TO_LE(c->byte_len);
+    c->src_qp = GUINT32_TO_LE(c->src_qp);
+    c->wc_flags = GUINT32_TO_LE(c->wc_flags);
+    c->vendor_err = GUINT32_TO_LE(c->vendor_err);
+    c->pkey_index = GUINT16_TO_LE(c->pkey_index);
+    c->slid = GUINT16_TO_LE(c->slid);
+}
+
 static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
                                const struct pvrdma_cqe *cqe, bool solicited)
 {
+    struct pvrdma_cqe wire = *cqe;
     PvrdmaQp *qp;
     uint32_t h;
     int ret;
@@ -297,7 +313,8 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
     if (cq->overrun) {
         return;
     }
-    ret = pvrdma_core_ring_produce(core, &cq->ring, cqe);
+    pvrdma_wq_cqe_to_le(&wire);
+    ret = pvrdma_core_ring_produce(core, &cq->ring, &wire);
     if (ret < 0) {
         /*
          * Overrun (or a ring the guest broke): the CQE is lost, which IB

@@ -306,7 +306,8 @@ static void pvrdma_le_cmd_create_qp_resp(struct pvrdma_cmd_create_qp_resp *p)
     p->max_inline_data = PVRDMA_LE32(p->max_inline_data);
 }
 
-static void pvrdma_le_cmd_create_qp_resp_v2(struct pvrdma_cmd_create_qp_resp_v2 *p)
+static void
+pvrdma_le_cmd_create_qp_resp_v2(struct pvrdma_cmd_create_qp_resp_v2 *p)
 {
     pvrdma_le_cmd_resp_hdr(&p->hdr);
     p->qpn = PVRDMA_LE32(p->qpn);

@@ -65,22 +65,41 @@ static void pvrdma_wq_work_del(PvrdmaCore *core, PvrdmaQp *qp)
 
 static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp);
 
-void pvrdma_core_enter(PvrdmaCore *core)
+/* Run the deferred flushes (the outermost leave, with work queued). */
+static void pvrdma_wq_run_work(PvrdmaCore *core)
 {
-    core->depth++;
-}
-
-void pvrdma_core_leave(PvrdmaCore *core)
-{
-    g_assert(core->depth > 0);
     /* Terminates: a QP is queued only when it enters ERR or is doorbelled */
-    while (core->depth == 1 && core->work_qps.head) {
+    while (core->work_qps.head) {
         PvrdmaQp *qp = core->work_qps.head->data;
 
         pvrdma_wq_work_del(core, qp);
         pvrdma_wq_flush(core, qp);
     }
+}
+
+/* The core's own entry and exit, inlined on the data path. */
+static inline void pvrdma_wq_enter(PvrdmaCore *core)
+{
+    core->depth++;
+}
+
+static inline void pvrdma_wq_leave(PvrdmaCore *core)
+{
+    g_assert(core->depth > 0);
+    if (core->depth == 1 && G_UNLIKELY(core->work_qps.head)) {
+        pvrdma_wq_run_work(core);
+    }
     core->depth--;
+}
+
+void pvrdma_core_enter(PvrdmaCore *core)
+{
+    pvrdma_wq_enter(core);
+}
+
+void pvrdma_core_leave(PvrdmaCore *core)
+{
+    pvrdma_wq_leave(core);
 }
 
 /* ---- RNR timing ---------------------------------------------------------- */
@@ -168,10 +187,10 @@ void pvrdma_core_rnr_kick(PvrdmaCore *core, PvrdmaQp *qp)
     if (!qp->wq.rnr_pending) {
         return;
     }
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     pvrdma_wq_rnr_unlink(core, qp);
     pvrdma_wq_process_sq(core, qp);
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 /* Retry every RNR-stalled QP whose deadline has passed. */
@@ -984,7 +1003,7 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
         g_warn_if_reached();
         return;
     }
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     wq->inflight = false;
     if (res->rnr) {
         if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
@@ -1012,7 +1031,7 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
         pvrdma_wq_process_sq(core, qp);
     }
 out:
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 /*
@@ -1130,9 +1149,9 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
              "QP %u: send doorbell in state %u (WQEs wait for RTS)",
              qp->handle, qp->state);
     }
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     pvrdma_wq_process_sq(core, qp);
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 static void pvrdma_wq_recv_posted(PvrdmaCore *core, PvrdmaQp *qp)
@@ -1147,7 +1166,7 @@ void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp)
 {
     uint32_t prod;
 
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     if (qp->state == PVRDMA_QPS_ERR) {
         pvrdma_wq_work_add(core, qp);
     } else if (qp->state != PVRDMA_QPS_RESET) {
@@ -1157,7 +1176,7 @@ void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp)
             pvrdma_wq_recv_posted(core, qp);
         }
     }
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
@@ -1165,7 +1184,7 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
     PvrdmaQp *qp;
     uint32_t prod, h;
 
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     if (srq->failed) {
         GERR(core, SRQ_DOORBELL_FAILED_SRQ,
              "SRQ %u: doorbell on a failed SRQ", srq->handle);
@@ -1179,32 +1198,32 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
             }
         }
     }
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq G_GNUC_UNUSED)
 {
     /* Completions are written as they happen; only due retries remain. */
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     if (core->rnr_qps.length) {
         pvrdma_wq_run_timers(core);
     }
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 void pvrdma_wq_timer_expired(PvrdmaCore *core)
 {
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     core->timer_expire = -1;
     pvrdma_wq_run_timers(core);
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
 {
     PvrdmaQpWq *wq = &qp->wq;
 
-    pvrdma_core_enter(core);
+    pvrdma_wq_enter(core);
     switch (qp->state) {
     case PVRDMA_QPS_RESET:
         /* The guest zeroes its ring indexes (spec §5.3 MODIFY_QP). */
@@ -1245,7 +1264,7 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
     default:
         break;
     }
-    pvrdma_core_leave(core);
+    pvrdma_wq_leave(core);
 }
 
 void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)

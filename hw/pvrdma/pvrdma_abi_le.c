@@ -1,6 +1,7 @@
 /*
  * PVRDMA device core: byte order of the structures the guest and the
- * device exchange through the command slot, the response slot and the DSR
+ * device exchange through the command slot, the response slot, the DSR
+ * and the CQ rings
  * (include/pvrdma_dev_abi.h, every multi-byte field little-endian).
  *
  * A request is converted to host order once, right after it is copied in,
@@ -531,6 +532,21 @@ void pvrdma_cmd_resp_le(union pvrdma_cmd_resp *resp, uint32_t cmd,
         pvrdma_le_cmd_resp_hdr(&resp->hdr);
         return;
     }
+}
+
+void pvrdma_cqe_le(struct pvrdma_cqe *c)
+{
+    /* imm_data travels as raw bytes (big-endian IB immediate data). */
+    c->wr_id = PVRDMA_LE64(c->wr_id);
+    c->qp = PVRDMA_LE64(c->qp);
+    c->opcode = PVRDMA_LE32(c->opcode);
+    c->status = PVRDMA_LE32(c->status);
+    c->byte_len = PVRDMA_LE32(c->byte_len);
+    c->src_qp = PVRDMA_LE32(c->src_qp);
+    c->wc_flags = PVRDMA_LE32(c->wc_flags);
+    c->vendor_err = PVRDMA_LE32(c->vendor_err);
+    c->pkey_index = PVRDMA_LE16(c->pkey_index);
+    c->slid = PVRDMA_LE16(c->slid);
 }
 
 void pvrdma_device_caps_le(struct pvrdma_device_caps *caps)

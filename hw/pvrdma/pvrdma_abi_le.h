@@ -21,6 +21,8 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host);
 /* A response of command @cmd, @resp_len bytes, in place (either way). */
 void pvrdma_cmd_resp_le(union pvrdma_cmd_resp *resp, uint32_t cmd,
                         uint32_t resp_len);
+/* A CQE the device writes into a CQ ring, in place (either way). */
+void pvrdma_cqe_le(struct pvrdma_cqe *cqe);
 /* The caps the device writes into the DSR, in place (either way). */
 void pvrdma_device_caps_le(struct pvrdma_device_caps *caps);
 

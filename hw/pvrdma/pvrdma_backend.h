@@ -203,13 +203,15 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const PvrdmaSendResult *res);
 
 /*
- * The next receive WQE of @qp (its RQ or SRQ), copied in and validated
- * into @rwr.  Returns 1 (taken, rwr->status says whether it is usable),
- * 0 if there is none (RNR), -1 if the queue is broken (the QP or SRQ was
- * failed).  The WQE stays at the head until pvrdma_core_recv_done().
+ * The next receive WQE of @qp (its RQ or SRQ), copied in into @rwr and,
+ * with @resolve, its SGEs validated and resolved (a WRITE_WITH_IMM uses
+ * only the wr_id).  Returns 1 (taken, rwr->status says whether it is
+ * usable), 0 if there is none (RNR), -1 if the queue is broken (the QP or
+ * SRQ was failed).  The WQE stays at the head until
+ * pvrdma_core_recv_done().
  */
 int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp,
-                          PvrdmaRecvWr *rwr);
+                          PvrdmaRecvWr *rwr, bool resolve);
 /* Consume the peeked WQE and post @cqe (see pvrdma_core_cqe_init()). */
 void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const struct pvrdma_cqe *cqe, bool solicited);
@@ -304,9 +306,8 @@ void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl, uint64_t off);
  */
 int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
                            uint64_t len, bool to_sgl);
-/* Host buffer to / from an SGL at byte @off; 0 or -1 on a fault. */
+/* Host buffer into an SGL at byte @off; 0 or -1 on a fault. */
 int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
                      uint64_t len);
-int pvrdma_sgl_read(PvrdmaSgl *sgl, uint64_t off, void *buf, uint64_t len);
 
 #endif /* HW_PVRDMA_BACKEND_H */

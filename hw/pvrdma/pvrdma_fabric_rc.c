@@ -124,11 +124,16 @@ static void pvrdma_fabric_recv_fail(PvrdmaCore *core, PvrdmaQp *qp,
     pvrdma_fabric_nak(core, qp, ack, nak, event);
 }
 
-/* An RNR NAK when the responder has no receive WQE (-1: queue broken). */
+/*
+ * The receive WQE a message consumes (its buffers resolved when the
+ * message fills them); false with an RNR NAK when there is none, or
+ * REM_OP_ERR when the queue is broken.
+ */
 static bool pvrdma_fabric_take_recv(PvrdmaCore *core, PvrdmaQp *qp,
-                                    PvrdmaRecvWr *rwr, PvrdmaFabricAck *ack)
+                                    PvrdmaRecvWr *rwr, bool resolve,
+                                    PvrdmaFabricAck *ack)
 {
-    int ret = pvrdma_core_recv_peek(core, qp, rwr);
+    int ret = pvrdma_core_recv_peek(core, qp, rwr, resolve);
 
     if (ret < 0) {
         ack->status = PVRDMA_WC_REM_OP_ERR;
@@ -178,7 +183,7 @@ static void pvrdma_fabric_respond_send(PvrdmaCore *core, PvrdmaQp *qp,
         pvrdma_fabric_access_err(core, qp, ack);
         return;
     }
-    if (!pvrdma_fabric_take_recv(core, qp, &rwr, ack)) {
+    if (!pvrdma_fabric_take_recv(core, qp, &rwr, true, ack)) {
         return;
     }
     pvrdma_core_cqe_init(&cqe, qp, rwr.wr_id, PVRDMA_WC_RECV,
@@ -255,7 +260,7 @@ static void pvrdma_fabric_respond_write(PvrdmaCore *core, PvrdmaQp *qp,
     PvrdmaSgl sgl;
 
     /* Resources before keys, as rxe: an empty RQ is an RNR NAK. */
-    if (imm && !pvrdma_fabric_take_recv(core, qp, &rwr, ack)) {
+    if (imm && !pvrdma_fabric_take_recv(core, qp, &rwr, false, ack)) {
         return;
     }
     if (!pvrdma_fabric_remote_sgl(core, qp, msg, PVRDMA_ACCESS_REMOTE_WRITE,

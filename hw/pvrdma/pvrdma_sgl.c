@@ -193,11 +193,3 @@ int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
     pvrdma_sgl_seek(&c, sgl, off);
     return pvrdma_sgl_cursor_copy(&c, off, (void *)buf, len, true);
 }
-
-int pvrdma_sgl_read(PvrdmaSgl *sgl, uint64_t off, void *buf, uint64_t len)
-{
-    PvrdmaSglCursor c;
-
-    pvrdma_sgl_seek(&c, sgl, off);
-    return pvrdma_sgl_cursor_copy(&c, off, buf, len, false);
-}

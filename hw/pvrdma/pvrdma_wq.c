@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "pvrdma_core_int.h"
+#include "pvrdma_abi_le.h"
 
 /* IBA table 45: RNR NAK timer field encodings, in microseconds. */
 static const uint32_t pvrdma_rnr_usec[32] = {
@@ -306,21 +307,6 @@ void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
     cqe->port_num = 1;
 }
 
-/* A CQE as the guest reads it (little-endian; imm_data is raw bytes). */
-static void pvrdma_wq_cqe_to_le(struct pvrdma_cqe *c)
-{
-    c->wr_id = GUINT64_TO_LE(c->wr_id);
-    c->qp = GUINT64_TO_LE(c->qp);
-    c->opcode = GUINT32_TO_LE(c->opcode);
-    c->status = GUINT32_TO_LE(c->status);
-    c->byte_len = GUINT32_TO_LE(c->byte_len);
-    c->src_qp = GUINT32_TO_LE(c->src_qp);
-    c->wc_flags = GUINT32_TO_LE(c->wc_flags);
-    c->vendor_err = GUINT32_TO_LE(c->vendor_err);
-    c->pkey_index = GUINT16_TO_LE(c->pkey_index);
-    c->slid = GUINT16_TO_LE(c->slid);
-}
-
 static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
                                const struct pvrdma_cqe *cqe, bool solicited)
 {
@@ -332,7 +318,7 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
     if (cq->overrun) {
         return;
     }
-    pvrdma_wq_cqe_to_le(&wire);
+    pvrdma_cqe_le(&wire);
     ret = pvrdma_core_ring_produce(core, &cq->ring, &wire);
     if (ret < 0) {
         /*
@@ -691,7 +677,8 @@ static void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
     }
 }
 
-int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
+int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr,
+                          bool resolve)
 {
     uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
     const struct pvrdma_rq_wqe_hdr *hdr = (const void *)wqe;
@@ -729,6 +716,12 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
         goto broken;
     }
     rwr->wr_id = GUINT64_FROM_LE(hdr->wr_id);
+    rwr->status = PVRDMA_WC_SUCCESS;
+    rwr->sgl.nseg = 0;
+    rwr->sgl.total = 0;
+    if (!resolve) {
+        return 1;
+    }
     nsge = GUINT32_FROM_LE(hdr->num_sge);
     /* The SRQ's or RQ's max_sge bounds the WQE slot too. */
     if (nsge > max_sge) {

@@ -2,7 +2,8 @@
  * Unit tests of the byte-order conversions (pvrdma_abi_le.c), built with
  * PVRDMA_LE_FORCE_SWAP so that they swap on this little-endian host too,
  * as they would on a big-endian one: every conversion is its own inverse,
- * multi-byte fields (nested ones included) are swapped, bytes are not,
+ * multi-byte fields (nested ones included) are swapped, bytes are not
+ * (nor a CQE's raw immediate data),
  * and the response layout follows the command (CREATE_QP v1 and v2).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -124,6 +125,7 @@ static void test_response_fields(void **state)
 {
     union pvrdma_cmd_resp r, w;
     struct pvrdma_device_caps caps, wc;
+    struct pvrdma_cqe cqe, wq;
 
     (void)state;
     fill(&w, sizeof(w));
@@ -147,6 +149,17 @@ static void test_response_fields(void **state)
                        sizeof(struct pvrdma_cmd_create_qp_resp));
     assert_int_equal(r.create_qp_resp.max_inline_data,
                      GUINT32_SWAP_LE_BE(w.create_qp_resp.max_inline_data));
+
+    fill(&wq, sizeof(wq));
+    cqe = wq;
+    pvrdma_cqe_le(&cqe);
+    assert_int_equal(cqe.wr_id, GUINT64_SWAP_LE_BE(wq.wr_id));
+    assert_int_equal(cqe.byte_len, GUINT32_SWAP_LE_BE(wq.byte_len));
+    assert_int_equal(cqe.slid, GUINT16_SWAP_LE_BE(wq.slid));
+    assert_int_equal(cqe.imm_data, wq.imm_data);     /* raw bytes */
+    assert_int_equal(cqe.network_hdr_type, wq.network_hdr_type);
+    pvrdma_cqe_le(&cqe);
+    assert_memory_equal(&cqe, &wq, sizeof(cqe));
 
     fill(&wc, sizeof(wc));
     caps = wc;

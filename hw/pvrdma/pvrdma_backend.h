@@ -100,6 +100,12 @@ typedef struct PvrdmaSendResult {
     bool rnr;                   /* RNR NAK: the core retries later */
     uint8_t rnr_timer;          /* responder's min_rnr_timer encoding */
     uint64_t atomic_orig;       /* host order; the core writes it back */
+    /*
+     * The transport to the peer failed (the link closed, or the peer
+     * stopped answering): besides the error CQE the guest gets a
+     * QP_FATAL async event.
+     */
+    bool fatal;
 } PvrdmaSendResult;
 
 /* A receive WQE taken by pvrdma_core_recv_peek(). */

@@ -24,19 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pvrdma_fabric.h"
-
-struct PvrdmaFabric {
-    unsigned refs;
-    PvrdmaFabricPort *ports[PVRDMA_FABRIC_MAX_PORTS];
-    /*
-     * Requesters that got an RNR NAK and have not sent again since (an
-     * upper bound: a QP whose retries ran out still counts until it is
-     * cancelled, sends again or is destroyed).  While it is zero a posted
-     * receive has no one to wake, and costs no lookup.
-     */
-    unsigned rnr_waiting;
-};
+#include "pvrdma_link.h"
 
 bool pvrdma_fabric_rnr_any(PvrdmaFabric *fab)
 {
@@ -58,6 +46,8 @@ PvrdmaFabric *pvrdma_fabric_new(void)
     PvrdmaFabric *fab = g_new0(PvrdmaFabric, 1);
 
     fab->refs = 1;
+    fab->timer_at = -1;
+    fab->instance = ((uint64_t)g_random_int() << 32) | g_random_int();
     return fab;
 }
 
@@ -69,10 +59,25 @@ PvrdmaFabric *pvrdma_fabric_ref(PvrdmaFabric *fab)
 
 void pvrdma_fabric_unref(PvrdmaFabric *fab)
 {
+    GList *e;
+
     g_assert(fab->refs > 0);
-    if (--fab->refs == 0) {
-        g_free(fab);
+    if (--fab->refs) {
+        return;
     }
+    for (e = fab->links; e; e = e->next) {
+        pvrdma_link_close(e->data, NULL);
+    }
+    g_assert(!fab->links);
+    for (e = fab->dead; e; e = e->next) {
+        pvrdma_link_free(e->data);
+    }
+    g_list_free(fab->dead);
+    if (fab->has_host) {
+        pvrdma_fabric_net_free(fab);
+        fab->host.timer_mod(fab->host.opaque, -1);
+    }
+    g_free(fab);
 }
 
 PvrdmaFabricPort *pvrdma_fabric_port_new(PvrdmaFabric *fab, PvrdmaCore *core,
@@ -105,7 +110,19 @@ PvrdmaFabricPort *pvrdma_fabric_port_new(PvrdmaFabric *fab, PvrdmaCore *core,
 void pvrdma_fabric_port_free(PvrdmaFabricPort *port)
 {
     PvrdmaFabric *fab = port->fabric;
+    GList *e;
 
+    pvrdma_fabric_port_quiesce(port);
+    for (e = fab->links; e; e = e->next) {
+        pvrdma_link_send_gids(e->data, port, true);
+    }
+    /* Links still hold the aborted execs: they no longer have a port. */
+    while ((e = g_queue_pop_head_link(&port->execs))) {
+        PvrdmaFabricExec *ex = e->data;
+
+        ex->port = NULL;
+        ex->async = false;
+    }
     g_assert(fab->ports[port->index] == port);
     fab->ports[port->index] = NULL;
     g_free(port);
@@ -183,5 +200,300 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
         peer->attr.dest_qp_num == qpn &&
         !memcmp(peer->attr.ah_attr.grh.dgid, gid, 16)) {
         pvrdma_core_rnr_kick(port->core, peer);
+    }
+}
+
+/* ---- links ----------------------------------------------------------------- */
+
+PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
+                                uint32_t qpn)
+{
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        if (pvrdma_link_owns(e->data, gid, qpn)) {
+            return e->data;
+        }
+    }
+    return NULL;
+}
+
+const PvrdmaFabricHost *pvrdma_fabric_host(PvrdmaFabric *fab)
+{
+    return &fab->host;
+}
+
+uint64_t pvrdma_fabric_instance(PvrdmaFabric *fab)
+{
+    return fab->instance;
+}
+
+PvrdmaFabricPort *pvrdma_fabric_port_at(PvrdmaFabric *fab, unsigned index)
+{
+    return index < PVRDMA_FABRIC_MAX_PORTS ? fab->ports[index] : NULL;
+}
+
+void pvrdma_fabric_set_host(PvrdmaFabric *fab, const PvrdmaFabricHost *host)
+{
+    fab->host = *host;
+    fab->has_host = true;
+}
+
+PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
+                                   const char *name)
+{
+    PvrdmaLink *l;
+
+    g_assert(fab->has_host);
+    l = pvrdma_link_new(fab, fd, shm, name, ++fab->next_serial);
+    if (!pvrdma_link_is_dead(l)) {
+        fab->links = g_list_prepend(fab->links, l);
+    }
+    return l;
+}
+
+/* The instance that opened a link: the same answer on both ends. */
+static uint64_t pvrdma_fabric_opener(PvrdmaFabric *fab, PvrdmaLink *l)
+{
+    return pvrdma_link_initiated(l) ? fab->instance :
+                                      pvrdma_link_peer_instance(l);
+}
+
+bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
+{
+    uint64_t peer = pvrdma_link_peer_instance(l);
+    unsigned i;
+    GList *e;
+
+    if (peer == fab->instance) {
+        return false;           /* our own socket */
+    }
+    /*
+     * Two processes that found each other at once have two links: both
+     * keep the one opened by the smaller instance.
+     */
+    for (e = fab->links; e; e = e->next) {
+        PvrdmaLink *o = e->data;
+
+        if (o == l || !pvrdma_link_is_up(o) ||
+            pvrdma_link_peer_instance(o) != peer) {
+            continue;
+        }
+        if (pvrdma_fabric_opener(fab, l) > pvrdma_fabric_opener(fab, o)) {
+            return false;
+        }
+        pvrdma_link_close(o, NULL);
+        break;
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        if (fab->ports[i]) {
+            pvrdma_link_send_gids(l, fab->ports[i], false);
+        }
+    }
+    if (fab->host.report) {
+        char *msg = g_strdup_printf("pvrdma-fabric: link %s up",
+                                    pvrdma_link_name(l));
+
+        fab->host.report(fab->host.opaque, msg);
+        g_free(msg);
+    }
+    return true;
+}
+
+void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
+{
+    fab->links = g_list_remove(fab->links, l);
+    fab->dead = g_list_prepend(fab->dead, l);
+    pvrdma_fabric_net_link_down(fab, pvrdma_link_serial(l));
+    pvrdma_fabric_kick(fab);
+}
+
+unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)
+{
+    unsigned n = 0;
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        n += pvrdma_link_is_up(e->data);
+    }
+    return n;
+}
+
+static void pvrdma_fabric_timer_arm(PvrdmaFabric *fab, int64_t at)
+{
+    if (fab->in_timer || !fab->has_host) {
+        /* The timer re-arms itself on the way out. */
+        if (fab->in_timer && (fab->timer_at < 0 || at < fab->timer_at)) {
+            fab->timer_at = at;
+        }
+        return;
+    }
+    if (fab->timer_at < 0 || at < fab->timer_at) {
+        fab->timer_at = at;
+        fab->host.timer_mod(fab->host.opaque, at);
+    }
+}
+
+void pvrdma_fabric_kick(PvrdmaFabric *fab)
+{
+    if (fab->has_host) {
+        pvrdma_fabric_timer_arm(fab, fab->host.clock_ns(fab->host.opaque));
+    }
+}
+
+/* Period of the timer while requests wait on links, and peers retry. */
+#define PVRDMA_FABRIC_TICK_NS       (100 * 1000 * 1000LL)
+#define PVRDMA_FABRIC_RETRY_NS      (1000 * 1000 * 1000LL)
+
+void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
+{
+    int64_t now = fab->host.clock_ns(fab->host.opaque);
+    bool busy = false;
+    GList *e, *next;
+
+    fab->in_timer = true;
+    fab->timer_at = -1;
+    for (e = fab->links; e; e = next) {
+        next = e->next;
+        pvrdma_link_tick(e->data, now, &busy);
+    }
+    while (fab->dead) {
+        PvrdmaLink *l = fab->dead->data;
+
+        fab->dead = g_list_delete_link(fab->dead, fab->dead);
+        pvrdma_link_free(l);
+    }
+    if (busy) {
+        pvrdma_fabric_timer_arm(fab, now + PVRDMA_FABRIC_TICK_NS);
+    }
+    if (pvrdma_fabric_net_tick(fab, now)) {
+        pvrdma_fabric_timer_arm(fab, now + PVRDMA_FABRIC_RETRY_NS);
+    }
+    fab->in_timer = false;
+    if (fab->timer_at >= 0) {
+        int64_t at = fab->timer_at;
+
+        fab->timer_at = -1;
+        pvrdma_fabric_timer_arm(fab, at);
+    }
+}
+
+void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
+                            bool writable)
+{
+    if (*(uint32_t *)tag == PVRDMA_FABRIC_FD_LINK) {
+        pvrdma_link_io(tag, readable, writable);
+    } else {
+        pvrdma_fabric_net_ready(fab, tag, readable, writable);
+    }
+}
+
+bool pvrdma_fabric_sgl_uses(const PvrdmaSgl *sgl, const PvrdmaMr *mr)
+{
+    uint32_t i;
+
+    for (i = 0; i < sgl->nseg; i++) {
+        const uint64_t *pages = sgl->seg[i].pages;
+
+        if (pages && (pages == mr->pages || pages == mr->frmr_pages)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
+                            bool fatal)
+{
+    PvrdmaFabricPort *port = req->port;
+    PvrdmaFabricQp *fqp = req->qp->be;
+    PvrdmaSendResult res = {
+        .status = ack->status,
+        .rnr = ack->rnr,
+        .rnr_timer = ack->rnr_timer,
+        .atomic_orig = ack->atomic_orig,
+        .fatal = fatal,
+    };
+
+    pvrdma_core_enter(port->core);
+    if (ack->rnr && !fqp->rnr) {
+        fqp->rnr = true;
+        pvrdma_fabric_rnr_note(port->fabric, true);
+    }
+    pvrdma_core_send_done(port->core, req->qp, &res);
+    pvrdma_core_leave(port->core);
+}
+
+void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex)
+{
+    if (ex->async && ex->port) {
+        g_queue_unlink(&ex->port->execs, &ex->node);
+    }
+    g_free(ex);
+}
+
+/* ---- what the port backend asks ------------------------------------------- */
+
+bool pvrdma_fabric_port_rq_busy(PvrdmaFabricPort *port, PvrdmaQp *qp)
+{
+    GList *e;
+
+    for (e = port->execs.head; e; e = e->next) {
+        PvrdmaFabricExec *ex = e->data;
+
+        if (ex->recv && ex->qp &&
+            (ex->qp == qp || (qp->has_srq && ex->qp->has_srq &&
+                              ex->qp->srq_handle == qp->srq_handle))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Abort the port's execs on @qp (NULL: all), or using @mr. */
+void pvrdma_fabric_port_abort(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                              const PvrdmaMr *mr)
+{
+    GList *e;
+
+    for (e = port->execs.head; e; e = e->next) {
+        PvrdmaFabricExec *ex = e->data;
+
+        if (!ex->qp || (qp && ex->qp != qp) ||
+            (mr && !pvrdma_fabric_sgl_uses(ex->mem ? ex->mem : &ex->sgl,
+                                           mr))) {
+            continue;
+        }
+        pvrdma_fabric_rc_abort(ex);
+    }
+}
+
+void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr)
+{
+    GList *e;
+
+    pvrdma_fabric_port_abort(port, NULL, mr);
+    for (e = port->fabric->links; e; e = e->next) {
+        pvrdma_link_mr_gone(e->data, port, mr);
+    }
+}
+
+/* Reset or removal: every exec and every link request of @port ends. */
+void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
+{
+    GList *e;
+
+    pvrdma_fabric_port_abort(port, NULL, NULL);
+    for (e = port->fabric->links; e; e = e->next) {
+        pvrdma_link_port_gone(e->data, port);
+    }
+}
+
+void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)
+{
+    GList *e;
+
+    for (e = port->fabric->links; e; e = e->next) {
+        pvrdma_link_send_gids(e->data, port, false);
     }
 }

@@ -29,15 +29,20 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <glib.h>
+
 #include "pvrdma_core_int.h"
 
 /* Port indexes live in bits 16..23 of wire QPNs. */
 #define PVRDMA_FABRIC_MAX_PORTS         256
 #define PVRDMA_FABRIC_QPN_INDEX_SHIFT   16
 #define PVRDMA_FABRIC_QPN_HANDLE_MASK   0xFFFFu
+/* GID table entries of one port (gid-tbl-len is at most 256). */
+#define PVRDMA_FABRIC_MAX_GIDS          256
 
 typedef struct PvrdmaFabric PvrdmaFabric;
 typedef struct PvrdmaFabricPort PvrdmaFabricPort;
+typedef struct PvrdmaLink PvrdmaLink;
 
 /* ---- messages ------------------------------------------------------------ */
 
@@ -79,12 +84,59 @@ typedef struct PvrdmaFabricPayload {
     void *opaque;
 } PvrdmaFabricPayload;
 
+/*
+ * A request executed by a responder in steps (a link delivers its payload
+ * chunk by chunk): pvrdma_fabric_rc_begin(), pvrdma_fabric_rc_data() per
+ * chunk, pvrdma_fabric_rc_end().  Between steps the guest may change the
+ * QP, the receive queue or the MRs: the port aborts the exec when it
+ * learns of it (pvrdma_fabric_rc_abort()) and every step re-checks.
+ */
+typedef struct PvrdmaFabricExec {
+    PvrdmaFabricPort *port;
+    PvrdmaQp *qp;               /* NULL once aborted */
+    PvrdmaFabricMsg msg;
+    bool async;                 /* spans several calls: re-check state */
+    bool recv;                  /* holds the head receive WQE (rwr) */
+    PvrdmaRecvWr rwr;
+    PvrdmaSgl sgl;              /* WRITE target, READ source */
+    PvrdmaSgl *mem;             /* the payload's memory: rwr.sgl or sgl */
+    bool done;                  /* ack is final; later data is dropped */
+    PvrdmaFabricAck ack;
+    GList node;                 /* on port->execs while async */
+} PvrdmaFabricExec;
+
+/*
+ * What the fabric needs from its host (the QEMU glue, or a test's poll
+ * loop); every callback runs under the caller's lock.
+ */
+typedef struct PvrdmaFabricHost {
+    /*
+     * Watch @fd for reading and, with @write, writing; call
+     * pvrdma_fabric_fd_ready(fab, @tag, ...) when it is ready.  Called
+     * again to change @write; unwatch before the fd is closed.
+     */
+    void (*watch)(void *opaque, int fd, bool write, void *tag);
+    void (*unwatch)(void *opaque, int fd);
+    /* One timer: fire pvrdma_fabric_timer_expired() at @expire_ns (<0: cancel). */
+    void (*timer_mod)(void *opaque, int64_t expire_ns);
+    /* Monotonic host clock (real time: peers live outside the guest). */
+    int64_t (*clock_ns)(void *opaque);
+    /* A line for the user: a link came up or went down, and why. */
+    void (*report)(void *opaque, const char *msg);
+    void *opaque;
+} PvrdmaFabricHost;
+
 /* ---- the fabric and its links (pvrdma_fabric.c) -------------------------- */
 
 struct PvrdmaFabricPort {
     PvrdmaFabric *fabric;
     PvrdmaCore *core;
     int index;                  /* registry slot = QPN bits 16..23 */
+    /* The GIDs the guest bound, as announced to links (gid_bind). */
+    bool gid_bound[PVRDMA_FABRIC_MAX_GIDS];
+    uint8_t gid[PVRDMA_FABRIC_MAX_GIDS][16];
+    /* Requests from links executing on this port in steps. */
+    GQueue execs;
 };
 
 /* A fabric with no ports; reference counted (each port holds one). */
@@ -127,6 +179,36 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
                                uint32_t qpn, const uint8_t dgid[16],
                                uint32_t dqpn);
 
+/* ---- links to other processes and hosts (pvrdma_fabric_net.c) ----------- */
+
+/* Give @fab a host; needed before any link, listener or peer. */
+void pvrdma_fabric_set_host(PvrdmaFabric *fab, const PvrdmaFabricHost *host);
+/*
+ * Join the fabric of every process using directory @dir: listen on a
+ * socket of our own there and connect to the others'.  Links through it
+ * carry bulk data in shared memory.  False with *@errmsg on failure.
+ */
+bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
+                            char **errmsg);
+/* Accept TCP links on @addr ("HOST:PORT"). */
+bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg);
+/* Keep a TCP link to @addr ("HOST:PORT"), reconnecting while it is down. */
+bool pvrdma_fabric_add_peer(PvrdmaFabric *fab, const char *addr,
+                            char **errmsg);
+/*
+ * Make a link over a connected stream socket @fd (owned from now on):
+ * with @shm the bulk data travels in shared memory (a unix socket, both
+ * ends on one host), else inline in the stream.
+ */
+PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
+                                   const char *name);
+/* Host callbacks. */
+void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
+                            bool writable);
+void pvrdma_fabric_timer_expired(PvrdmaFabric *fab);
+/* Links that are up (HELLO exchanged), for tests and status. */
+unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab);
+
 /* Might a requester on @fab wait on an RNR NAK? */
 bool pvrdma_fabric_rnr_any(PvrdmaFabric *fab);
 /* One more (@waiting) or one fewer requester stalled on an RNR NAK. */
@@ -134,9 +216,13 @@ void pvrdma_fabric_rnr_note(PvrdmaFabric *fab, bool waiting);
 
 /* ---- the port backend (pvrdma_fabric_port.c) ----------------------------- */
 
+typedef struct PvrdmaFabricReq PvrdmaFabricReq;
+
 /* Per-QP state of the port (qp->be). */
 typedef struct PvrdmaFabricQp {
     bool rnr;                   /* counted in the fabric's rnr_waiting */
+    PvrdmaFabricReq *req;       /* outstanding on a link */
+    uint64_t rnr_link;          /* serial of a link we RNR-NAKed, or 0 */
 } PvrdmaFabricQp;
 
 extern const PvrdmaBackendOps pvrdma_fabric_backend_ops;
@@ -151,6 +237,21 @@ int pvrdma_fabric_port_index(void *be);
  */
 bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
                              PvrdmaSendWr *wr);
+/* Responder in steps (PvrdmaFabricExec); begin: true if payload moves. */
+bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                            const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex);
+/* Does the payload of @msg travel back to the requester (READ)? */
+bool pvrdma_fabric_rc_out(const PvrdmaFabricMsg *msg);
+/* Move bytes [off, off + n) of the payload; a PVRDMA_COPY_* status. */
+int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
+                          PvrdmaPeerCopy peer, void *opaque);
+/* All bytes moved: complete the receive side, set ex->ack. */
+void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex);
+/* The QP or memory went away: drop the message (requester times out). */
+void pvrdma_fabric_rc_abort(PvrdmaFabricExec *ex);
+/* Does an async exec of @port hold the head of @qp's RQ or SRQ? */
+bool pvrdma_fabric_port_rq_busy(PvrdmaFabricPort *port, PvrdmaQp *qp);
+
 /* Responder: execute @msg on @qp of @port's core. */
 void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
                               const PvrdmaFabricMsg *msg,

@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pvrdma_fabric.h"
+#include "pvrdma_link.h"
 
 int pvrdma_fabric_port_index(void *be)
 {
@@ -51,11 +51,63 @@ static int pvrdma_fabric_qp_create(void *be, PvrdmaQp *qp)
     return 0;
 }
 
+static int pvrdma_fabric_qp_modify(void *be, PvrdmaQp *qp,
+                                   const struct pvrdma_qp_attr *attr,
+                                   uint32_t mask)
+{
+    /* A message arriving in steps loses its QP state and receive WQE. */
+    if ((mask & PVRDMA_QP_STATE) && (attr->qp_state == PVRDMA_QPS_RESET ||
+                                      attr->qp_state == PVRDMA_QPS_ERR)) {
+        pvrdma_fabric_port_abort(be, qp, NULL);
+    }
+    return 0;
+}
+
 static void pvrdma_fabric_qp_destroy(void *be, PvrdmaQp *qp)
 {
+    PvrdmaFabricQp *fqp = qp->be;
+
     pvrdma_fabric_qp_rnr_done(be, qp);
+    pvrdma_fabric_port_abort(be, qp, NULL);
+    if (fqp->req) {
+        pvrdma_link_req_cancel(fqp->req);
+    }
     g_free(qp->be);
     qp->be = NULL;
+}
+
+static void pvrdma_fabric_mr_deregister(void *be, PvrdmaMr *mr)
+{
+    pvrdma_fabric_port_mr_gone(be, mr);
+}
+
+static void pvrdma_fabric_reset(void *be)
+{
+    pvrdma_fabric_port_quiesce(be);
+}
+
+static int pvrdma_fabric_gid_bind(void *be, uint32_t index,
+                                  const uint8_t gid[16],
+                                  uint8_t gid_type G_GNUC_UNUSED)
+{
+    PvrdmaFabricPort *port = be;
+
+    if (index < PVRDMA_FABRIC_MAX_GIDS) {
+        port->gid_bound[index] = true;
+        memcpy(port->gid[index], gid, 16);
+        pvrdma_fabric_port_gids_changed(port);
+    }
+    return 0;
+}
+
+static void pvrdma_fabric_gid_unbind(void *be, uint32_t index)
+{
+    PvrdmaFabricPort *port = be;
+
+    if (index < PVRDMA_FABRIC_MAX_GIDS && port->gid_bound[index]) {
+        port->gid_bound[index] = false;
+        pvrdma_fabric_port_gids_changed(port);
+    }
 }
 
 static int pvrdma_fabric_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
@@ -72,36 +124,60 @@ static int pvrdma_fabric_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
 
 static void pvrdma_fabric_cancel(void *be, PvrdmaQp *qp)
 {
+    PvrdmaFabricQp *fqp = qp->be;
+
     pvrdma_fabric_qp_rnr_done(be, qp);
+    if (fqp->req) {
+        pvrdma_link_req_cancel(fqp->req);
+    }
 }
 
 static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
 {
     PvrdmaFabricPort *port = be;
+    PvrdmaFabricQp *fqp = qp->be;
     const uint8_t *sgid;
     uint8_t type;
+    GList *e;
 
-    if (!pvrdma_fabric_rnr_any(port->fabric)) {
+    if (!fqp->rnr_link && !pvrdma_fabric_rnr_any(port->fabric)) {
         return;                 /* nobody to wake: no lookup at all */
     }
     sgid = pvrdma_core_sgid(port->core, qp->attr.ah_attr.grh.sgid_index,
                             &type);
-    if (sgid) {
-        pvrdma_fabric_recv_posted(port->fabric, sgid, qp->qpn,
-                                  qp->attr.ah_attr.grh.dgid,
-                                  qp->attr.dest_qp_num);
+    if (!sgid) {
+        return;
     }
+    if (fqp->rnr_link) {
+        /* A requester behind a link got an RNR NAK from this QP. */
+        for (e = port->fabric->links; e; e = e->next) {
+            if (pvrdma_link_serial(e->data) == fqp->rnr_link) {
+                pvrdma_link_send_recv_posted(e->data, sgid, qp->qpn,
+                                             qp->attr.ah_attr.grh.dgid,
+                                             qp->attr.dest_qp_num);
+            }
+        }
+        fqp->rnr_link = 0;
+    }
+    pvrdma_fabric_recv_posted(port->fabric, sgid, qp->qpn,
+                              qp->attr.ah_attr.grh.dgid,
+                              qp->attr.dest_qp_num);
 }
 
 /*
- * The in-process link answers inside submit, so nothing is ever
- * outstanding when the core cancels; cancel only ends an RNR wait.
+ * The in-process link answers inside submit; a request on a link to
+ * another process is outstanding until its ACK, and cancel forgets it.
  */
 const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .name = "fabric",
+    .reset = pvrdma_fabric_reset,
     .free = pvrdma_fabric_port_op_free,
+    .mr_deregister = pvrdma_fabric_mr_deregister,
     .qp_create = pvrdma_fabric_qp_create,
+    .qp_modify = pvrdma_fabric_qp_modify,
     .qp_destroy = pvrdma_fabric_qp_destroy,
+    .gid_bind = pvrdma_fabric_gid_bind,
+    .gid_unbind = pvrdma_fabric_gid_unbind,
     .submit = pvrdma_fabric_submit,
     .cancel = pvrdma_fabric_cancel,
     .recv_posted = pvrdma_fabric_recv_posted_op,

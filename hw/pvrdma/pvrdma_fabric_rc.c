@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pvrdma_fabric.h"
+#include "pvrdma_link.h"
 
 /* ---- requester ----------------------------------------------------------- */
 
@@ -68,7 +68,18 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
     };
     PvrdmaSendResult res;
     PvrdmaFabricAck ack;
+    PvrdmaQp *rqp;
 
+    if (!pvrdma_fabric_lookup(port->fabric, wr->dgid, wr->dst_qpn, &rqp)) {
+        PvrdmaLink *l = pvrdma_fabric_route(port->fabric, wr->dgid,
+                                            wr->dst_qpn);
+
+        if (l) {
+            /* Another process: the answer comes with the link's ACK. */
+            pvrdma_link_submit(l, port, qp, wr);
+            return false;
+        }
+    }
     pvrdma_sgl_seek(&cursor, &wr->local, 0);
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
@@ -85,65 +96,73 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
 
 /* ---- responder ----------------------------------------------------------- */
 
-static void pvrdma_fabric_nak(PvrdmaCore *core, PvrdmaQp *qp,
-                              PvrdmaFabricAck *ack, uint32_t status,
-                              int event)
+static void pvrdma_fabric_nak(PvrdmaFabricExec *ex, uint32_t status, int event)
 {
-    ack->status = status;
-    pvrdma_core_qp_error(core, qp, event);
+    ex->ack.status = status;
+    ex->done = true;
+    pvrdma_core_qp_error(ex->port->core, ex->qp, event);
 }
 
 /* R_Key violation (IBA 9.7.5.1.x class C): NAK, responder QP to ERR. */
-static void pvrdma_fabric_access_err(PvrdmaCore *core, PvrdmaQp *qp,
-                                     PvrdmaFabricAck *ack)
+static void pvrdma_fabric_access_err(PvrdmaFabricExec *ex)
 {
-    pvrdma_fabric_nak(core, qp, ack, PVRDMA_WC_REM_ACCESS_ERR,
+    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_ACCESS_ERR,
                       PVRDMA_EQE_TYPE_QP_ACCESS_ERR);
 }
 
 /* Invalid request: NAK, responder QP to ERR. */
-static void pvrdma_fabric_inv_req(PvrdmaCore *core, PvrdmaQp *qp,
-                                  PvrdmaFabricAck *ack)
+static void pvrdma_fabric_inv_req(PvrdmaFabricExec *ex)
 {
-    pvrdma_fabric_nak(core, qp, ack, PVRDMA_WC_REM_INV_REQ_ERR,
+    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_INV_REQ_ERR,
                       PVRDMA_EQE_TYPE_QP_REQ_ERR);
+}
+
+/* The answer is known without moving (more) data. */
+static void pvrdma_fabric_answer(PvrdmaFabricExec *ex, uint32_t status)
+{
+    ex->ack.status = status;
+    ex->done = true;
 }
 
 /*
  * The receive WQE fails locally: it completes with @status, the QP goes
  * to ERR and the requester gets @nak (with @event on the responder).
  */
-static void pvrdma_fabric_recv_fail(PvrdmaCore *core, PvrdmaQp *qp,
-                                    struct pvrdma_cqe *cqe, uint32_t status,
-                                    PvrdmaFabricAck *ack, uint32_t nak,
-                                    int event)
+static void pvrdma_fabric_recv_fail(PvrdmaFabricExec *ex, uint32_t status,
+                                    uint32_t nak, int event)
 {
-    cqe->status = status;
-    cqe->byte_len = 0;
-    pvrdma_core_recv_done(core, qp, cqe, false);
-    pvrdma_fabric_nak(core, qp, ack, nak, event);
+    struct pvrdma_cqe cqe;
+
+    pvrdma_core_cqe_init(&cqe, ex->qp, ex->rwr.wr_id, PVRDMA_WC_RECV,
+                         status);
+    pvrdma_core_recv_done(ex->port->core, ex->qp, &cqe, false);
+    ex->recv = false;
+    pvrdma_fabric_nak(ex, nak, event);
 }
 
 /*
  * The receive WQE a message consumes (its buffers resolved when the
- * message fills them); false with an RNR NAK when there is none, or
+ * message fills them); false with an RNR NAK when there is none (or
+ * another message of this port is filling the same queue's head), or
  * REM_OP_ERR when the queue is broken.
  */
-static bool pvrdma_fabric_take_recv(PvrdmaCore *core, PvrdmaQp *qp,
-                                    PvrdmaRecvWr *rwr, bool resolve,
-                                    PvrdmaFabricAck *ack)
+static bool pvrdma_fabric_take_recv(PvrdmaFabricExec *ex, bool resolve)
 {
-    int ret = pvrdma_core_recv_peek(core, qp, rwr, resolve);
+    PvrdmaCore *core = ex->port->core;
+    int ret = pvrdma_fabric_port_rq_busy(ex->port, ex->qp) ? 0 :
+              pvrdma_core_recv_peek(core, ex->qp, &ex->rwr, resolve);
 
     if (ret < 0) {
-        ack->status = PVRDMA_WC_REM_OP_ERR;
+        pvrdma_fabric_answer(ex, PVRDMA_WC_REM_OP_ERR);
         return false;
     }
     if (ret == 0) {
-        ack->rnr = true;
-        ack->rnr_timer = qp->attr.min_rnr_timer;
+        ex->ack.rnr = true;
+        ex->ack.rnr_timer = ex->qp->attr.min_rnr_timer;
+        ex->done = true;
         return false;
     }
+    ex->recv = true;
     return true;
 }
 
@@ -169,154 +188,112 @@ static void pvrdma_fabric_recv_cqe(PvrdmaCore *core, PvrdmaQp *qp,
     }
 }
 
-static void pvrdma_fabric_respond_send(PvrdmaCore *core, PvrdmaQp *qp,
-                                       const PvrdmaFabricMsg *msg,
-                                       const PvrdmaFabricPayload *payload,
-                                       PvrdmaFabricAck *ack)
+static bool pvrdma_fabric_begin_send(PvrdmaFabricExec *ex)
 {
-    bool inv = msg->opcode == PVRDMA_WR_SEND_WITH_INV;
-    struct pvrdma_cqe cqe;
-    PvrdmaRecvWr rwr;
+    const PvrdmaFabricMsg *msg = &ex->msg;
 
     /* Checked before anything is placed: an R_Key violation. */
-    if (inv && !pvrdma_core_inv_ok(core, qp, msg->inv_rkey)) {
-        pvrdma_fabric_access_err(core, qp, ack);
-        return;
+    if (msg->opcode == PVRDMA_WR_SEND_WITH_INV &&
+        !pvrdma_core_inv_ok(ex->port->core, ex->qp, msg->inv_rkey)) {
+        pvrdma_fabric_access_err(ex);
+        return false;
     }
-    if (!pvrdma_fabric_take_recv(core, qp, &rwr, true, ack)) {
-        return;
+    if (!pvrdma_fabric_take_recv(ex, true)) {
+        return false;
     }
-    pvrdma_core_cqe_init(&cqe, qp, rwr.wr_id, PVRDMA_WC_RECV,
-                         PVRDMA_WC_SUCCESS);
-    if (rwr.status != PVRDMA_WC_SUCCESS) {
+    if (ex->rwr.status != PVRDMA_WC_SUCCESS) {
         /* The receive WQE itself is bad (SGE count, lkey, range). */
-        pvrdma_fabric_recv_fail(core, qp, &cqe, rwr.status, ack,
-                                PVRDMA_WC_REM_OP_ERR, -1);
-        return;
+        pvrdma_fabric_recv_fail(ex, ex->rwr.status, PVRDMA_WC_REM_OP_ERR, -1);
+        return false;
     }
-    if (msg->length > rwr.sgl.total) {
+    if (msg->length > ex->rwr.sgl.total) {
         /* rxe class C: the receive sees LOC_LEN_ERR, the sender a NAK. */
-        pvrdma_fabric_recv_fail(core, qp, &cqe, PVRDMA_WC_LOC_LEN_ERR, ack,
+        pvrdma_fabric_recv_fail(ex, PVRDMA_WC_LOC_LEN_ERR,
                                 PVRDMA_WC_REM_INV_REQ_ERR,
                                 PVRDMA_EQE_TYPE_QP_REQ_ERR);
-        return;
+        return false;
     }
-    switch (pvrdma_sgl_xfer(&rwr.sgl, 0, msg->length, true, payload->read,
-                            payload->opaque)) {
-    case PVRDMA_COPY_SRC_FAULT:
-        /* The requester's memory: nothing was sent, the WQE stays. */
-        ack->status = PVRDMA_WC_LOC_PROT_ERR;
-        return;
-    case PVRDMA_COPY_DST_FAULT:
-        pvrdma_fabric_recv_fail(core, qp, &cqe, PVRDMA_WC_LOC_PROT_ERR, ack,
-                                PVRDMA_WC_REM_OP_ERR, -1);
-        return;
-    default:
-        break;
-    }
-    pvrdma_fabric_recv_cqe(core, qp, msg, &cqe);
+    ex->mem = &ex->rwr.sgl;
+    return true;
+}
+
+static void pvrdma_fabric_end_send(PvrdmaFabricExec *ex)
+{
+    PvrdmaCore *core = ex->port->core;
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    struct pvrdma_cqe cqe;
+
+    pvrdma_core_cqe_init(&cqe, ex->qp, ex->rwr.wr_id, PVRDMA_WC_RECV,
+                         PVRDMA_WC_SUCCESS);
+    pvrdma_fabric_recv_cqe(core, ex->qp, msg, &cqe);
     cqe.byte_len = msg->length;
     if (msg->opcode == PVRDMA_WR_SEND_WITH_IMM) {
         cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
         cqe.imm_data = msg->imm_data;
-    } else if (inv) {
+    } else if (msg->opcode == PVRDMA_WR_SEND_WITH_INV) {
         /* ib_wc keeps invalidate_rkey where imm_data is (our convention) */
-        pvrdma_core_invalidate(core, qp, msg->inv_rkey);
+        pvrdma_core_invalidate(core, ex->qp, msg->inv_rkey);
         cqe.wc_flags |= PVRDMA_WC_WITH_INVALIDATE;
         cqe.imm_data = GUINT32_TO_LE(msg->inv_rkey);
     }
-    pvrdma_core_recv_done(core, qp, &cqe, msg->solicited);
-    ack->status = PVRDMA_WC_SUCCESS;
+    pvrdma_core_recv_done(core, ex->qp, &cqe, msg->solicited);
+    ex->recv = false;
 }
 
 /*
  * The responder's side of an RDMA WRITE or READ: @access must be enabled
  * on the QP and the rkey must grant it over the whole range. A zero-length
- * request checks no key (IBA 9.4.3) and leaves @sgl empty.
+ * request checks no key (IBA 9.4.3) and leaves the SGL empty.
  */
-static bool pvrdma_fabric_remote_sgl(PvrdmaCore *core, PvrdmaQp *qp,
-                                     const PvrdmaFabricMsg *msg,
-                                     uint32_t access, PvrdmaSgl *sgl)
+static bool pvrdma_fabric_remote_sgl(PvrdmaFabricExec *ex, uint32_t access)
 {
-    if (!(qp->attr.qp_access_flags & access)) {
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    PvrdmaSgl *sgl = &ex->sgl;
+
+    if (!(ex->qp->attr.qp_access_flags & access)) {
         return false;
     }
-    sgl->core = core;
+    sgl->core = ex->port->core;
     sgl->nseg = 0;
     sgl->total = msg->length;
+    ex->mem = sgl;
     return !msg->length ||
-           pvrdma_core_rkey_seg(core, qp, msg->rkey, msg->remote_addr,
-                                msg->length, access, &sgl->seg[sgl->nseg++]);
+           pvrdma_core_rkey_seg(sgl->core, ex->qp, msg->rkey,
+                                msg->remote_addr, msg->length, access,
+                                &sgl->seg[sgl->nseg++]);
 }
 
-static void pvrdma_fabric_respond_write(PvrdmaCore *core, PvrdmaQp *qp,
-                                        const PvrdmaFabricMsg *msg,
-                                        const PvrdmaFabricPayload *payload,
-                                        PvrdmaFabricAck *ack)
+static bool pvrdma_fabric_begin_write(PvrdmaFabricExec *ex)
 {
-    bool imm = msg->opcode == PVRDMA_WR_RDMA_WRITE_WITH_IMM;
-    struct pvrdma_cqe cqe;
-    PvrdmaRecvWr rwr;
-    PvrdmaSgl sgl;
-
     /* Resources before keys, as rxe: an empty RQ is an RNR NAK. */
-    if (imm && !pvrdma_fabric_take_recv(core, qp, &rwr, false, ack)) {
-        return;
+    if (ex->msg.opcode == PVRDMA_WR_RDMA_WRITE_WITH_IMM &&
+        !pvrdma_fabric_take_recv(ex, false)) {
+        return false;
     }
-    if (!pvrdma_fabric_remote_sgl(core, qp, msg, PVRDMA_ACCESS_REMOTE_WRITE,
-                                  &sgl)) {
-        pvrdma_fabric_access_err(core, qp, ack);
-        return;
+    if (!pvrdma_fabric_remote_sgl(ex, PVRDMA_ACCESS_REMOTE_WRITE)) {
+        pvrdma_fabric_access_err(ex);
+        return false;
     }
-    switch (pvrdma_sgl_xfer(&sgl, 0, msg->length, true, payload->read,
-                            payload->opaque)) {
-    case PVRDMA_COPY_SRC_FAULT:
-        ack->status = PVRDMA_WC_LOC_PROT_ERR;
-        return;
-    case PVRDMA_COPY_DST_FAULT:
-        pvrdma_fabric_access_err(core, qp, ack);
-        return;
-    default:
-        break;
-    }
-    if (imm) {
-        /* The receive WQE's buffers are not used: no SGE is checked. */
-        pvrdma_core_cqe_init(&cqe, qp, rwr.wr_id,
-                             PVRDMA_WC_RECV_RDMA_WITH_IMM,
-                             PVRDMA_WC_SUCCESS);
-        pvrdma_fabric_recv_cqe(core, qp, msg, &cqe);
-        cqe.byte_len = msg->length;
-        cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
-        cqe.imm_data = msg->imm_data;
-        pvrdma_core_recv_done(core, qp, &cqe, msg->solicited);
-    }
-    ack->status = PVRDMA_WC_SUCCESS;
+    return true;
 }
 
-static void pvrdma_fabric_respond_read(PvrdmaCore *core, PvrdmaQp *qp,
-                                       const PvrdmaFabricMsg *msg,
-                                       const PvrdmaFabricPayload *payload,
-                                       PvrdmaFabricAck *ack)
+static void pvrdma_fabric_end_write(PvrdmaFabricExec *ex)
 {
-    PvrdmaSgl sgl;
+    PvrdmaCore *core = ex->port->core;
+    struct pvrdma_cqe cqe;
 
-    if (!pvrdma_fabric_remote_sgl(core, qp, msg, PVRDMA_ACCESS_REMOTE_READ,
-                                  &sgl)) {
-        pvrdma_fabric_access_err(core, qp, ack);
+    if (!ex->recv) {
         return;
     }
-    switch (pvrdma_sgl_xfer(&sgl, 0, msg->length, false, payload->write,
-                            payload->opaque)) {
-    case PVRDMA_COPY_DST_FAULT:
-        ack->status = PVRDMA_WC_LOC_PROT_ERR;
-        return;
-    case PVRDMA_COPY_SRC_FAULT:
-        pvrdma_fabric_access_err(core, qp, ack);
-        return;
-    default:
-        break;
-    }
-    ack->status = PVRDMA_WC_SUCCESS;
+    /* The receive WQE's buffers are not used: no SGE is checked. */
+    pvrdma_core_cqe_init(&cqe, ex->qp, ex->rwr.wr_id,
+                         PVRDMA_WC_RECV_RDMA_WITH_IMM, PVRDMA_WC_SUCCESS);
+    pvrdma_fabric_recv_cqe(core, ex->qp, &ex->msg, &cqe);
+    cqe.byte_len = ex->msg.length;
+    cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
+    cqe.imm_data = ex->msg.imm_data;
+    pvrdma_core_recv_done(core, ex->qp, &cqe, ex->msg.solicited);
+    ex->recv = false;
 }
 
 /*
@@ -325,25 +302,25 @@ static void pvrdma_fabric_respond_read(PvrdmaCore *core, PvrdmaQp *qp,
  * builtins.  A target that cannot be mapped as RAM is refused as an
  * R_Key violation rather than emulated non-atomically.
  */
-static void pvrdma_fabric_respond_atomic(PvrdmaCore *core, PvrdmaQp *qp,
-                                         const PvrdmaFabricMsg *msg,
-                                         PvrdmaFabricAck *ack)
+static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
 {
+    PvrdmaCore *core = ex->port->core;
+    const PvrdmaFabricMsg *msg = &ex->msg;
     uint64_t bus, run, len = sizeof(uint64_t);
     PvrdmaSeg seg;
     uint64_t *p;
 
     if (msg->remote_addr & (sizeof(uint64_t) - 1)) {
-        pvrdma_fabric_inv_req(core, qp, ack);
+        pvrdma_fabric_inv_req(ex);
         return;
     }
-    if (!(qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_ATOMIC) ||
-        !pvrdma_core_rkey_seg(core, qp, msg->rkey, msg->remote_addr,
+    if (!(ex->qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_ATOMIC) ||
+        !pvrdma_core_rkey_seg(core, ex->qp, msg->rkey, msg->remote_addr,
                               sizeof(uint64_t), PVRDMA_ACCESS_REMOTE_ATOMIC,
                               &seg) ||
         !pvrdma_seg_xlate(&seg, 0, &bus, &run) ||
         run < sizeof(uint64_t)) {
-        pvrdma_fabric_access_err(core, qp, ack);
+        pvrdma_fabric_access_err(ex);
         return;
     }
     p = pvrdma_core_dma_map(core, bus, &len, true);
@@ -351,8 +328,8 @@ static void pvrdma_fabric_respond_atomic(PvrdmaCore *core, PvrdmaQp *qp,
         pvrdma_core_dma_unmap(core, p, len, true, 0);
         GERR(core, QP_ATOMIC_TARGET_NOT_MAPPABLE_RAM,
              "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
-             "mappable RAM", qp->handle, bus);
-        pvrdma_fabric_access_err(core, qp, ack);
+             "mappable RAM", ex->qp->handle, bus);
+        pvrdma_fabric_access_err(ex);
         return;
     }
     if (msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP) {
@@ -362,13 +339,151 @@ static void pvrdma_fabric_respond_atomic(PvrdmaCore *core, PvrdmaQp *qp,
         __atomic_compare_exchange_n(p, &expected,
                                     GUINT64_TO_LE(msg->swap), false,
                                     __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-        ack->atomic_orig = GUINT64_FROM_LE(expected);
+        ex->ack.atomic_orig = GUINT64_FROM_LE(expected);
     } else {
-        ack->atomic_orig = __atomic_fetch_add(p, msg->compare_add,
-                                              __ATOMIC_SEQ_CST);
+        ex->ack.atomic_orig = __atomic_fetch_add(p, msg->compare_add,
+                                                 __ATOMIC_SEQ_CST);
     }
     pvrdma_core_dma_unmap(core, p, len, true, sizeof(uint64_t));
-    ack->status = PVRDMA_WC_SUCCESS;
+    pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
+}
+
+bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                            const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex)
+{
+    PvrdmaCore *core = port->core;
+    const uint8_t *gid;
+    uint8_t type;
+
+    memset(ex, 0, sizeof(*ex));
+    ex->port = port;
+    ex->qp = qp;
+    ex->msg = *msg;
+    /*
+     * Not an RC QP able to receive, or not connected back to the sender
+     * (IBA 9.6.1.5 checks, rxe check_addr): silently dropped, so the
+     * requester runs out of retries.
+     */
+    pvrdma_fabric_answer(ex, PVRDMA_WC_RETRY_EXC_ERR);
+    if (qp->type != PVRDMA_QPT_RC || qp->state < PVRDMA_QPS_RTR ||
+        qp->state > PVRDMA_QPS_SQD || qp->attr.dest_qp_num != msg->src_qpn ||
+        memcmp(qp->attr.ah_attr.grh.dgid, msg->sgid, 16) != 0) {
+        return false;
+    }
+    gid = pvrdma_core_sgid(core, qp->attr.ah_attr.grh.sgid_index, &type);
+    if (!gid || memcmp(gid, msg->dgid, 16) != 0) {
+        return false;
+    }
+    ex->done = false;
+    pvrdma_core_qp_comm_est(core, qp);
+    switch (msg->opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+        return pvrdma_fabric_begin_send(ex);
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        return pvrdma_fabric_begin_write(ex);
+    case PVRDMA_WR_RDMA_READ:
+        if (!pvrdma_fabric_remote_sgl(ex, PVRDMA_ACCESS_REMOTE_READ)) {
+            pvrdma_fabric_access_err(ex);
+            return false;
+        }
+        return true;
+    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
+    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+        pvrdma_fabric_atomic(ex);
+        return false;
+    default:
+        pvrdma_fabric_inv_req(ex);
+        return false;
+    }
+}
+
+bool pvrdma_fabric_rc_out(const PvrdmaFabricMsg *msg)
+{
+    return msg->opcode == PVRDMA_WR_RDMA_READ;
+}
+
+/*
+ * Is the exec still entitled to its QP and receive WQE?  The QP may have
+ * been failed by the core in between (its RQ flushed), or the WQE taken
+ * back by the guest: then the message is dropped, as a responder that
+ * lost its state would.
+ */
+static bool pvrdma_fabric_exec_valid(PvrdmaFabricExec *ex)
+{
+    PvrdmaRecvWr rwr;
+
+    if (!ex->qp || ex->qp->state < PVRDMA_QPS_RTR ||
+        ex->qp->state > PVRDMA_QPS_SQD) {
+        return false;
+    }
+    return !ex->recv ||
+           (pvrdma_core_recv_peek(ex->port->core, ex->qp, &rwr, false) == 1 &&
+            rwr.wr_id == ex->rwr.wr_id);
+}
+
+void pvrdma_fabric_rc_abort(PvrdmaFabricExec *ex)
+{
+    ex->qp = NULL;
+    ex->recv = false;
+    pvrdma_fabric_answer(ex, PVRDMA_WC_RETRY_EXC_ERR);
+}
+
+int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
+                          PvrdmaPeerCopy peer, void *opaque)
+{
+    bool out = pvrdma_fabric_rc_out(&ex->msg);
+    int ret;
+
+    if (ex->done) {
+        return PVRDMA_COPY_OK;  /* the answer is known: discard */
+    }
+    if (ex->async && !pvrdma_fabric_exec_valid(ex)) {
+        pvrdma_fabric_rc_abort(ex);
+        return PVRDMA_COPY_OK;
+    }
+    ret = pvrdma_sgl_xfer(ex->mem, off, n, !out, peer, opaque);
+    if (ret == (out ? PVRDMA_COPY_DST_FAULT : PVRDMA_COPY_SRC_FAULT)) {
+        /* The requester's memory: nothing was placed, the WQE stays. */
+        pvrdma_fabric_answer(ex, PVRDMA_WC_LOC_PROT_ERR);
+        ex->recv = false;
+    } else if (ret != PVRDMA_COPY_OK) {
+        if (ex->msg.opcode == PVRDMA_WR_SEND ||
+            ex->msg.opcode == PVRDMA_WR_SEND_WITH_IMM ||
+            ex->msg.opcode == PVRDMA_WR_SEND_WITH_INV) {
+            pvrdma_fabric_recv_fail(ex, PVRDMA_WC_LOC_PROT_ERR,
+                                    PVRDMA_WC_REM_OP_ERR, -1);
+        } else {
+            pvrdma_fabric_access_err(ex);
+        }
+    }
+    return ret;
+}
+
+void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex)
+{
+    if (ex->done) {
+        return;
+    }
+    if (ex->async && !pvrdma_fabric_exec_valid(ex)) {
+        pvrdma_fabric_rc_abort(ex);
+        return;
+    }
+    switch (ex->msg.opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+        pvrdma_fabric_end_send(ex);
+        break;
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        pvrdma_fabric_end_write(ex);
+        break;
+    default:
+        break;
+    }
+    pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
 }
 
 void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
@@ -376,45 +491,14 @@ void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
                               const PvrdmaFabricPayload *payload,
                               PvrdmaFabricAck *ack)
 {
-    PvrdmaCore *core = port->core;
-    const uint8_t *gid;
-    uint8_t type;
+    PvrdmaFabricExec ex;
 
-    /*
-     * Not an RC QP able to receive, or not connected back to the sender
-     * (IBA 9.6.1.5 checks, rxe check_addr): silently dropped, so the
-     * requester runs out of retries.
-     */
-    ack->status = PVRDMA_WC_RETRY_EXC_ERR;
-    if (qp->type != PVRDMA_QPT_RC || qp->state < PVRDMA_QPS_RTR ||
-        qp->state > PVRDMA_QPS_SQD || qp->attr.dest_qp_num != msg->src_qpn ||
-        memcmp(qp->attr.ah_attr.grh.dgid, msg->sgid, 16) != 0) {
-        return;
+    if (pvrdma_fabric_rc_begin(port, qp, msg, &ex)) {
+        pvrdma_fabric_rc_data(&ex, 0, msg->length,
+                              pvrdma_fabric_rc_out(msg) ? payload->write :
+                                                          payload->read,
+                              payload->opaque);
+        pvrdma_fabric_rc_end(&ex);
     }
-    gid = pvrdma_core_sgid(core, qp->attr.ah_attr.grh.sgid_index, &type);
-    if (!gid || memcmp(gid, msg->dgid, 16) != 0) {
-        return;
-    }
-    pvrdma_core_qp_comm_est(core, qp);
-    switch (msg->opcode) {
-    case PVRDMA_WR_SEND:
-    case PVRDMA_WR_SEND_WITH_IMM:
-    case PVRDMA_WR_SEND_WITH_INV:
-        pvrdma_fabric_respond_send(core, qp, msg, payload, ack);
-        break;
-    case PVRDMA_WR_RDMA_WRITE:
-    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
-        pvrdma_fabric_respond_write(core, qp, msg, payload, ack);
-        break;
-    case PVRDMA_WR_RDMA_READ:
-        pvrdma_fabric_respond_read(core, qp, msg, payload, ack);
-        break;
-    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
-    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
-        pvrdma_fabric_respond_atomic(core, qp, msg, ack);
-        break;
-    default:
-        pvrdma_fabric_inv_req(core, qp, ack);
-        break;
-    }
+    *ack = ex.ack;
 }

@@ -1017,6 +1017,8 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
                          pvrdma_wq_wc_opcode(wq->head_opcode), status);
     if (status == PVRDMA_WC_SUCCESS) {
         cqe.byte_len = wq->req->length;
+    } else if (res->fatal) {
+        pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
     }
     pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
     /* Completed from outside the SQ loop: carry on with the next WQEs. */

@@ -1,0 +1,457 @@
+/*
+ * PVRDMA software fabric: finding and keeping links (docs/fabric.md).
+ *
+ *  - path=DIR: every process of the fabric listens on DIR/<instance>.sock
+ *    and, when it starts, connects to every socket already there.  A
+ *    socket is bound under a temporary name and renamed once it listens,
+ *    so a *.sock that refuses a connection belongs to a dead process and
+ *    is removed.  Links through DIR carry bulk data in shared memory.
+ *  - listen=HOST:PORT accepts TCP links; peer=HOST:PORT keeps one TCP
+ *    link to a remote fabric, reconnecting every second while it is down
+ *    (so a restarted peer is found again).
+ * Sockets are non-blocking; connects finish in the host's event loop.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memfd_create, accept4 (QEMU sets it) */
+#endif
+#include <glib.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "pvrdma_link.h"
+
+typedef enum {
+    PVRDMA_EP_LISTEN_DIR,       /* accepts shm links */
+    PVRDMA_EP_LISTEN_TCP,
+    PVRDMA_EP_PEER,             /* a TCP address kept connected */
+} PvrdmaEpType;
+
+typedef struct PvrdmaFabricEndpoint {
+    uint32_t kind;              /* PVRDMA_FABRIC_FD_ENDPOINT */
+    PvrdmaEpType type;
+    int fd;                     /* listening, or connecting; -1 */
+    char *name;                 /* what the user wrote */
+    char *path;                 /* LISTEN_DIR: our socket */
+    struct sockaddr_storage addr;
+    socklen_t addrlen;
+    uint64_t link;              /* PEER: serial of its link, 0 if down */
+    int64_t next_try;
+    char *last_error;           /* PEER: reported once per change */
+} PvrdmaFabricEndpoint;
+
+static PvrdmaFabricEndpoint *pvrdma_ep_new(PvrdmaFabric *fab, PvrdmaEpType t,
+                                           const char *name)
+{
+    PvrdmaFabricEndpoint *ep = g_new0(PvrdmaFabricEndpoint, 1);
+
+    ep->kind = PVRDMA_FABRIC_FD_ENDPOINT;
+    ep->type = t;
+    ep->fd = -1;
+    ep->name = g_strdup(name);
+    fab->endpoints = g_list_append(fab->endpoints, ep);
+    return ep;
+}
+
+static void pvrdma_ep_close_fd(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
+{
+    if (ep->fd >= 0) {
+        fab->host.unwatch(fab->host.opaque, ep->fd);
+        close(ep->fd);
+        ep->fd = -1;
+    }
+}
+
+static void pvrdma_ep_free(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
+{
+    pvrdma_ep_close_fd(fab, ep);
+    if (ep->path) {
+        unlink(ep->path);
+    }
+    fab->endpoints = g_list_remove(fab->endpoints, ep);
+    g_free(ep->path);
+    g_free(ep->name);
+    g_free(ep->last_error);
+    g_free(ep);
+}
+
+void pvrdma_fabric_net_free(PvrdmaFabric *fab)
+{
+    while (fab->endpoints) {
+        pvrdma_ep_free(fab, fab->endpoints->data);
+    }
+}
+
+static void pvrdma_report(PvrdmaFabric *fab, const char *fmt, ...)
+    G_GNUC_PRINTF(2, 3);
+
+static void pvrdma_report(PvrdmaFabric *fab, const char *fmt, ...)
+{
+    va_list ap;
+    char *msg;
+
+    if (!fab->host.report) {
+        return;
+    }
+    va_start(ap, fmt);
+    msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    fab->host.report(fab->host.opaque, msg);
+    g_free(msg);
+}
+
+static void pvrdma_tcp_tune(int fd)
+{
+    int one = 1;
+
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+/* ---- path=DIR -------------------------------------------------------------- */
+
+static bool pvrdma_unix_addr(struct sockaddr_un *sun, const char *path)
+{
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    if (strlen(path) >= sizeof(sun->sun_path)) {
+        return false;
+    }
+    strcpy(sun->sun_path, path);
+    return true;
+}
+
+/* Connect to one socket of the directory; a dead one is removed. */
+static void pvrdma_dir_connect(PvrdmaFabric *fab, const char *path)
+{
+    struct sockaddr_un sun;
+    PvrdmaLink *l;
+    int fd;
+
+    if (!pvrdma_unix_addr(&sun, path)) {
+        return;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
+        if (errno == ECONNREFUSED) {
+            unlink(path);       /* renamed only once listening: dead */
+        }
+        close(fd);
+        return;
+    }
+    l = pvrdma_fabric_add_link(fab, fd, true, path);
+    pvrdma_link_set_initiated(l);
+}
+
+bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
+                            char **errmsg)
+{
+    char *tmp, *path;
+    struct sockaddr_un sun;
+    PvrdmaFabricEndpoint *ep;
+    const struct dirent *de;
+    struct stat st;
+    DIR *d;
+    int fd;
+
+    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        access(dir, W_OK | X_OK) < 0) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: path=%s is not a writable "
+                                  "directory (%s): create it, e.g. mkdir -p "
+                                  "%s, and give every QEMU of the fabric "
+                                  "the same path", dir,
+                                  g_strerror(errno ? errno : ENOTDIR), dir);
+        return false;
+    }
+    path = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.sock", dir,
+                           fab->instance);
+    tmp = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.tmp", dir,
+                          fab->instance);
+    if (!pvrdma_unix_addr(&sun, tmp)) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: path=%s is too long for a "
+                                  "unix socket (at most %zu characters "
+                                  "with the socket's name): use a shorter "
+                                  "directory", dir,
+                                  sizeof(sun.sun_path) - 23);
+        g_free(path);
+        g_free(tmp);
+        return false;
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+        listen(fd, 64) < 0 || rename(tmp, path) < 0) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: cannot listen on %s: %s",
+                                  path, g_strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        unlink(tmp);
+        g_free(path);
+        g_free(tmp);
+        return false;
+    }
+    g_free(tmp);
+    ep = pvrdma_ep_new(fab, PVRDMA_EP_LISTEN_DIR, dir);
+    ep->fd = fd;
+    ep->path = path;
+    fab->host.watch(fab->host.opaque, fd, false, ep);
+
+    d = opendir(dir);
+    while (d && (de = readdir(d))) {
+        char *other;
+
+        if (!g_str_has_suffix(de->d_name, ".sock")) {
+            continue;
+        }
+        other = g_strdup_printf("%s/%s", dir, de->d_name);
+        if (strcmp(other, path) != 0) {
+            pvrdma_dir_connect(fab, other);
+        }
+        g_free(other);
+    }
+    if (d) {
+        closedir(d);
+    }
+    return true;
+}
+
+/* ---- TCP ------------------------------------------------------------------- */
+
+/* "HOST:PORT" (HOST may be [v6]) into @ep's address. */
+static bool pvrdma_tcp_resolve(PvrdmaFabricEndpoint *ep, const char *addr,
+                               bool passive, char **errmsg)
+{
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC,
+        .ai_socktype = SOCK_STREAM,
+        .ai_flags = passive ? AI_PASSIVE : 0,
+    };
+    struct addrinfo *res = NULL;
+    const char *colon = strrchr(addr, ':');
+    char *host;
+    int ret;
+
+    if (!colon || !colon[1]) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: '%s' is not HOST:PORT "
+                                  "(e.g. 192.0.2.1:7471)", addr);
+        return false;
+    }
+    host = g_strndup(addr, colon - addr);
+    if (host[0] == '[' && host[strlen(host) - 1] == ']') {
+        memmove(host, host + 1, strlen(host) - 2);
+        host[strlen(host) - 2] = 0;
+    }
+    ret = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &res);
+    g_free(host);
+    if (ret || !res) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: cannot resolve '%s': %s",
+                                  addr, gai_strerror(ret));
+        return false;
+    }
+    memcpy(&ep->addr, res->ai_addr, res->ai_addrlen);
+    ep->addrlen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return true;
+}
+
+bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg)
+{
+    PvrdmaFabricEndpoint tmp = { 0 };
+    PvrdmaFabricEndpoint *ep;
+    int fd, one = 1;
+
+    if (!pvrdma_tcp_resolve(&tmp, addr, true, errmsg)) {
+        return false;
+    }
+    fd = socket(tmp.addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
+                SOCK_NONBLOCK, 0);
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&tmp.addr, tmp.addrlen) < 0 ||
+        listen(fd, 16) < 0) {
+        *errmsg = g_strdup_printf("pvrdma-fabric: cannot listen on "
+                                  "listen=%s: %s (is the address local, and "
+                                  "the port free?)", addr,
+                                  g_strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+        }
+        return false;
+    }
+    ep = pvrdma_ep_new(fab, PVRDMA_EP_LISTEN_TCP, addr);
+    ep->fd = fd;
+    fab->host.watch(fab->host.opaque, fd, false, ep);
+    return true;
+}
+
+/* Start a non-blocking connect of a peer endpoint. */
+static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
+                            int64_t now)
+{
+    int fd = socket(ep->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
+                    SOCK_NONBLOCK, 0);
+
+    ep->next_try = now + 1000 * 1000 * 1000LL;
+    if (fd < 0) {
+        return;
+    }
+    if (connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen) < 0 &&
+        errno != EINPROGRESS) {
+        int err = errno;
+
+        close(fd);
+        if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
+            g_free(ep->last_error);
+            ep->last_error = g_strdup(g_strerror(err));
+            pvrdma_report(fab, "pvrdma-fabric: peer=%s unreachable (%s); "
+                          "retrying every second", ep->name, ep->last_error);
+        }
+        return;
+    }
+    ep->fd = fd;
+    fab->host.watch(fab->host.opaque, fd, true, ep);
+}
+
+bool pvrdma_fabric_add_peer(PvrdmaFabric *fab, const char *addr,
+                            char **errmsg)
+{
+    PvrdmaFabricEndpoint tmp = { 0 };
+    PvrdmaFabricEndpoint *ep;
+
+    if (!pvrdma_tcp_resolve(&tmp, addr, false, errmsg)) {
+        return false;
+    }
+    ep = pvrdma_ep_new(fab, PVRDMA_EP_PEER, addr);
+    memcpy(&ep->addr, &tmp.addr, tmp.addrlen);
+    ep->addrlen = tmp.addrlen;
+    pvrdma_peer_try(fab, ep, fab->host.clock_ns(fab->host.opaque));
+    pvrdma_fabric_kick(fab);
+    return true;
+}
+
+/* ---- events ---------------------------------------------------------------- */
+
+static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
+{
+    for (;;) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+        char *name;
+        int fd = accept4(ep->fd, (struct sockaddr *)&sa, &len,
+                         SOCK_CLOEXEC | SOCK_NONBLOCK);
+
+        if (fd < 0) {
+            return;
+        }
+        if (ep->type == PVRDMA_EP_LISTEN_TCP) {
+            char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
+
+            pvrdma_tcp_tune(fd);
+            getnameinfo((struct sockaddr *)&sa, len, host, sizeof(host),
+                        port, sizeof(port), NI_NUMERICHOST | NI_NUMERICSERV);
+            name = g_strdup_printf("tcp:%s:%s (accepted on %s)", host, port,
+                                   ep->name);
+        } else {
+            name = g_strdup_printf("unix:%s (accepted)", ep->path);
+        }
+        pvrdma_fabric_add_link(fab, fd, ep->type == PVRDMA_EP_LISTEN_DIR,
+                               name);
+        g_free(name);
+    }
+}
+
+static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
+{
+    int err = 0, fd = ep->fd;
+    socklen_t len = sizeof(err);
+    PvrdmaLink *l;
+    char *name;
+
+    fab->host.unwatch(fab->host.opaque, fd);
+    ep->fd = -1;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+        close(fd);
+        err = err ? err : errno;
+        if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
+            g_free(ep->last_error);
+            ep->last_error = g_strdup(g_strerror(err));
+            pvrdma_report(fab, "pvrdma-fabric: peer=%s unreachable (%s); "
+                          "retrying every second", ep->name, ep->last_error);
+        }
+        pvrdma_fabric_kick(fab);
+        return;
+    }
+    g_free(ep->last_error);
+    ep->last_error = NULL;
+    pvrdma_tcp_tune(fd);
+    name = g_strdup_printf("tcp:%s", ep->name);
+    l = pvrdma_fabric_add_link(fab, fd, false, name);
+    g_free(name);
+    pvrdma_link_set_initiated(l);
+    ep->link = pvrdma_link_is_dead(l) ? 0 : pvrdma_link_serial(l);
+    if (!ep->link) {
+        pvrdma_fabric_kick(fab);
+    }
+}
+
+void pvrdma_fabric_net_ready(PvrdmaFabric *fab, void *tag, bool readable,
+                             bool writable)
+{
+    PvrdmaFabricEndpoint *ep = tag;
+
+    if (ep->type == PVRDMA_EP_PEER) {
+        if (ep->fd >= 0 && (readable || writable)) {
+            pvrdma_peer_connected(fab, ep);
+        }
+    } else if (readable) {
+        pvrdma_accept(fab, ep);
+    }
+}
+
+void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, uint64_t serial)
+{
+    GList *e;
+
+    for (e = fab->endpoints; e; e = e->next) {
+        PvrdmaFabricEndpoint *ep = e->data;
+
+        if (ep->type == PVRDMA_EP_PEER && ep->link == serial) {
+            ep->link = 0;
+            ep->next_try = 0;
+        }
+    }
+}
+
+bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
+{
+    bool waiting = false;
+    GList *e;
+
+    for (e = fab->endpoints; e; e = e->next) {
+        PvrdmaFabricEndpoint *ep = e->data;
+
+        if (ep->type != PVRDMA_EP_PEER || ep->link) {
+            continue;
+        }
+        if (ep->fd < 0 && now >= ep->next_try) {
+            pvrdma_peer_try(fab, ep, now);
+        }
+        waiting = true;
+    }
+    return waiting;
+}

@@ -1,0 +1,1485 @@
+/*
+ * PVRDMA software fabric: a link between two fabric objects (processes
+ * on one host, or hosts), carrying RC requests and their answers
+ * (docs/fabric.md).
+ *
+ * A link is a connected stream socket plus, between processes of one
+ * host, two shared rings (one per direction, memfds exchanged in HELLO)
+ * for bulk data.  Frames are a 16-byte header and a bounded body.
+ * Payload travels as a *stream*: a REQ (SEND, WRITE) or RESP (READ
+ * response) frame opens it, DATA frames carry its bytes in order (inline,
+ * or as a count of bytes in the sender's ring), and it ends when all
+ * bytes arrived or with an ABORT.  Each direction sends one stream at a
+ * time; control frames (ACK, CREDIT, GIDS, ...) go between its frames, so
+ * an answer never waits behind a large transfer's credits.
+ *
+ * The peer is not trusted: every field of every frame is checked before
+ * use, ring counts against the credit the peer actually has, stream
+ * lengths against what was announced.  A violation closes the link, as
+ * if the peer had died; it never reaches the guest other than as
+ * RETRY_EXC_ERR on the requests that were outstanding.  A process maps
+ * only its own guest's memory, its own ring (read-write) and the peer's
+ * ring (read-only, sealed against shrinking).
+ *
+ * All I/O is non-blocking and happens in the host's event loop under the
+ * caller's lock; nothing here ever waits for the peer.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* memfd_create, accept4 (QEMU sets it) */
+#endif
+#include <glib.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pvrdma_link.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE     0x0010
+#endif
+
+/* Stop producing payload while this much output waits for the socket. */
+#define PVRDMA_LINK_OBUF_HIGH   (256u << 10)
+/* A peer that leaves this much of our output unread is dead to us. */
+#define PVRDMA_LINK_OBUF_MAX    (64u << 20)
+/* Input buffer: at least two of the largest frames. */
+#define PVRDMA_LINK_IBUF_SIZE   (2 * (PVRDMA_LINK_HDR_SIZE + \
+                                      PVRDMA_LINK_MAX_INLINE))
+#define PVRDMA_LINK_MAX_CTRL    (PVRDMA_LINK_GIDS_MIN + \
+                                 PVRDMA_FABRIC_MAX_GIDS * 16)
+
+/* A payload stream this side sends. */
+typedef struct PvrdmaLinkTx {
+    uint8_t type;               /* PVRDMA_LINK_REQ or _RESP */
+    uint32_t id;
+    uint64_t len;
+    uint64_t sent;
+    bool started;               /* its REQ/RESP frame went out */
+    PvrdmaFabricReq *req;       /* REQ: our request; NULL if cancelled */
+    PvrdmaFabricExec *ex;       /* RESP: the READ being answered */
+    GList node;
+} PvrdmaLinkTx;
+
+/* The GIDs a remote port announced. */
+typedef struct PvrdmaLinkRPort {
+    uint32_t n;
+    uint8_t gid[][16];
+} PvrdmaLinkRPort;
+
+struct PvrdmaLink {
+    uint32_t kind;              /* PVRDMA_FABRIC_FD_LINK (a host tag) */
+    PvrdmaFabric *fab;
+    int fd;
+    bool shm;
+    bool up;                    /* HELLO received */
+    bool dead;
+    bool initiated;             /* we connected (used for duplicates) */
+    uint64_t serial;
+    uint64_t peer_instance;
+    char *name;
+    int64_t last_rx;
+
+    /* Output: frames not yet written, and a memfd to pass once. */
+    GByteArray *obuf;
+    size_t opos;
+    bool want_write;
+    int send_fd;
+
+    /* Input. */
+    uint8_t *ibuf;
+    size_t ilen;
+    int peer_fd;                /* the peer's ring, until HELLO */
+
+    /* Shared rings (shm links). */
+    uint8_t *tx_ring;           /* ours, read-write */
+    uint64_t tx_head;           /* bytes ever written */
+    uint64_t tx_acked;          /* bytes the peer gave back */
+    const uint8_t *rx_ring;     /* the peer's, read-only */
+    uint64_t rx_tail;           /* bytes ever consumed */
+    uint64_t rx_uncredited;
+
+    /* Our requests, by id. */
+    GHashTable *reqs;
+    uint32_t next_id;
+
+    /* Streams we send: the one sending, then the waiting ones. */
+    GQueue txq;
+    unsigned txq_len;
+
+    /* The stream we receive. */
+    struct {
+        bool open;
+        uint32_t id;
+        uint64_t len;
+        uint64_t got;
+        PvrdmaFabricExec *ex;   /* a SEND/WRITE executing here */
+        PvrdmaFabricReq *req;   /* a READ response for our request */
+    } rx;
+
+    PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
+};
+
+/* ---- little-endian fields -------------------------------------------------- */
+
+static inline void wr16(uint8_t *p, uint16_t v)
+{
+    v = GUINT16_TO_LE(v);
+    memcpy(p, &v, 2);
+}
+
+static inline void wr32(uint8_t *p, uint32_t v)
+{
+    v = GUINT32_TO_LE(v);
+    memcpy(p, &v, 4);
+}
+
+static inline void wr64(uint8_t *p, uint64_t v)
+{
+    v = GUINT64_TO_LE(v);
+    memcpy(p, &v, 8);
+}
+
+static inline uint16_t rd16(const uint8_t *p)
+{
+    uint16_t v;
+
+    memcpy(&v, p, 2);
+    return GUINT16_FROM_LE(v);
+}
+
+static inline uint32_t rd32(const uint8_t *p)
+{
+    uint32_t v;
+
+    memcpy(&v, p, 4);
+    return GUINT32_FROM_LE(v);
+}
+
+static inline uint64_t rd64(const uint8_t *p)
+{
+    uint64_t v;
+
+    memcpy(&v, p, 8);
+    return GUINT64_FROM_LE(v);
+}
+
+/* ---- output ---------------------------------------------------------------- */
+
+static void pvrdma_link_update_watch(PvrdmaLink *l)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    bool want = l->opos < l->obuf->len;
+
+    if (want != l->want_write && !l->dead) {
+        l->want_write = want;
+        h->watch(h->opaque, l->fd, want, l);
+    }
+}
+
+/* Append a frame header and room for @len body bytes; returns the body. */
+static uint8_t *pvrdma_link_frame(PvrdmaLink *l, uint8_t type, uint16_t flags,
+                                  uint32_t id, uint32_t len)
+{
+    size_t at = l->obuf->len;
+    uint8_t *p;
+
+    g_byte_array_set_size(l->obuf, at + PVRDMA_LINK_HDR_SIZE + len);
+    p = l->obuf->data + at;
+    wr32(p, PVRDMA_LINK_MAGIC);
+    p[4] = PVRDMA_LINK_VERSION;
+    p[5] = type;
+    wr16(p + 6, flags);
+    wr32(p + 8, len);
+    wr32(p + 12, id);
+    return p + PVRDMA_LINK_HDR_SIZE;
+}
+
+static size_t pvrdma_link_pending(PvrdmaLink *l)
+{
+    return l->obuf->len - l->opos;
+}
+
+/* Write what the socket takes now; false if the link died. */
+static bool pvrdma_link_flush(PvrdmaLink *l)
+{
+    while (l->opos < l->obuf->len) {
+        struct iovec iov = {
+            .iov_base = l->obuf->data + l->opos,
+            .iov_len = l->obuf->len - l->opos,
+        };
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } u;
+        struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1 };
+        ssize_t n;
+
+        if (l->send_fd >= 0) {
+            struct cmsghdr *c;
+
+            memset(&u, 0, sizeof(u));
+            msg.msg_control = u.buf;
+            msg.msg_controllen = sizeof(u.buf);
+            c = CMSG_FIRSTHDR(&msg);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            memcpy(CMSG_DATA(c), &l->send_fd, sizeof(int));
+        }
+        n = sendmsg(l->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                break;
+            }
+            pvrdma_link_close(l, g_strerror(errno));
+            return false;
+        }
+        if (l->send_fd >= 0) {
+            close(l->send_fd);
+            l->send_fd = -1;
+        }
+        l->opos += n;
+    }
+    if (l->opos == l->obuf->len) {
+        g_byte_array_set_size(l->obuf, 0);
+        l->opos = 0;
+    } else if (l->opos >= (1u << 20)) {
+        g_byte_array_remove_range(l->obuf, 0, l->opos);
+        l->opos = 0;
+    }
+    if (pvrdma_link_pending(l) > PVRDMA_LINK_OBUF_MAX) {
+        pvrdma_link_close(l, "the peer stopped reading");
+        return false;
+    }
+    pvrdma_link_update_watch(l);
+    return true;
+}
+
+/* ---- payload streams we send ----------------------------------------------- */
+
+/* Where a chunk goes: our ring at @pos, or the output buffer at @dst. */
+typedef struct PvrdmaLinkSink {
+    PvrdmaLink *l;
+    uint64_t base;              /* payload offset of the chunk's byte 0 */
+    uint8_t *dst;               /* inline: the frame body */
+    uint64_t pos;               /* shm: ring position of byte 0 */
+} PvrdmaLinkSink;
+
+static void pvrdma_link_ring_put(PvrdmaLink *l, uint64_t pos, const void *buf,
+                                 uint64_t n)
+{
+    uint64_t at = pos % PVRDMA_LINK_RING_SIZE;
+    uint64_t first = MIN(n, PVRDMA_LINK_RING_SIZE - at);
+
+    memcpy(l->tx_ring + at, buf, first);
+    memcpy(l->tx_ring, (const uint8_t *)buf + first, n - first);
+}
+
+static void pvrdma_link_ring_get(PvrdmaLink *l, uint64_t pos, void *buf,
+                                 uint64_t n)
+{
+    uint64_t at = pos % PVRDMA_LINK_RING_SIZE;
+    uint64_t first = MIN(n, PVRDMA_LINK_RING_SIZE - at);
+
+    memcpy(buf, l->rx_ring + at, first);
+    memcpy((uint8_t *)buf + first, l->rx_ring, n - first);
+}
+
+/* PvrdmaPeerCopy: our guest's bytes (@buf) into the chunk being sent. */
+static int pvrdma_link_sink_put(void *opaque, uint64_t off, void *buf,
+                                uint64_t n)
+{
+    PvrdmaLinkSink *s = opaque;
+
+    if (s->dst) {
+        memcpy(s->dst + (off - s->base), buf, n);
+    } else {
+        pvrdma_link_ring_put(s->l, s->pos + (off - s->base), buf, n);
+    }
+    return 0;
+}
+
+static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaSendWr *wr)
+{
+    memset(b, 0, PVRDMA_LINK_REQ_SIZE);
+    wr32(b, wr->opcode);
+    wr32(b + 4, wr->src_qpn);
+    wr32(b + 8, wr->dst_qpn);
+    memcpy(b + 12, wr->sgid, 16);
+    memcpy(b + 28, wr->dgid, 16);
+    b[44] = wr->sl;
+    b[45] = wr->solicited;
+    wr32(b + 48, wr->imm_data);
+    wr32(b + 52, wr->inv_rkey);
+    wr32(b + 56, wr->rkey);
+    wr64(b + 64, wr->remote_addr);
+    wr64(b + 72, wr->compare_add);
+    wr64(b + 80, wr->swap);
+    wr64(b + 88, wr->length);
+}
+
+static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
+                                 const PvrdmaFabricAck *ack)
+{
+    uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_ACK, 0, id,
+                                   PVRDMA_LINK_ACK_SIZE);
+
+    wr32(b, ack->status);
+    b[4] = ack->rnr;
+    b[5] = ack->rnr_timer;
+    wr16(b + 6, 0);
+    wr64(b + 8, ack->atomic_orig);
+}
+
+static void pvrdma_link_tx_free(PvrdmaLink *l, PvrdmaLinkTx *tx)
+{
+    g_queue_unlink(&l->txq, &tx->node);
+    l->txq_len--;
+    if (tx->req) {
+        tx->req->tx = NULL;
+    }
+    if (tx->ex) {
+        pvrdma_fabric_exec_free(tx->ex);
+    }
+    g_free(tx);
+}
+
+/* The head stream ended (fully sent or aborted): its trailer goes out. */
+static void pvrdma_link_tx_end(PvrdmaLink *l, PvrdmaLinkTx *tx, bool abort)
+{
+    if (abort && tx->started) {
+        pvrdma_link_frame(l, PVRDMA_LINK_DATA, PVRDMA_LINK_DATA_ABORT, tx->id,
+                          l->shm ? PVRDMA_LINK_SHM_DATA_SIZE : 0);
+        if (l->shm) {
+            wr32(l->obuf->data + l->obuf->len - 4, 0);
+        }
+    }
+    if (tx->ex) {
+        /* A READ response: the answer follows its data. */
+        PvrdmaCore *core = tx->ex->port ? tx->ex->port->core : NULL;
+
+        if (core) {
+            pvrdma_core_enter(core);
+            pvrdma_fabric_rc_end(tx->ex);
+            pvrdma_core_leave(core);
+        }
+        pvrdma_link_send_ack(l, tx->id, &tx->ex->ack);
+    }
+    pvrdma_link_tx_free(l, tx);
+}
+
+static void pvrdma_link_req_unlink(PvrdmaFabricReq *req);
+
+/* @req is over: off the link, completed, freed. */
+static void pvrdma_link_req_finish(PvrdmaFabricReq *req, uint32_t status,
+                                   bool fatal)
+{
+    PvrdmaFabricAck ack = { .status = status };
+
+    pvrdma_link_req_unlink(req);
+    pvrdma_fabric_req_done(req, &ack, fatal);
+    g_free(req);
+}
+
+/*
+ * Produce frames of the streams while the output has room (inline) or
+ * the ring has credit (shm).
+ */
+static void pvrdma_link_pump(PvrdmaLink *l)
+{
+    while (!l->dead && l->up && !g_queue_is_empty(&l->txq) &&
+           pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
+        PvrdmaLinkTx *tx = l->txq.head->data;
+        PvrdmaLinkSink sink = { .l = l };
+        PvrdmaSgl *src = NULL;
+        PvrdmaCore *core = NULL;
+        uint64_t n;
+        int ret;
+
+        if (!tx->started) {
+            uint8_t *b;
+
+            if (tx->type == PVRDMA_LINK_REQ) {
+                if (!tx->req) {
+                    pvrdma_link_tx_free(l, tx);     /* cancelled early */
+                    continue;
+                }
+                b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, tx->id,
+                                      PVRDMA_LINK_REQ_SIZE);
+                pvrdma_link_encode_req(b, tx->req->wr);
+                tx->req->since = pvrdma_fabric_host(l->fab)->clock_ns(
+                                     pvrdma_fabric_host(l->fab)->opaque);
+            } else {
+                b = pvrdma_link_frame(l, PVRDMA_LINK_RESP, 0, tx->id,
+                                      PVRDMA_LINK_RESP_SIZE);
+                wr64(b, tx->len);
+            }
+            tx->started = true;
+        }
+        if (tx->type == PVRDMA_LINK_REQ && tx->req && !tx->req->fail) {
+            src = &tx->req->wr->local;
+            core = tx->req->port->core;
+        } else if (tx->type == PVRDMA_LINK_RESP && !tx->ex->done) {
+            src = tx->ex->mem;
+            core = tx->ex->port->core;
+        }
+        if (!src) {
+            pvrdma_link_tx_end(l, tx, true);
+            continue;
+        }
+        if (tx->sent == tx->len) {
+            pvrdma_link_tx_end(l, tx, false);
+            continue;
+        }
+        n = tx->len - tx->sent;
+        if (l->shm) {
+            uint64_t room = PVRDMA_LINK_RING_SIZE - (l->tx_head - l->tx_acked);
+
+            n = MIN(MIN(n, room), PVRDMA_LINK_SHM_CHUNK);
+            if (!n) {
+                break;          /* wait for CREDIT */
+            }
+            sink.pos = l->tx_head;
+        } else {
+            n = MIN(n, PVRDMA_LINK_MAX_INLINE);
+            sink.dst = pvrdma_link_frame(l, PVRDMA_LINK_DATA, 0, tx->id, n);
+        }
+        sink.base = tx->sent;
+        pvrdma_core_enter(core);
+        if (tx->type == PVRDMA_LINK_REQ) {
+            ret = pvrdma_sgl_xfer(src, tx->sent, n, false,
+                                  pvrdma_link_sink_put, &sink);
+        } else {
+            ret = pvrdma_fabric_rc_data(tx->ex, tx->sent, n,
+                                        pvrdma_link_sink_put, &sink);
+            if (tx->ex->done) {
+                ret = -1;
+            }
+        }
+        pvrdma_core_leave(core);
+        if (ret != PVRDMA_COPY_OK) {
+            if (!l->shm) {
+                /* Take the half-built DATA frame back. */
+                g_byte_array_set_size(l->obuf, l->obuf->len - n -
+                                      PVRDMA_LINK_HDR_SIZE);
+            }
+            if (tx->type == PVRDMA_LINK_REQ) {
+                PvrdmaFabricReq *req = tx->req;
+
+                pvrdma_link_tx_end(l, tx, true);
+                pvrdma_link_req_finish(req, PVRDMA_WC_LOC_PROT_ERR, false);
+            } else {
+                pvrdma_link_tx_end(l, tx, true);
+            }
+            continue;
+        }
+        if (l->shm) {
+            uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_DATA, 0, tx->id,
+                                           PVRDMA_LINK_SHM_DATA_SIZE);
+
+            wr32(b, n);
+            l->tx_head += n;
+        }
+        tx->sent += n;
+    }
+    pvrdma_link_flush(l);
+}
+
+static PvrdmaLinkTx *pvrdma_link_tx_add(PvrdmaLink *l, uint8_t type,
+                                        uint32_t id, uint64_t len)
+{
+    PvrdmaLinkTx *tx = g_new0(PvrdmaLinkTx, 1);
+
+    tx->type = type;
+    tx->id = id;
+    tx->len = len;
+    tx->node.data = tx;
+    g_queue_push_tail_link(&l->txq, &tx->node);
+    l->txq_len++;
+    return tx;
+}
+
+/* ---- requester ------------------------------------------------------------- */
+
+static bool pvrdma_link_has_payload(uint32_t opcode)
+{
+    switch (opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/*
+ * IBA local ACK timeout: 4.096 us << timeout, times (retry_cnt + 1)
+ * tries; 0 waits forever.  A software fabric on a busy host cannot keep
+ * sub-second promises, so it waits at least PVRDMA_LINK_MIN_TIMEOUT.
+ */
+#define PVRDMA_LINK_MIN_TIMEOUT_NS  (2 * 1000 * 1000 * 1000LL)
+
+static int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
+{
+    uint32_t t = qp->attr.timeout & 31;
+    int64_t ns;
+
+    if (!t) {
+        return 0;
+    }
+    ns = (4096LL << MIN(t, 30)) * ((qp->attr.retry_cnt & 7) + 1);
+    return MAX(ns, PVRDMA_LINK_MIN_TIMEOUT_NS);
+}
+
+void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
+                        PvrdmaSendWr *wr)
+{
+    PvrdmaFabricQp *fqp = qp->be;
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    PvrdmaFabricReq *req = g_new0(PvrdmaFabricReq, 1);
+
+    do {
+        l->next_id++;
+    } while (g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
+    req->link = l;
+    req->id = l->next_id;
+    req->port = port;
+    req->qp = qp;
+    req->wr = wr;
+    req->timeout_ns = pvrdma_link_qp_timeout(qp);
+    req->since = h->clock_ns(h->opaque);
+    fqp->req = req;
+    g_hash_table_insert(l->reqs, GUINT_TO_POINTER(req->id), req);
+    if (pvrdma_link_has_payload(wr->opcode) && wr->length) {
+        req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
+                                     wr->length);
+        req->tx->req = req;
+        pvrdma_link_pump(l);
+    } else {
+        uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, req->id,
+                                       PVRDMA_LINK_REQ_SIZE);
+
+        pvrdma_link_encode_req(b, wr);
+        pvrdma_link_flush(l);
+    }
+    pvrdma_fabric_kick(l->fab);
+}
+
+/* @req leaves the link (answered, failed or cancelled). */
+static void pvrdma_link_req_unlink(PvrdmaFabricReq *req)
+{
+    PvrdmaLink *l = req->link;
+
+    g_hash_table_remove(l->reqs, GUINT_TO_POINTER(req->id));
+    if (req->tx) {
+        req->tx->req = NULL;    /* its stream aborts or is dropped */
+        req->tx = NULL;
+    }
+    if (l->rx.req == req) {
+        l->rx.req = NULL;       /* the rest of its response is dropped */
+    }
+    ((PvrdmaFabricQp *)req->qp->be)->req = NULL;
+}
+
+void pvrdma_link_req_cancel(PvrdmaFabricReq *req)
+{
+    PvrdmaLink *l = req->link;
+
+    pvrdma_link_req_unlink(req);
+    g_free(req);
+    pvrdma_link_pump(l);
+}
+
+void pvrdma_link_req_fail(PvrdmaFabricReq *req, uint32_t status)
+{
+    req->fail = status;
+    /* The timer completes it, outside the guest's command. */
+    req->timeout_ns = 1;
+    req->since = 0;
+    pvrdma_fabric_kick(req->link->fab);
+}
+
+/* The answer to one of our requests. */
+static void pvrdma_link_answer(PvrdmaLink *l, PvrdmaFabricReq *req,
+                               PvrdmaFabricAck *ack)
+{
+    pvrdma_link_req_unlink(req);
+    if (req->fail) {
+        ack->status = req->fail;
+        ack->rnr = false;
+    }
+    pvrdma_fabric_req_done(req, ack, false);
+    g_free(req);
+    pvrdma_link_pump(l);
+}
+
+void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
+{
+    GHashTableIter it;
+    gpointer v;
+    GSList *expired = NULL, *e;
+
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        PvrdmaFabricReq *req = v;
+        int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
+
+        if (req->timeout_ns && now - since >= req->timeout_ns) {
+            expired = g_slist_prepend(expired, req);
+        } else {
+            *busy = true;
+        }
+    }
+    for (e = expired; e; e = e->next) {
+        PvrdmaFabricReq *req = e->data;
+
+        /* A peer that went silent: retries exhausted, QP fatal. */
+        pvrdma_link_req_finish(req, req->fail ? req->fail :
+                               PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
+    }
+    g_slist_free(expired);
+    if (!l->dead) {
+        pvrdma_link_pump(l);
+    }
+}
+
+/* ---- control frames we send ------------------------------------------------ */
+
+void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
+                           bool leaving)
+{
+    uint32_t i, n = 0;
+    uint8_t *b;
+
+    if (l->dead || !l->up) {
+        return;
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_GIDS && !leaving; i++) {
+        n += port->gid_bound[i];
+    }
+    b = pvrdma_link_frame(l, PVRDMA_LINK_GIDS, 0, 0,
+                          PVRDMA_LINK_GIDS_MIN + n * 16);
+    b[0] = port->index;
+    b[1] = 0;
+    wr16(b + 2, n);
+    for (i = 0, b += 4; n && i < PVRDMA_FABRIC_MAX_GIDS; i++) {
+        if (port->gid_bound[i]) {
+            memcpy(b, port->gid[i], 16);
+            b += 16;
+        }
+    }
+    pvrdma_link_flush(l);
+}
+
+void pvrdma_link_send_recv_posted(PvrdmaLink *l, const uint8_t gid[16],
+                                  uint32_t qpn, const uint8_t dgid[16],
+                                  uint32_t dqpn)
+{
+    uint8_t *b;
+
+    if (l->dead || !l->up) {
+        return;
+    }
+    b = pvrdma_link_frame(l, PVRDMA_LINK_RECV_POSTED, 0, 0,
+                          PVRDMA_LINK_RECV_POSTED_SIZE);
+    memcpy(b, gid, 16);
+    wr32(b + 16, qpn);
+    memcpy(b + 20, dgid, 16);
+    wr32(b + 36, dqpn);
+    pvrdma_link_flush(l);
+}
+
+/* ---- frames we receive ----------------------------------------------------- */
+
+static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
+{
+    uint32_t ring = rd32(b + 8);
+    struct stat st;
+    int seals;
+    void *p;
+
+    l->peer_instance = rd64(b);
+    if (!l->shm) {
+        return ring == 0;
+    }
+    if (ring != PVRDMA_LINK_RING_SIZE || l->peer_fd < 0 ||
+        fstat(l->peer_fd, &st) < 0 || st.st_size != PVRDMA_LINK_RING_SIZE) {
+        return false;
+    }
+    /* A ring the peer could shrink would fault (SIGBUS) in our reads. */
+    seals = fcntl(l->peer_fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        return false;
+    }
+    p = mmap(NULL, PVRDMA_LINK_RING_SIZE, PROT_READ, MAP_SHARED, l->peer_fd,
+             0);
+    close(l->peer_fd);
+    l->peer_fd = -1;
+    if (p == MAP_FAILED) {
+        return false;
+    }
+    l->rx_ring = p;
+    return true;
+}
+
+static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
+{
+    uint32_t index = b[0], n = rd16(b + 2);
+    PvrdmaLinkRPort *rp;
+
+    if (b[1] || n > PVRDMA_FABRIC_MAX_GIDS ||
+        len != PVRDMA_LINK_GIDS_MIN + n * 16) {
+        return false;
+    }
+    g_free(l->rports[index]);
+    l->rports[index] = NULL;
+    if (n) {
+        rp = g_malloc(sizeof(*rp) + n * 16);
+        rp->n = n;
+        memcpy(rp->gid, b + 4, n * 16);
+        l->rports[index] = rp;
+    }
+    return true;
+}
+
+static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
+{
+    memset(msg, 0, sizeof(*msg));
+    msg->opcode = rd32(b);
+    msg->src_qpn = rd32(b + 4);
+    msg->dst_qpn = rd32(b + 8);
+    memcpy(msg->sgid, b + 12, 16);
+    memcpy(msg->dgid, b + 28, 16);
+    msg->sl = b[44];
+    msg->solicited = b[45] != 0;
+    msg->imm_data = rd32(b + 48);
+    msg->inv_rkey = rd32(b + 52);
+    msg->rkey = rd32(b + 56);
+    msg->remote_addr = rd64(b + 64);
+    msg->compare_add = rd64(b + 72);
+    msg->swap = rd64(b + 80);
+    msg->length = rd64(b + 88);
+    /* Remote operations only, 24-bit QPNs, lengths a port accepts. */
+    switch (msg->opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+    case PVRDMA_WR_RDMA_READ:
+        break;
+    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
+    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+        if (msg->length != sizeof(uint64_t)) {
+            return false;
+        }
+        break;
+    default:
+        return false;
+    }
+    return msg->src_qpn < (1u << 24) && msg->dst_qpn < (1u << 24) &&
+           msg->length <= PVRDMA_PORT_MAX_MSG_SZ;
+}
+
+static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
+{
+    PvrdmaFabricExec *ex;
+    PvrdmaFabricPort *port;
+    PvrdmaFabricMsg msg;
+    PvrdmaQp *qp;
+    bool payload, moves = false;
+
+    if (!pvrdma_link_decode_req(b, &msg)) {
+        return false;
+    }
+    payload = pvrdma_link_has_payload(msg.opcode) && msg.length;
+    if (payload && l->rx.open) {
+        return false;           /* one stream at a time */
+    }
+    ex = g_new0(PvrdmaFabricExec, 1);
+    port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
+    if (port) {
+        pvrdma_core_enter(port->core);
+        moves = pvrdma_fabric_rc_begin(port, qp, &msg, ex);
+        pvrdma_core_leave(port->core);
+    } else {
+        /* No such QP here: dropped, the requester runs out of retries. */
+        ex->msg = msg;
+        ex->done = true;
+        ex->ack.status = PVRDMA_WC_RETRY_EXC_ERR;
+    }
+    if (ex->ack.rnr && port) {
+        ((PvrdmaFabricQp *)qp->be)->rnr_link = l->serial;
+    }
+    if (moves && msg.length) {
+        ex->async = true;
+        ex->node.data = ex;
+        g_queue_push_tail_link(&port->execs, &ex->node);
+    } else if (moves) {
+        /* Zero bytes: nothing to wait for. */
+        pvrdma_core_enter(port->core);
+        pvrdma_fabric_rc_end(ex);
+        pvrdma_core_leave(port->core);
+    }
+    if (payload) {
+        /* Its bytes follow whatever the outcome; the answer after them. */
+        l->rx.open = true;
+        l->rx.id = id;
+        l->rx.len = msg.length;
+        l->rx.got = 0;
+        l->rx.ex = ex;
+        l->rx.req = NULL;
+        return true;
+    }
+    if (msg.opcode == PVRDMA_WR_RDMA_READ && moves && msg.length) {
+        PvrdmaLinkTx *tx;
+
+        if (l->txq_len >= PVRDMA_LINK_MAX_QUEUED) {
+            /* More READs than any honest peer has QPs: drop it. */
+            pvrdma_fabric_rc_abort(ex);
+            pvrdma_link_send_ack(l, id, &ex->ack);
+            pvrdma_fabric_exec_free(ex);
+            return true;
+        }
+        tx = pvrdma_link_tx_add(l, PVRDMA_LINK_RESP, id, msg.length);
+        tx->ex = ex;
+        return true;
+    }
+    pvrdma_link_send_ack(l, id, &ex->ack);
+    pvrdma_fabric_exec_free(ex);
+    return true;
+}
+
+static bool pvrdma_link_resp(PvrdmaLink *l, uint32_t id, const uint8_t *b)
+{
+    PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, GUINT_TO_POINTER(id));
+    uint64_t len = rd64(b);
+
+    if (l->rx.open || !len) {
+        return false;
+    }
+    if (req && (req->wr->opcode != PVRDMA_WR_RDMA_READ ||
+                len != req->wr->length || req->resp_open || req->got)) {
+        return false;
+    }
+    if (!req && (id == 0 || (int32_t)(id - l->next_id) > 0)) {
+        return false;           /* never asked for */
+    }
+    l->rx.open = true;
+    l->rx.id = id;
+    l->rx.len = len;
+    l->rx.got = 0;
+    l->rx.ex = NULL;
+    l->rx.req = req;            /* NULL: timed out, its bytes are dropped */
+    if (req) {
+        req->resp_open = true;
+    }
+    return true;
+}
+
+/* PvrdmaPeerCopy from the bytes of a DATA frame (inline or in the ring). */
+typedef struct PvrdmaLinkSource {
+    PvrdmaLink *l;
+    uint64_t base;
+    const uint8_t *src;         /* inline */
+    uint64_t pos;               /* ring */
+} PvrdmaLinkSource;
+
+static int pvrdma_link_source_get(void *opaque, uint64_t off, void *buf,
+                                  uint64_t n)
+{
+    PvrdmaLinkSource *s = opaque;
+
+    if (s->src) {
+        memcpy(buf, s->src + (off - s->base), n);
+    } else {
+        pvrdma_link_ring_get(s->l, s->pos + (off - s->base), buf, n);
+    }
+    return 0;
+}
+
+/* The receive stream ended (all bytes, or aborted by the sender). */
+static void pvrdma_link_rx_end(PvrdmaLink *l, bool aborted)
+{
+    PvrdmaFabricExec *ex = l->rx.ex;
+
+    l->rx.open = false;
+    if (l->rx.req) {
+        l->rx.req->resp_open = false;
+        l->rx.req = NULL;
+    }
+    if (!ex) {
+        return;
+    }
+    l->rx.ex = NULL;
+    if (aborted) {
+        /* The requester gave up: no answer, the receive WQE stays. */
+        pvrdma_fabric_exec_free(ex);
+        return;
+    }
+    if (ex->port) {
+        pvrdma_core_enter(ex->port->core);
+        pvrdma_fabric_rc_end(ex);
+        pvrdma_core_leave(ex->port->core);
+    }
+    pvrdma_link_send_ack(l, l->rx.id, &ex->ack);
+    pvrdma_fabric_exec_free(ex);
+}
+
+static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
+                             const uint8_t *b, uint32_t len)
+{
+    PvrdmaLinkSource src = { .l = l, .base = l->rx.got };
+    uint64_t n;
+
+    if (!l->rx.open || id != l->rx.id || (flags & ~PVRDMA_LINK_DATA_ABORT)) {
+        return false;
+    }
+    if (l->shm) {
+        if (len != PVRDMA_LINK_SHM_DATA_SIZE) {
+            return false;
+        }
+        n = rd32(b);
+        /* Only bytes the peer could have written under its credit. */
+        if (n > PVRDMA_LINK_SHM_CHUNK ||
+            l->rx_uncredited + n > PVRDMA_LINK_RING_SIZE) {
+            return false;
+        }
+        src.pos = l->rx_tail;
+    } else {
+        n = len;
+        src.src = b;
+    }
+    if (flags & PVRDMA_LINK_DATA_ABORT) {
+        if (n) {
+            return false;
+        }
+        pvrdma_link_rx_end(l, true);
+        return true;
+    }
+    if (!n || n > l->rx.len - l->rx.got) {
+        return false;
+    }
+    if (l->rx.ex && l->rx.ex->port) {
+        PvrdmaFabricExec *ex = l->rx.ex;
+
+        pvrdma_core_enter(ex->port->core);
+        pvrdma_fabric_rc_data(ex, l->rx.got, n, pvrdma_link_source_get, &src);
+        pvrdma_core_leave(ex->port->core);
+    } else if (l->rx.req && !l->rx.req->fail) {
+        PvrdmaFabricReq *req = l->rx.req;
+
+        pvrdma_core_enter(req->port->core);
+        if (pvrdma_sgl_xfer(&req->wr->local, l->rx.got, n, true,
+                            pvrdma_link_source_get, &src) != PVRDMA_COPY_OK) {
+            req->fail = PVRDMA_WC_LOC_PROT_ERR;
+        }
+        pvrdma_core_leave(req->port->core);
+        req->got += n;
+    }
+    if (l->shm) {
+        l->rx_tail += n;
+        l->rx_uncredited += n;
+    }
+    l->rx.got += n;
+    if (l->rx.got == l->rx.len) {
+        pvrdma_link_rx_end(l, false);
+    }
+    return true;
+}
+
+static bool pvrdma_link_ack(PvrdmaLink *l, uint32_t id, const uint8_t *b)
+{
+    PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, GUINT_TO_POINTER(id));
+    PvrdmaFabricAck ack = {
+        .status = rd32(b),
+        .rnr = b[4] != 0,
+        .rnr_timer = b[5] & 31,
+        .atomic_orig = rd64(b + 8),
+    };
+
+    if (!req) {
+        /* Timed out or cancelled already; one never sent is a lie. */
+        return id != 0 && (int32_t)(id - l->next_id) <= 0;
+    }
+    if (req->tx || req->resp_open || ack.status > PVRDMA_WC_GENERAL_ERR) {
+        return false;           /* answered before its data went/came */
+    }
+    if (ack.status == PVRDMA_WC_SUCCESS && !ack.rnr &&
+        req->wr->opcode == PVRDMA_WR_RDMA_READ &&
+        req->got != req->wr->length) {
+        return false;           /* claims a READ it did not deliver */
+    }
+    pvrdma_link_answer(l, req, &ack);
+    return true;
+}
+
+static bool pvrdma_link_credit(PvrdmaLink *l, const uint8_t *b)
+{
+    uint32_t n = rd32(b);
+
+    if (!l->shm || n > l->tx_head - l->tx_acked) {
+        return false;
+    }
+    l->tx_acked += n;
+    return true;
+}
+
+static bool pvrdma_link_recv_posted(PvrdmaLink *l, const uint8_t *b)
+{
+    uint32_t qpn = rd32(b + 16), dqpn = rd32(b + 36);
+
+    if (qpn >= (1u << 24) || dqpn >= (1u << 24)) {
+        return false;
+    }
+    pvrdma_fabric_recv_posted(l->fab, b, qpn, b + 20, dqpn);
+    return true;
+}
+
+/* Body sizes: exact for fixed frames, bounds for the others. */
+static bool pvrdma_link_len_ok(PvrdmaLink *l, uint8_t type, uint32_t len)
+{
+    switch (type) {
+    case PVRDMA_LINK_HELLO:
+        return len == PVRDMA_LINK_HELLO_SIZE;
+    case PVRDMA_LINK_GIDS:
+        return len >= PVRDMA_LINK_GIDS_MIN && len <= PVRDMA_LINK_MAX_CTRL;
+    case PVRDMA_LINK_REQ:
+        return len == PVRDMA_LINK_REQ_SIZE;
+    case PVRDMA_LINK_RESP:
+        return len == PVRDMA_LINK_RESP_SIZE;
+    case PVRDMA_LINK_DATA:
+        return l->shm ? len == PVRDMA_LINK_SHM_DATA_SIZE :
+                        len <= PVRDMA_LINK_MAX_INLINE;
+    case PVRDMA_LINK_ACK:
+        return len == PVRDMA_LINK_ACK_SIZE;
+    case PVRDMA_LINK_CREDIT:
+        return len == PVRDMA_LINK_CREDIT_SIZE;
+    case PVRDMA_LINK_RECV_POSTED:
+        return len == PVRDMA_LINK_RECV_POSTED_SIZE;
+    default:
+        return false;
+    }
+}
+
+/* One frame; false if the peer broke the protocol. */
+static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
+                                 const uint8_t *b, const char **why)
+{
+    uint8_t type = h[5];
+    uint16_t flags = rd16(h + 6);
+    uint32_t len = rd32(h + 8), id = rd32(h + 12);
+
+    if (!l->up) {
+        if (type != PVRDMA_LINK_HELLO || !pvrdma_link_hello(l, b)) {
+            *why = "bad HELLO (not a pvrdma fabric peer of this version, or "
+                   "its shared ring is unusable)";
+            return false;
+        }
+        l->up = true;
+        if (!pvrdma_fabric_link_up(l->fab, l)) {
+            *why = NULL;        /* a duplicate: closed quietly */
+            return false;
+        }
+        return true;
+    }
+    switch (type) {
+    case PVRDMA_LINK_GIDS:
+        return pvrdma_link_gids(l, b, len) || (*why = "bad GIDS", false);
+    case PVRDMA_LINK_REQ:
+        return pvrdma_link_req(l, id, b) || (*why = "bad REQ", false);
+    case PVRDMA_LINK_RESP:
+        return pvrdma_link_resp(l, id, b) || (*why = "bad RESP", false);
+    case PVRDMA_LINK_DATA:
+        return pvrdma_link_data(l, id, flags, b, len) ||
+               (*why = "bad DATA", false);
+    case PVRDMA_LINK_ACK:
+        return pvrdma_link_ack(l, id, b) || (*why = "bad ACK", false);
+    case PVRDMA_LINK_CREDIT:
+        return pvrdma_link_credit(l, b) || (*why = "bad CREDIT", false);
+    case PVRDMA_LINK_RECV_POSTED:
+        return pvrdma_link_recv_posted(l, b) ||
+               (*why = "bad RECV_POSTED", false);
+    default:
+        *why = "a second HELLO";
+        return false;
+    }
+}
+
+/* Read what the socket has; the fd passed with HELLO is kept. */
+static ssize_t pvrdma_link_read(PvrdmaLink *l)
+{
+    struct iovec iov = {
+        .iov_base = l->ibuf + l->ilen,
+        .iov_len = PVRDMA_LINK_IBUF_SIZE - l->ilen,
+    };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * 4)];
+        struct cmsghdr align;
+    } u;
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = u.buf, .msg_controllen = sizeof(u.buf),
+    };
+    struct cmsghdr *c;
+    ssize_t n;
+
+    do {
+        n = recvmsg(l->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return n;
+    }
+    for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        int fds[4];
+        size_t k, nfd;
+
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        nfd = MIN(nfd, G_N_ELEMENTS(fds));
+        memcpy(fds, CMSG_DATA(c), nfd * sizeof(int));
+        for (k = 0; k < nfd; k++) {
+            /* Only the first fd before HELLO is ours to keep. */
+            if (!l->up && l->shm && l->peer_fd < 0 && k == 0) {
+                l->peer_fd = fds[k];
+            } else {
+                close(fds[k]);
+            }
+        }
+    }
+    return n;
+}
+
+static void pvrdma_link_input(PvrdmaLink *l)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    const char *why = NULL;
+
+    for (;;) {
+        size_t pos = 0;
+        ssize_t n = pvrdma_link_read(l);
+
+        if (n == 0) {
+            pvrdma_link_close(l, "the peer closed the link");
+            return;
+        }
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                pvrdma_link_close(l, g_strerror(errno));
+            }
+            break;
+        }
+        l->last_rx = h->clock_ns(h->opaque);
+        l->ilen += n;
+        while (l->ilen - pos >= PVRDMA_LINK_HDR_SIZE && !l->dead) {
+            const uint8_t *hdr = l->ibuf + pos;
+            uint32_t len = rd32(hdr + 8);
+
+            if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
+                hdr[4] != PVRDMA_LINK_VERSION ||
+                !pvrdma_link_len_ok(l, hdr[5], len)) {
+                pvrdma_link_close(l, "malformed frame header from the peer");
+                return;
+            }
+            if (l->ilen - pos < PVRDMA_LINK_HDR_SIZE + len) {
+                break;
+            }
+            if (!pvrdma_link_frame_in(l, hdr, hdr + PVRDMA_LINK_HDR_SIZE,
+                                      &why)) {
+                pvrdma_link_close(l, why);
+                return;
+            }
+            pos += PVRDMA_LINK_HDR_SIZE + len;
+        }
+        if (l->dead) {
+            return;
+        }
+        memmove(l->ibuf, l->ibuf + pos, l->ilen - pos);
+        l->ilen -= pos;
+    }
+    if (l->rx_uncredited) {
+        uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_CREDIT, 0, 0,
+                                       PVRDMA_LINK_CREDIT_SIZE);
+
+        wr32(b, l->rx_uncredited);
+        l->rx_uncredited = 0;
+    }
+    pvrdma_link_pump(l);
+}
+
+void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable)
+{
+    if (readable && !l->dead) {
+        pvrdma_link_input(l);
+    }
+    if (writable && !l->dead) {
+        pvrdma_link_pump(l);
+    }
+}
+
+/* ---- life ------------------------------------------------------------------ */
+
+static int pvrdma_link_make_ring(PvrdmaLink *l)
+{
+    int fd = memfd_create("pvrdma-link", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    void *p;
+
+    if (fd < 0) {
+        return -1;
+    }
+    if (ftruncate(fd, PVRDMA_LINK_RING_SIZE) < 0) {
+        close(fd);
+        return -1;
+    }
+    p = mmap(NULL, PVRDMA_LINK_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+             fd, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return -1;
+    }
+    /* The peer may map it read-only, and never resize it under us. */
+    if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
+              F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+        munmap(p, PVRDMA_LINK_RING_SIZE);
+        close(fd);
+        return -1;
+    }
+    l->tx_ring = p;
+    return fd;
+}
+
+PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
+                            const char *name, uint64_t serial)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(fab);
+    PvrdmaLink *l = g_new0(PvrdmaLink, 1);
+    uint8_t *b;
+
+    l->kind = PVRDMA_FABRIC_FD_LINK;
+    l->fab = fab;
+    l->fd = fd;
+    l->shm = shm;
+    l->serial = serial;
+    l->name = g_strdup(name);
+    l->obuf = g_byte_array_new();
+    l->ibuf = g_malloc(PVRDMA_LINK_IBUF_SIZE);
+    l->send_fd = -1;
+    l->peer_fd = -1;
+    l->reqs = g_hash_table_new(NULL, NULL);
+    l->last_rx = h->clock_ns(h->opaque);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    if (shm) {
+        l->send_fd = pvrdma_link_make_ring(l);
+    }
+    b = pvrdma_link_frame(l, PVRDMA_LINK_HELLO, 0, 0,
+                          PVRDMA_LINK_HELLO_SIZE);
+    memset(b, 0, PVRDMA_LINK_HELLO_SIZE);
+    wr64(b, pvrdma_fabric_instance(fab));
+    wr32(b + 8, l->tx_ring ? PVRDMA_LINK_RING_SIZE : 0);
+    h->watch(h->opaque, fd, false, l);
+    if (shm && !l->tx_ring) {
+        pvrdma_link_close(l, "cannot make its shared-memory ring (memfd)");
+        return l;
+    }
+    pvrdma_link_flush(l);
+    return l;
+}
+
+void pvrdma_link_close(PvrdmaLink *l, const char *why)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    GHashTableIter it;
+    gpointer v;
+    GList *reqs = NULL, *e;
+    unsigned i;
+
+    if (l->dead) {
+        return;
+    }
+    l->dead = true;
+    if (why && h->report) {
+        char *msg = g_strdup_printf("pvrdma-fabric: link %s down: %s",
+                                    l->name, why);
+
+        h->report(h->opaque, msg);
+        g_free(msg);
+    }
+    h->unwatch(h->opaque, l->fd);
+    close(l->fd);
+    l->fd = -1;
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        g_free(l->rports[i]);
+        l->rports[i] = NULL;
+    }
+    pvrdma_fabric_link_down(l->fab, l);
+    /* Streams: the responder side's execs end with no answer. */
+    if (l->rx.ex) {
+        pvrdma_fabric_exec_free(l->rx.ex);
+        l->rx.ex = NULL;
+    }
+    l->rx.open = false;
+    l->rx.req = NULL;
+    while (!g_queue_is_empty(&l->txq)) {
+        pvrdma_link_tx_free(l, l->txq.head->data);
+    }
+    /* Our requests: RETRY_EXC_ERR, as when a real peer stops answering. */
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        reqs = g_list_prepend(reqs, v);
+    }
+    for (e = reqs; e; e = e->next) {
+        PvrdmaFabricReq *req = e->data;
+
+        pvrdma_link_req_finish(req, req->fail ? req->fail :
+                               PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
+    }
+    g_list_free(reqs);
+    pvrdma_fabric_kick(l->fab);
+}
+
+void pvrdma_link_free(PvrdmaLink *l)
+{
+    g_assert(l->dead);
+    g_assert(g_hash_table_size(l->reqs) == 0);
+    if (l->send_fd >= 0) {
+        close(l->send_fd);
+    }
+    if (l->peer_fd >= 0) {
+        close(l->peer_fd);
+    }
+    if (l->tx_ring) {
+        munmap(l->tx_ring, PVRDMA_LINK_RING_SIZE);
+    }
+    if (l->rx_ring) {
+        munmap((void *)l->rx_ring, PVRDMA_LINK_RING_SIZE);
+    }
+    g_hash_table_destroy(l->reqs);
+    g_byte_array_free(l->obuf, true);
+    g_free(l->ibuf);
+    g_free(l->name);
+    g_free(l);
+}
+
+bool pvrdma_link_is_up(PvrdmaLink *l)
+{
+    return l->up && !l->dead;
+}
+
+const char *pvrdma_link_name(PvrdmaLink *l)
+{
+    return l->name;
+}
+
+bool pvrdma_link_is_dead(PvrdmaLink *l)
+{
+    return l->dead;
+}
+
+uint64_t pvrdma_link_serial(PvrdmaLink *l)
+{
+    return l->serial;
+}
+
+uint64_t pvrdma_link_peer_instance(PvrdmaLink *l)
+{
+    return l->peer_instance;
+}
+
+bool pvrdma_link_initiated(PvrdmaLink *l)
+{
+    return l->initiated;
+}
+
+void pvrdma_link_set_initiated(PvrdmaLink *l)
+{
+    l->initiated = true;
+}
+
+static bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp,
+                                  const uint8_t gid[16])
+{
+    uint32_t i;
+
+    for (i = 0; rp && i < rp->n; i++) {
+        if (!memcmp(rp->gid[i], gid, 16)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)
+{
+    uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+    unsigned i;
+
+    if (!pvrdma_link_is_up(l) || index >= PVRDMA_FABRIC_MAX_PORTS) {
+        return false;
+    }
+    if (index) {
+        return pvrdma_link_rport_has(l->rports[index], gid);
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        if (pvrdma_link_rport_has(l->rports[i], gid)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- the guest changed something under a stream ---------------------------- */
+
+void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port)
+{
+    GHashTableIter it;
+    gpointer v;
+    GList *reqs = NULL, *e;
+
+    /* Execs of the port were aborted by the port; requests are dropped. */
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        if (((PvrdmaFabricReq *)v)->port == port) {
+            reqs = g_list_prepend(reqs, v);
+        }
+    }
+    for (e = reqs; e; e = e->next) {
+        pvrdma_link_req_unlink(e->data);
+        g_free(e->data);
+    }
+    g_list_free(reqs);
+    if (!l->dead) {
+        pvrdma_link_pump(l);
+    }
+}
+
+void pvrdma_link_mr_gone(PvrdmaLink *l, PvrdmaFabricPort *port,
+                         const PvrdmaMr *mr)
+{
+    GHashTableIter it;
+    gpointer v;
+
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        PvrdmaFabricReq *req = v;
+
+        if (req->port == port && !req->fail &&
+            pvrdma_fabric_sgl_uses(&req->wr->local, mr)) {
+            pvrdma_link_req_fail(req, PVRDMA_WC_LOC_PROT_ERR);
+        }
+    }
+}

@@ -1,0 +1,179 @@
+/*
+ * PVRDMA software fabric: links between fabric objects of different
+ * processes or hosts (docs/fabric.md has the wire format).
+ *
+ * Internal to the fabric (pvrdma_fabric*.c); the QEMU glue never sees a
+ * link, only the fabric's host callbacks.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_PVRDMA_LINK_H
+#define HW_PVRDMA_LINK_H
+
+#include "pvrdma_fabric.h"
+
+/* ---- wire format (little endian) ----------------------------------------- */
+
+#define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
+#define PVRDMA_LINK_VERSION         1
+#define PVRDMA_LINK_HDR_SIZE        16
+
+enum {
+    PVRDMA_LINK_HELLO = 1,      /* instance, ring size (+ memfd) */
+    PVRDMA_LINK_GIDS = 2,       /* a port's bound GIDs (replaces) */
+    PVRDMA_LINK_REQ = 3,        /* a request; SEND/WRITE payload follows */
+    PVRDMA_LINK_RESP = 4,       /* READ response payload follows */
+    PVRDMA_LINK_DATA = 5,       /* payload bytes of the open stream */
+    PVRDMA_LINK_ACK = 6,        /* the answer to request @id */
+    PVRDMA_LINK_CREDIT = 7,     /* shared-ring bytes consumed */
+    PVRDMA_LINK_RECV_POSTED = 8, /* retry an RNR-NAKed requester now */
+    PVRDMA_LINK_TYPE_MAX = 8,
+};
+
+/* DATA flags */
+#define PVRDMA_LINK_DATA_ABORT      1u  /* the stream ends here, unfinished */
+
+#define PVRDMA_LINK_HELLO_SIZE      24
+#define PVRDMA_LINK_GIDS_MIN        4   /* + 16 per GID */
+#define PVRDMA_LINK_REQ_SIZE        96
+#define PVRDMA_LINK_RESP_SIZE       8
+#define PVRDMA_LINK_SHM_DATA_SIZE   4   /* byte count in the ring */
+#define PVRDMA_LINK_ACK_SIZE        16
+#define PVRDMA_LINK_CREDIT_SIZE     4
+#define PVRDMA_LINK_RECV_POSTED_SIZE 40
+
+/* Bounds every peer is held to. */
+#define PVRDMA_LINK_MAX_INLINE      (64u << 10)  /* DATA body on a stream */
+#define PVRDMA_LINK_RING_SIZE       (4u << 20)   /* shared ring, each way */
+#define PVRDMA_LINK_SHM_CHUNK       (1u << 20)   /* ring bytes per DATA */
+#define PVRDMA_LINK_MAX_QUEUED      4096         /* streams waiting to send */
+
+/* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
+
+/* What a host tag points at: its first field says (pvrdma_fabric_fd_ready). */
+enum {
+    PVRDMA_FABRIC_FD_LINK = 0x4c4e4b31,
+    PVRDMA_FABRIC_FD_ENDPOINT = 0x45505431,
+};
+
+struct PvrdmaFabric {
+    unsigned refs;
+    PvrdmaFabricPort *ports[PVRDMA_FABRIC_MAX_PORTS];
+    /*
+     * Requesters that got an RNR NAK and have not sent again since (an
+     * upper bound: a QP whose retries ran out still counts until it is
+     * cancelled, sends again or is destroyed).  While it is zero a posted
+     * receive has no one to wake, and costs no lookup.
+     */
+    unsigned rnr_waiting;
+
+    /* Links to other processes (none until a host is set). */
+    bool has_host;
+    PvrdmaFabricHost host;
+    uint64_t instance;          /* random: tells peers apart */
+    uint64_t next_serial;
+    GList *links;               /* live links */
+    GList *dead;                /* closed, freed by the timer */
+    GList *endpoints;           /* listeners and peers (fabric_net.c) */
+    int64_t timer_at;           /* armed expiry, -1 = not armed */
+    bool in_timer;
+};
+
+/* A listening socket, or a peer address kept connected (fabric_net.c). */
+void pvrdma_fabric_net_ready(PvrdmaFabric *fab, void *tag, bool readable,
+                             bool writable);
+/* Retry peers that are down; true if one still waits. */
+bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now);
+void pvrdma_fabric_net_free(PvrdmaFabric *fab);
+/* A link of @fab closed: its peer endpoint (if any) reconnects. */
+void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, uint64_t serial);
+
+/* ---- links (pvrdma_link.c) ----------------------------------------------- */
+
+/* A request of a local QP outstanding on a link (fqp->req). */
+struct PvrdmaFabricReq {
+    PvrdmaLink *link;
+    uint32_t id;
+    PvrdmaFabricPort *port;
+    PvrdmaQp *qp;
+    PvrdmaSendWr *wr;
+    int64_t timeout_ns;         /* without an answer; 0: wait forever */
+    int64_t since;              /* sent, or last heard of the link */
+    uint32_t fail;              /* status decided here (memory gone), or 0 */
+    uint64_t got;               /* READ response bytes placed */
+    bool resp_open;             /* its READ response stream is open */
+    struct PvrdmaLinkTx *tx;    /* its payload stream, queued or sending */
+};
+
+PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
+                            const char *name, uint64_t serial);
+/* The fd of @l is ready. */
+void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
+/* Close @l (the peer is gone or broke the protocol): fail its requests. */
+void pvrdma_link_close(PvrdmaLink *l, const char *why);
+void pvrdma_link_free(PvrdmaLink *l);
+bool pvrdma_link_is_up(PvrdmaLink *l);
+const char *pvrdma_link_name(PvrdmaLink *l);
+bool pvrdma_link_is_dead(PvrdmaLink *l);
+uint64_t pvrdma_link_serial(PvrdmaLink *l);
+uint64_t pvrdma_link_peer_instance(PvrdmaLink *l);
+bool pvrdma_link_initiated(PvrdmaLink *l);
+void pvrdma_link_set_initiated(PvrdmaLink *l);
+/* Does the peer behind @l own (@gid, @qpn)? */
+bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn);
+
+/* Requester: carry @wr of @qp to the peer; the answer comes later. */
+void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
+                        PvrdmaSendWr *wr);
+/* Forget @req (cancelled): no completion follows. */
+void pvrdma_link_req_cancel(PvrdmaFabricReq *req);
+/* @req's memory went away: it completes with @status soon. */
+void pvrdma_link_req_fail(PvrdmaFabricReq *req, uint32_t status);
+/* Fail requests whose peer has been silent past their timeout. */
+void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy);
+/* Announce @port's GIDs (none if it is leaving). */
+void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
+                           bool leaving);
+/* Receives were posted on (@gid, @qpn) for requester (@dgid, @dqpn). */
+void pvrdma_link_send_recv_posted(PvrdmaLink *l, const uint8_t gid[16],
+                                  uint32_t qpn, const uint8_t dgid[16],
+                                  uint32_t dqpn);
+/* Drop everything of @port (it is reset or leaving). */
+void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port);
+/* @mr is being deregistered on @port: nothing may touch it after. */
+void pvrdma_link_mr_gone(PvrdmaLink *l, PvrdmaFabricPort *port,
+                         const PvrdmaMr *mr);
+
+/* ---- what links ask of the fabric (pvrdma_fabric.c) ---------------------- */
+
+const PvrdmaFabricHost *pvrdma_fabric_host(PvrdmaFabric *fab);
+uint64_t pvrdma_fabric_instance(PvrdmaFabric *fab);
+PvrdmaFabricPort *pvrdma_fabric_port_at(PvrdmaFabric *fab, unsigned index);
+/* The HELLO of @l arrived: keep it (true) or close it as a duplicate. */
+bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l);
+/* @l closed: forget it, free it later, reconnect if it was a peer. */
+void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l);
+/* Run the timer soon (deferred completions, dead links). */
+void pvrdma_fabric_kick(PvrdmaFabric *fab);
+/* Is @mr's memory part of @sgl? */
+bool pvrdma_fabric_sgl_uses(const PvrdmaSgl *sgl, const PvrdmaMr *mr);
+/* Complete @req with @ack (enter/leave the core around it). */
+void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
+                            bool fatal);
+/* A link exec ended: off its port's list. */
+void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex);
+/* The link whose peer owns (@gid, @qpn), or NULL. */
+PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
+                                uint32_t qpn);
+
+/* ---- the port's part (pvrdma_fabric.c, for pvrdma_fabric_port.c) --------- */
+
+/* Abort the port's link execs on @qp (NULL: any) or using @mr (NULL: any). */
+void pvrdma_fabric_port_abort(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                              const PvrdmaMr *mr);
+void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr);
+/* Reset or removal: every exec and link request of @port ends. */
+void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port);
+void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port);
+
+#endif /* HW_PVRDMA_LINK_H */

@@ -270,7 +270,6 @@ static bool pvrdma_link_flush(PvrdmaLink *l)
 /* Where a chunk goes: our ring at @pos, or the output buffer at @dst. */
 typedef struct PvrdmaLinkSink {
     PvrdmaLink *l;
-    uint64_t base;              /* payload offset of the chunk's byte 0 */
     uint8_t *dst;               /* inline: the frame body */
     uint64_t pos;               /* shm: ring position of byte 0 */
 } PvrdmaLinkSink;
@@ -295,16 +294,19 @@ static void pvrdma_link_ring_get(PvrdmaLink *l, uint64_t pos, void *buf,
     memcpy((uint8_t *)buf + first, l->rx_ring, n - first);
 }
 
-/* PvrdmaPeerCopy: our guest's bytes (@buf) into the chunk being sent. */
+/*
+ * PvrdmaPeerCopy: our guest's bytes (@buf) into the chunk being sent;
+ * @off counts from the chunk's first byte (pvrdma_sgl_xfer()).
+ */
 static int pvrdma_link_sink_put(void *opaque, uint64_t off, void *buf,
                                 uint64_t n)
 {
     PvrdmaLinkSink *s = opaque;
 
     if (s->dst) {
-        memcpy(s->dst + (off - s->base), buf, n);
+        memcpy(s->dst + off, buf, n);
     } else {
-        pvrdma_link_ring_put(s->l, s->pos + (off - s->base), buf, n);
+        pvrdma_link_ring_put(s->l, s->pos + off, buf, n);
     }
     return 0;
 }
@@ -454,7 +456,6 @@ static void pvrdma_link_pump(PvrdmaLink *l)
             n = MIN(n, PVRDMA_LINK_MAX_INLINE);
             sink.dst = pvrdma_link_frame(l, PVRDMA_LINK_DATA, 0, tx->id, n);
         }
-        sink.base = tx->sent;
         pvrdma_core_enter(core);
         if (tx->type == PVRDMA_LINK_REQ) {
             ret = pvrdma_sgl_xfer(src, tx->sent, n, false,
@@ -893,7 +894,6 @@ static bool pvrdma_link_resp(PvrdmaLink *l, uint32_t id, const uint8_t *b)
 /* PvrdmaPeerCopy from the bytes of a DATA frame (inline or in the ring). */
 typedef struct PvrdmaLinkSource {
     PvrdmaLink *l;
-    uint64_t base;
     const uint8_t *src;         /* inline */
     uint64_t pos;               /* ring */
 } PvrdmaLinkSource;
@@ -904,9 +904,9 @@ static int pvrdma_link_source_get(void *opaque, uint64_t off, void *buf,
     PvrdmaLinkSource *s = opaque;
 
     if (s->src) {
-        memcpy(buf, s->src + (off - s->base), n);
+        memcpy(buf, s->src + off, n);
     } else {
-        pvrdma_link_ring_get(s->l, s->pos + (off - s->base), buf, n);
+        pvrdma_link_ring_get(s->l, s->pos + off, buf, n);
     }
     return 0;
 }
@@ -942,7 +942,7 @@ static void pvrdma_link_rx_end(PvrdmaLink *l, bool aborted)
 static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
                              const uint8_t *b, uint32_t len)
 {
-    PvrdmaLinkSource src = { .l = l, .base = l->rx.got };
+    PvrdmaLinkSource src = { .l = l };
     uint64_t n;
 
     if (!l->rx.open || id != l->rx.id || (flags & ~PVRDMA_LINK_DATA_ABORT)) {

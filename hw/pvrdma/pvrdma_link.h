@@ -44,8 +44,10 @@ enum {
 
 /* Bounds every peer is held to. */
 #define PVRDMA_LINK_MAX_INLINE      (64u << 10)  /* DATA body on a stream */
+#ifndef PVRDMA_LINK_RING_SIZE                   /* tests use small ones */
 #define PVRDMA_LINK_RING_SIZE       (4u << 20)   /* shared ring, each way */
 #define PVRDMA_LINK_SHM_CHUNK       (1u << 20)   /* ring bytes per DATA */
+#endif
 #define PVRDMA_LINK_MAX_QUEUED      4096         /* streams waiting to send */
 
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */

@@ -1,0 +1,962 @@
+/*
+ * Unit tests: links between fabric objects (docs/fabric.md).  Two
+ * fabrics in this process stand for two QEMU processes: each has its own
+ * host (a poll loop and a manual clock here) and its own fake guest, and
+ * they talk only through a socket pair, in shared-ring mode (unix, with
+ * memfds) or inline mode (as over TCP).  The rings are made small
+ * (Makefile) so that messages wrap them and wait for credit.
+ *
+ * Also: a raw peer that writes hostile frames, a peer that dies or goes
+ * silent with requests outstanding, and the discovery of path=DIR.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "fake_guest.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+#include "pvrdma_link.h"
+
+#define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
+                     PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
+#define SIG         PVRDMA_WR_FLAG_SIGNALED
+#define VA_A        0x7f0000000800ull
+#define VA_B        0x7e0000000100ull
+#define MR_LEN      (60 * 4096ull)
+
+/* ---- a host: watched fds, one timer, a manual clock ------------------ */
+
+typedef struct Watch {
+    int fd;
+    bool write;
+    void *tag;
+} Watch;
+
+typedef struct Host {
+    PvrdmaFabric *fab;
+    GArray *watches;
+    int64_t now;
+    int64_t timer;
+    unsigned reports;
+    char last_report[256];
+    bool frozen;                /* a stopped process: handles nothing */
+} Host;
+
+static void h_watch(void *opaque, int fd, bool write, void *tag)
+{
+    Host *h = opaque;
+    Watch w = { fd, write, tag };
+    guint i;
+
+    for (i = 0; i < h->watches->len; i++) {
+        if (g_array_index(h->watches, Watch, i).fd == fd) {
+            g_array_index(h->watches, Watch, i) = w;
+            return;
+        }
+    }
+    g_array_append_val(h->watches, w);
+}
+
+static void h_unwatch(void *opaque, int fd)
+{
+    Host *h = opaque;
+    guint i;
+
+    for (i = 0; i < h->watches->len; i++) {
+        if (g_array_index(h->watches, Watch, i).fd == fd) {
+            g_array_remove_index(h->watches, i);
+            return;
+        }
+    }
+}
+
+static void h_timer_mod(void *opaque, int64_t at)
+{
+    ((Host *)opaque)->timer = at;
+}
+
+static int64_t h_clock(void *opaque)
+{
+    return ((Host *)opaque)->now;
+}
+
+static void h_report(void *opaque, const char *msg)
+{
+    Host *h = opaque;
+
+    h->reports++;
+    g_strlcpy(h->last_report, msg, sizeof(h->last_report));
+}
+
+static Host *host_new(void)
+{
+    Host *h = g_new0(Host, 1);
+    PvrdmaFabricHost ops = {
+        .watch = h_watch, .unwatch = h_unwatch, .timer_mod = h_timer_mod,
+        .clock_ns = h_clock, .report = h_report, .opaque = h,
+    };
+
+    h->watches = g_array_new(false, false, sizeof(Watch));
+    h->timer = -1;
+    h->now = 1000000000LL;
+    h->fab = pvrdma_fabric_new();
+    pvrdma_fabric_set_host(h->fab, &ops);
+    return h;
+}
+
+static void host_free(Host *h)
+{
+    pvrdma_fabric_unref(h->fab);
+    g_assert(h->watches->len == 0);
+    g_array_free(h->watches, true);
+    g_free(h);
+}
+
+/* One round: every ready fd of every host, then due timers. */
+static void hosts_step(Host **hs, unsigned n, int timeout_ms)
+{
+    struct pollfd pfd[64];
+    Host *owner[64];
+    void *tag[64];
+    unsigned i, k = 0;
+    guint j;
+
+    for (i = 0; i < n; i++) {
+        if (hs[i]->frozen) {
+            continue;
+        }
+        for (j = 0; j < hs[i]->watches->len && k < 64; j++) {
+            Watch *w = &g_array_index(hs[i]->watches, Watch, j);
+
+            pfd[k].fd = w->fd;
+            pfd[k].events = POLLIN | (w->write ? POLLOUT : 0);
+            pfd[k].revents = 0;
+            owner[k] = hs[i];
+            tag[k++] = w->tag;
+        }
+    }
+    if (k && poll(pfd, k, timeout_ms) > 0) {
+        for (i = 0; i < k; i++) {
+            short r = pfd[i].revents;
+            guint still = 0;
+
+            /* An earlier handler may have closed this fd. */
+            for (j = 0; j < owner[i]->watches->len; j++) {
+                still |= g_array_index(owner[i]->watches, Watch, j).fd ==
+                         pfd[i].fd;
+            }
+            if (r && still) {
+                pvrdma_fabric_fd_ready(owner[i]->fab, tag[i],
+                                       r & (POLLIN | POLLHUP | POLLERR),
+                                       r & POLLOUT);
+            }
+        }
+    }
+    for (i = 0; i < n; i++) {
+        if (!hs[i]->frozen && hs[i]->timer >= 0 &&
+            hs[i]->timer <= hs[i]->now) {
+            hs[i]->timer = -1;
+            pvrdma_fabric_timer_expired(hs[i]->fab);
+        }
+    }
+}
+
+static void run(Host *a, Host *b, unsigned rounds)
+{
+    Host *hs[2] = { a, b };
+
+    while (rounds--) {
+        hosts_step(hs, b ? 2 : 1, 1);
+    }
+}
+
+/* ---- two guests, one per host, linked -------------------------------- */
+
+typedef struct Net {
+    Host *ha, *hb;
+    FakeGuest *fa, *fb;
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+    int sv[2];
+} Net;
+
+static FakeGuest *guest_on(Host *h, int index)
+{
+    FakeGuest *fg = fg_new(NULL);
+    PvrdmaFabricPort *port;
+    char *msg = NULL;
+
+    port = pvrdma_fabric_port_new(h->fab, fg->core, index, &msg);
+    assert_non_null(port);
+    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
+    fg_setup(fg);
+    assert_int_equal(fg_bind_gid(fg, 0), 0);
+    return fg;
+}
+
+static const FvConnOpts conn_opts = {
+    .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
+    .retry_cnt = 7,
+};
+
+/* Wait until both sides see the link up and each other's GIDs. */
+static void net_link(Net *n, bool shm)
+{
+    unsigned i;
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                                n->sv), 0);
+    pvrdma_fabric_add_link(n->ha->fab, n->sv[0], shm, "test-a");
+    pvrdma_fabric_add_link(n->hb->fab, n->sv[1], shm, "test-b");
+    for (i = 0; i < 100 && (pvrdma_fabric_links_up(n->ha->fab) != 1 ||
+                            pvrdma_fabric_links_up(n->hb->fab) != 1); i++) {
+        run(n->ha, n->hb, 1);
+    }
+    run(n->ha, n->hb, 3);       /* GIDS frames */
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 1);
+}
+
+static Net *net_new(bool shm)
+{
+    Net *n = g_new0(Net, 1);
+
+    n->ha = host_new();
+    n->hb = host_new();
+    /* Same GID on both (fake guests bind one test GID): QPN tells. */
+    n->fa = guest_on(n->ha, 1);
+    n->fb = guest_on(n->hb, 2);
+    net_link(n, shm);
+    assert_int_equal(fg_create_pd(n->fa, 0, &n->pda), 0);
+    assert_int_equal(fg_create_pd(n->fb, 0, &n->pdb), 0);
+    n->cqa = fv_cq_new(n->fa, 0, 64);
+    n->cqb = fv_cq_new(n->fb, 0, 64);
+    n->a = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL, 16,
+                     4, false);
+    n->b = fv_qp_new(n->fb, PVRDMA_QPT_RC, n->pdb, n->cqb, n->cqb, NULL, 16,
+                     4, false);
+    n->ma = fv_mr_new(n->fa, n->pda, VA_A, MR_LEN, ALL_ACCESS);
+    n->mb = fv_mr_new(n->fb, n->pdb, VA_B, MR_LEN, ALL_ACCESS);
+    fv_connect(n->a, n->b, &conn_opts);
+    return n;
+}
+
+static void net_free(Net *n)
+{
+    fg_free(n->fa);
+    fg_free(n->fb);
+    host_free(n->ha);
+    host_free(n->hb);
+    g_free(n->cqa);
+    g_free(n->cqb);
+    g_free(n->a);
+    g_free(n->b);
+    g_free(n->ma);
+    g_free(n->mb);
+    g_free(n);
+}
+
+static struct pvrdma_sge sge(FvMr *mr, uint64_t va, uint32_t len)
+{
+    struct pvrdma_sge s = { .addr = va, .length = len, .lkey = mr->lkey };
+
+    return s;
+}
+
+static struct pvrdma_sq_wqe_hdr wqe(uint64_t id, uint32_t op, uint32_t nsge)
+{
+    struct pvrdma_sq_wqe_hdr h;
+
+    memset(&h, 0, sizeof(h));
+    h.wr_id = id;
+    h.opcode = op;
+    h.send_flags = SIG;
+    h.num_sge = nsge;
+    return h;
+}
+
+/* Run both hosts until @cq has a CQE (at most ~2000 rounds), take it. */
+static struct pvrdma_cqe wait_cqe(Net *n, FvCq *cq)
+{
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    for (i = 0; i < 2000; i++) {
+        if (fv_cq_poll(cq, &c)) {
+            return c;
+        }
+        run(n->ha, n->hb, 1);
+    }
+    fail_msg("no completion");
+    return c;
+}
+
+static void expect(struct pvrdma_cqe c, uint64_t wr_id, uint32_t opcode,
+                   uint32_t status, uint32_t len)
+{
+    assert_int_equal(c.wr_id, wr_id);
+    assert_int_equal(c.opcode, opcode);
+    assert_int_equal(c.status, status);
+    if (status == PVRDMA_WC_SUCCESS) {
+        assert_int_equal(c.byte_len, len);
+    }
+}
+
+static void expect_same(FvMr *x, uint64_t xva, FvMr *y, uint64_t yva,
+                        uint64_t len)
+{
+    uint64_t i;
+
+    for (i = 0; i < len; i++) {
+        if (*fv_mr_ptr(x, xva + i) != *fv_mr_ptr(y, yva + i)) {
+            fail_msg("byte %" PRIu64 " differs", i);
+        }
+    }
+}
+
+/* ---- every opcode across a link -------------------------------------- */
+
+static void do_ops(bool shm)
+{
+    Net *n = net_new(shm);
+    uint32_t big = 200 * 1024 + 17;      /* wraps the test ring (64 KiB) */
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    uint64_t v;
+
+    /* SEND of a large message into two receive SGEs. */
+    fv_mr_fill(n->ma, VA_A + 5, big, 7);
+    r = sge(n->mb, VA_B + 3, big);
+    fv_post_recv(n->b, 0xb1, &r, 1);
+    fv_ring_rq(n->b);
+    s = sge(n->ma, VA_A + 5, big);
+    h = wqe(0xa1, PVRDMA_WR_SEND_WITH_IMM, 1);
+    h.ex.imm_data = 0xabcdef01;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, big);
+    c = wait_cqe(n, n->cqb);
+    expect(c, 0xb1, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, big);
+    assert_int_equal(c.imm_data, 0xabcdef01);
+    assert_int_equal(c.src_qp, n->a->qpn);
+    assert_true(fv_mr_check(n->mb, VA_B + 3, big, 7));
+
+    /* RDMA WRITE, then READ it back elsewhere. */
+    fv_mr_fill(n->ma, VA_A, big, 9);
+    s = sge(n->ma, VA_A, big);
+    h = wqe(0xa2, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B + 100;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa2, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_SUCCESS, big);
+    assert_true(fv_mr_check(n->mb, VA_B + 100, big, 9));
+
+    fv_mr_fill(n->mb, VA_B + 1000, big, 11);
+    s = sge(n->ma, VA_A + 64, big);
+    h = wqe(0xa3, PVRDMA_WR_RDMA_READ, 1);
+    h.wr.rdma.remote_addr = VA_B + 1000;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa3, PVRDMA_WC_RDMA_READ,
+           PVRDMA_WC_SUCCESS, big);
+    expect_same(n->ma, VA_A + 64, n->mb, VA_B + 1000, big);
+
+    /* FETCH_AND_ADD and CMP_AND_SWP on b's memory. */
+    v = 40;
+    memcpy(fv_mr_ptr(n->mb, VA_B + 8 * 100), &v, 8);
+    s = sge(n->ma, VA_A + 8 * 10, 8);
+    h = wqe(0xa4, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, 1);
+    h.wr.atomic.remote_addr = VA_B + 8 * 100;
+    h.wr.atomic.rkey = n->mb->rkey;
+    h.wr.atomic.compare_add = 2;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa4, PVRDMA_WC_FETCH_ADD,
+           PVRDMA_WC_SUCCESS, 8);
+    memcpy(&v, fv_mr_ptr(n->ma, VA_A + 8 * 10), 8);
+    assert_int_equal(v, 40);
+    memcpy(&v, fv_mr_ptr(n->mb, VA_B + 8 * 100), 8);
+    assert_int_equal(v, 42);
+    h = wqe(0xa5, PVRDMA_WR_ATOMIC_CMP_AND_SWP, 1);
+    h.wr.atomic.remote_addr = VA_B + 8 * 100;
+    h.wr.atomic.rkey = n->mb->rkey;
+    h.wr.atomic.compare_add = 42;
+    h.wr.atomic.swap = 7;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa5, PVRDMA_WC_COMP_SWAP,
+           PVRDMA_WC_SUCCESS, 8);
+    memcpy(&v, fv_mr_ptr(n->mb, VA_B + 8 * 100), 8);
+    assert_int_equal(v, 7);
+
+    /* Zero-length WRITE_WITH_IMM consumes a receive WQE. */
+    fv_post_recv(n->b, 0xb2, NULL, 0);
+    fv_ring_rq(n->b);
+    h = wqe(0xa6, PVRDMA_WR_RDMA_WRITE_WITH_IMM, 0);
+    h.ex.imm_data = 5;
+    fv_post_send(n->a, &h, NULL, 0);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa6, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_SUCCESS, 0);
+    expect(wait_cqe(n, n->cqb), 0xb2, PVRDMA_WC_RECV_RDMA_WITH_IMM,
+           PVRDMA_WC_SUCCESS, 0);
+
+    /* The other way round: b sends to a. */
+    fv_mr_fill(n->mb, VA_B, 3000, 13);
+    r = sge(n->ma, VA_A, 4096);
+    fv_post_recv(n->a, 0xa7, &r, 1);
+    fv_ring_rq(n->a);
+    s = sge(n->mb, VA_B, 3000);
+    h = wqe(0xb3, PVRDMA_WR_SEND, 1);
+    fv_post_send(n->b, &h, &s, 1);
+    fv_ring_sq(n->b);
+    expect(wait_cqe(n, n->cqb), 0xb3, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS,
+           3000);
+    expect(wait_cqe(n, n->cqa), 0xa7, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS,
+           3000);
+    assert_true(fv_mr_check(n->ma, VA_A, 3000, 13));
+
+    assert_int_equal(n->fa->guest_errors, 0);
+    assert_int_equal(n->fb->guest_errors, 0);
+    net_free(n);
+}
+
+static void test_ops_shm(void **state)
+{
+    (void)state;
+    do_ops(true);
+}
+
+static void test_ops_inline(void **state)
+{
+    (void)state;
+    do_ops(false);
+}
+
+/* Many messages in both directions at once: streams share the link. */
+static void test_both_ways_busy(void **state)
+{
+    Net *n = net_new(true);
+    uint32_t len = 100 * 1024;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < 5; i++) {
+        fv_mr_fill(n->ma, VA_A, len, 20 + i);
+        fv_mr_fill(n->mb, VA_B + 110 * 1024, len, 40 + i);
+        r = sge(n->mb, VA_B, len);
+        fv_post_recv(n->b, i, &r, 1);
+        fv_ring_rq(n->b);
+        r = sge(n->ma, VA_A + 110 * 1024, len);
+        fv_post_recv(n->a, i, &r, 1);
+        fv_ring_rq(n->a);
+        s = sge(n->ma, VA_A, len);
+        h = wqe(i, PVRDMA_WR_SEND, 1);
+        fv_post_send(n->a, &h, &s, 1);
+        s = sge(n->mb, VA_B + 110 * 1024, len);
+        fv_post_send(n->b, &h, &s, 1);
+        fv_ring_sq(n->a);
+        fv_ring_sq(n->b);
+        /* two CQEs on each side, in either order */
+        wait_cqe(n, n->cqa);
+        wait_cqe(n, n->cqa);
+        wait_cqe(n, n->cqb);
+        wait_cqe(n, n->cqb);
+        assert_true(fv_mr_check(n->mb, VA_B, len, 20 + i));
+        assert_true(fv_mr_check(n->ma, VA_A + 110 * 1024, len, 40 + i));
+    }
+    net_free(n);
+}
+
+/* ---- errors across a link -------------------------------------------- */
+
+static void test_remote_errors(void **state)
+{
+    Net *n = net_new(false);
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    uint32_t t, info;
+
+    (void)state;
+    /* A bad rkey: REM_ACCESS_ERR here, the responder QP goes to ERR. */
+    s = sge(n->ma, VA_A, 100000);
+    h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey ^ 0x100;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_REM_ACCESS_ERR, 0);
+    assert_int_equal(fv_qp_state(n->b), PVRDMA_QPS_ERR);
+    assert_true(fv_async_next(n->fb, &t, &info));
+    assert_int_equal(t, PVRDMA_EQE_TYPE_QP_ACCESS_ERR);
+    net_free(n);
+}
+
+/* No receive WQE: RNR NAK; posting one wakes the requester at once. */
+static void test_rnr_then_recv(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 5000, 3);
+    s = sge(n->ma, VA_A, 5000);
+    h = wqe(1, PVRDMA_WR_SEND, 1);
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    run(n->ha, n->hb, 50);
+    assert_false(fv_cq_poll(n->cqa, &(struct pvrdma_cqe){ 0 }));
+    assert_true(pvrdma_core_rnr_waiting(pvrdma_table_lookup(
+                    &n->fa->core->qp_tbl, n->a->handle)));
+    r = sge(n->mb, VA_B, 8192);
+    fv_post_recv(n->b, 2, &r, 1);
+    fv_ring_rq(n->b);
+    /* No clock moves: only RECV_POSTED can retry it. */
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 5000);
+    expect(wait_cqe(n, n->cqb), 2, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 5000);
+    assert_true(fv_mr_check(n->mb, VA_B, 5000, 3));
+    net_free(n);
+}
+
+/* ---- failure of the peer --------------------------------------------- */
+
+/* The peer's process dies with a request outstanding. */
+static void test_peer_dies(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+
+    (void)state;
+    /* b's host stops handling its socket: the READ stays outstanding. */
+    n->hb->frozen = true;
+    s = sge(n->ma, VA_A, 4096);
+    h = wqe(1, PVRDMA_WR_RDMA_READ, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    run(n->ha, NULL, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    /* SIGKILL: the kernel closes the socket. */
+    fg_free(n->fb);
+    n->fb = NULL;
+    host_free(n->hb);
+    n->hb = NULL;
+    run(n->ha, NULL, 5);
+    c = wait_cqe(n, n->cqa);
+    expect(c, 1, PVRDMA_WC_RDMA_READ, PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 1);
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 0);
+    assert_non_null(strstr(n->ha->last_report, "down"));
+    /* A new QP to the same address now fails at once: no route. */
+    {
+        FvQp *q = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa,
+                            NULL, 4, 1, false);
+
+        assert_int_equal(fv_qp_rts(q, n->b->qpn, 0, &conn_opts), 0);
+        h = wqe(2, PVRDMA_WR_SEND, 1);
+        fv_post_send(q, &h, &s, 1);
+        fv_ring_sq(q);
+        expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_SEND,
+               PVRDMA_WC_RETRY_EXC_ERR, 0);
+        g_free(q);
+    }
+    fg_free(n->fa);
+    host_free(n->ha);
+    g_free(n->cqa);
+    g_free(n->cqb);
+    g_free(n->a);
+    g_free(n->b);
+    g_free(n->ma);
+    g_free(n->mb);
+    g_free(n);
+}
+
+/* The peer stops answering but keeps the socket: the QP's timeout. */
+static void test_peer_silent(void **state)
+{
+    Net *n = net_new(false);
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    n->hb->frozen = true;
+    s = sge(n->ma, VA_A, 100);
+    h = wqe(1, PVRDMA_WR_SEND, 1);
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    run(n->ha, NULL, 10);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    /* 1 s: below the floor of the timeout (2 s), still waiting. */
+    n->ha->now += 1000000000LL;
+    run(n->ha, NULL, 3);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    for (i = 0; i < 30 && !fv_cq_poll(n->cqa, &c); i++) {
+        n->ha->now += 100000000LL;
+        run(n->ha, NULL, 1);
+    }
+    expect(c, 1, PVRDMA_WC_SEND, PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 1);
+    /* A late answer is ignored; the link itself stays up. */
+    n->hb->frozen = false;
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 1);
+    net_free(n);
+}
+
+/* The guest tears down a QP and its MR while its WRITE is streaming. */
+static void test_teardown_midstream(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    unsigned i;
+
+    (void)state;
+    s = sge(n->ma, VA_A, 200 * 1024);
+    h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    /* b's side has a partial stream; a's MR and QP go away. */
+    run(n->ha, n->hb, 1);
+    assert_int_equal(fg_destroy_mr(n->fb, n->mb->handle), 0);
+    assert_int_equal(fg_destroy_mr(n->fa, n->ma->handle), 0);
+    for (i = 0; i < 20; i++) {
+        n->ha->now += 10000000LL;
+        run(n->ha, n->hb, 1);
+    }
+    assert_int_equal(fg_destroy_qp(n->fa, n->a->handle), 0);
+    assert_int_equal(fg_destroy_qp(n->fb, n->b->handle), 0);
+    run(n->ha, n->hb, 20);
+    /* The link survived and still works for new QPs. */
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 1);
+    net_free(n);
+}
+
+/* ---- a hostile peer ---------------------------------------------------- */
+
+static void put_hdr(uint8_t *p, uint8_t type, uint16_t flags, uint32_t len,
+                    uint32_t id)
+{
+    uint32_t m = GUINT32_TO_LE(PVRDMA_LINK_MAGIC);
+
+    memcpy(p, &m, 4);
+    p[4] = PVRDMA_LINK_VERSION;
+    p[5] = type;
+    flags = GUINT16_TO_LE(flags);
+    memcpy(p + 6, &flags, 2);
+    len = GUINT32_TO_LE(len);
+    memcpy(p + 8, &len, 4);
+    id = GUINT32_TO_LE(id);
+    memcpy(p + 12, &id, 4);
+}
+
+/* A fabric with a guest, and a raw socket that already said HELLO. */
+typedef struct Raw {
+    Host *h;
+    FakeGuest *fg;
+    int fd;
+} Raw;
+
+static Raw *raw_new(void)
+{
+    Raw *r = g_new0(Raw, 1);
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE] = { 0 };
+    int sv[2];
+    unsigned i;
+
+    r->h = host_new();
+    r->fg = guest_on(r->h, 1);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pvrdma_fabric_add_link(r->h->fab, sv[0], false, "raw");
+    r->fd = sv[1];
+    put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+    hello[PVRDMA_LINK_HDR_SIZE] = 0x5a;     /* instance */
+    assert_int_equal(write(r->fd, hello, sizeof(hello)), sizeof(hello));
+    for (i = 0; i < 5; i++) {
+        run(r->h, NULL, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    fcntl(r->fd, F_SETFL, O_NONBLOCK);
+    return r;
+}
+
+static void raw_free(Raw *r)
+{
+    close(r->fd);
+    run(r->h, NULL, 3);
+    fg_free(r->fg);
+    host_free(r->h);
+    g_free(r);
+}
+
+/* Feed @len bytes; true if the fabric closed the link. */
+static bool raw_feed(Raw *r, const void *buf, size_t len)
+{
+    char sink[65536];
+    unsigned i;
+
+    assert_int_equal(write(r->fd, buf, len), (ssize_t)len);
+    for (i = 0; i < 5; i++) {
+        run(r->h, NULL, 1);
+        while (read(r->fd, sink, sizeof(sink)) > 0) {
+            /* drain what the fabric sends back */
+        }
+    }
+    return pvrdma_fabric_links_up(r->h->fab) == 0;
+}
+
+static void test_hostile_frames(void **state)
+{
+    struct {
+        const char *what;
+        uint8_t type;
+        uint16_t flags;
+        uint32_t len;
+        uint32_t id;
+        uint8_t body[96];
+        uint32_t body_len;
+    } cases[] = {
+        { "bad type", 99, 0, 0, 0, { 0 }, 0 },
+        { "oversized DATA", PVRDMA_LINK_DATA, 0,
+          PVRDMA_LINK_MAX_INLINE + 1, 0, { 0 }, 0 },
+        { "DATA without a stream", PVRDMA_LINK_DATA, 0, 4, 9, { 1 }, 4 },
+        { "second HELLO", PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0,
+          { 0 }, PVRDMA_LINK_HELLO_SIZE },
+        { "ACK for a request never sent", PVRDMA_LINK_ACK, 0,
+          PVRDMA_LINK_ACK_SIZE, 12345, { 0 }, PVRDMA_LINK_ACK_SIZE },
+        { "CREDIT on an inline link", PVRDMA_LINK_CREDIT, 0,
+          PVRDMA_LINK_CREDIT_SIZE, 0, { 1 }, PVRDMA_LINK_CREDIT_SIZE },
+        { "GIDS with a wrong count", PVRDMA_LINK_GIDS, 0, 4, 0,
+          { 1, 0, 2, 0 }, 4 },
+        { "REQ with a local opcode", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_LOCAL_INV }, 
+          PVRDMA_LINK_REQ_SIZE },
+        { "REQ with a 2^40-byte length", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1,
+          { [88] = 0, [93] = 1 }, PVRDMA_LINK_REQ_SIZE },
+        { "RESP never asked for", PVRDMA_LINK_RESP, 0,
+          PVRDMA_LINK_RESP_SIZE, 77, { 5 }, PVRDMA_LINK_RESP_SIZE },
+        { "RECV_POSTED with a 32-bit QPN", PVRDMA_LINK_RECV_POSTED, 0,
+          PVRDMA_LINK_RECV_POSTED_SIZE, 0, { [19] = 0xff },
+          PVRDMA_LINK_RECV_POSTED_SIZE },
+    };
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < G_N_ELEMENTS(cases); i++) {
+        Raw *r = raw_new();
+        uint8_t buf[PVRDMA_LINK_HDR_SIZE + 96];
+
+        put_hdr(buf, cases[i].type, cases[i].flags, cases[i].len,
+                cases[i].id);
+        memcpy(buf + PVRDMA_LINK_HDR_SIZE, cases[i].body, cases[i].body_len);
+        if (!raw_feed(r, buf, PVRDMA_LINK_HDR_SIZE + cases[i].body_len)) {
+            fail_msg("case '%s': the link stayed up", cases[i].what);
+        }
+        assert_int_equal(r->fg->guest_errors, 0);
+        raw_free(r);
+    }
+}
+
+/* A REQ for a QP that does not exist is answered, not a violation. */
+static void test_req_to_nobody(void **state)
+{
+    Raw *r = raw_new();
+    uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_REQ_SIZE] = { 0 };
+    uint8_t ack[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_ACK_SIZE];
+    unsigned i;
+    ssize_t got = 0;
+
+    (void)state;
+    put_hdr(buf, PVRDMA_LINK_REQ, 0, PVRDMA_LINK_REQ_SIZE, 3);
+    buf[PVRDMA_LINK_HDR_SIZE] = PVRDMA_WR_RDMA_READ;
+    buf[PVRDMA_LINK_HDR_SIZE + 8] = 0x33;           /* dst_qpn */
+    assert_int_equal(write(r->fd, buf, sizeof(buf)), sizeof(buf));
+    /* Skip the GIDS frame the fabric announced at HELLO. */
+    for (i = 0; i < 20 && got <= 0; i++) {
+        uint8_t frame[PVRDMA_LINK_HDR_SIZE + 4096 + 4];
+        uint32_t len;
+
+        run(r->h, NULL, 1);
+        while (read(r->fd, frame, PVRDMA_LINK_HDR_SIZE) ==
+               PVRDMA_LINK_HDR_SIZE) {
+            memcpy(&len, frame + 8, 4);
+            len = GUINT32_FROM_LE(len);
+            assert_int_equal(read(r->fd, frame + PVRDMA_LINK_HDR_SIZE, len),
+                             len);
+            if (frame[5] == PVRDMA_LINK_ACK) {
+                memcpy(ack, frame, sizeof(ack));
+                got = 1;
+            }
+        }
+    }
+    assert_int_equal(got, 1);
+    assert_int_equal(ack[12], 3);                   /* id */
+    assert_int_equal(ack[PVRDMA_LINK_HDR_SIZE], PVRDMA_WC_RETRY_EXC_ERR);
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    raw_free(r);
+}
+
+/* Random bytes after HELLO: the link may close, nothing else happens. */
+static void test_random_frames(void **state)
+{
+    GRand *rnd = g_rand_new_with_seed(12345);
+    unsigned round;
+
+    (void)state;
+    for (round = 0; round < 200; round++) {
+        Raw *r = raw_new();
+        uint8_t buf[512];
+        unsigned i, k;
+
+        for (k = 0; k < 4; k++) {
+            uint32_t len = g_rand_int_range(rnd, 0, 120);
+
+            /* A valid header most of the time, so bodies get parsed. */
+            put_hdr(buf, g_rand_int_range(rnd, 1, PVRDMA_LINK_TYPE_MAX + 1),
+                    g_rand_int_range(rnd, 0, 2), len,
+                    g_rand_int_range(rnd, 0, 4));
+            if (g_rand_int_range(rnd, 0, 8) == 0) {
+                buf[g_rand_int_range(rnd, 0, 16)] ^= 0xff;
+            }
+            for (i = 0; i < len; i++) {
+                buf[PVRDMA_LINK_HDR_SIZE + i] = g_rand_int(rnd);
+            }
+            if (raw_feed(r, buf, PVRDMA_LINK_HDR_SIZE + len)) {
+                break;
+            }
+        }
+        raw_free(r);
+    }
+    g_rand_free(rnd);
+}
+
+/* HELLO of a shared-ring link without its memfd. */
+static void test_shm_hello_without_ring(void **state)
+{
+    Host *h = host_new();
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE] = { 0 };
+    uint32_t ring = GUINT32_TO_LE(PVRDMA_LINK_RING_SIZE);
+    int sv[2];
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pvrdma_fabric_add_link(h->fab, sv[0], true, "raw-shm");
+    put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+    hello[PVRDMA_LINK_HDR_SIZE] = 1;
+    memcpy(hello + PVRDMA_LINK_HDR_SIZE + 8, &ring, 4);
+    assert_int_equal(write(sv[1], hello, sizeof(hello)), sizeof(hello));
+    for (i = 0; i < 5; i++) {
+        run(h, NULL, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(h->fab), 0);
+    assert_non_null(strstr(h->last_report, "HELLO"));
+    close(sv[1]);
+    host_free(h);
+}
+
+/* ---- discovery through a directory ------------------------------------- */
+
+static void test_join_dir(void **state)
+{
+    char *dir = g_dir_make_tmp("pvrdma-fab-XXXXXX", NULL);
+    Host *a = host_new(), *b = host_new(), *c;
+    char *err = NULL;
+    unsigned i;
+
+    (void)state;
+    assert_true(pvrdma_fabric_join_dir(a->fab, dir, &err));
+    assert_true(pvrdma_fabric_join_dir(b->fab, dir, &err));
+    for (i = 0; i < 20; i++) {
+        run(a, b, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
+    /* b dies; a restarted b finds a again. */
+    host_free(b);
+    for (i = 0; i < 5; i++) {
+        run(a, NULL, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 0);
+    c = host_new();
+    assert_true(pvrdma_fabric_join_dir(c->fab, dir, &err));
+    for (i = 0; i < 20; i++) {
+        run(a, c, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(c->fab), 1);
+    host_free(a);
+    host_free(c);
+    /* Not a directory: a message that says so. */
+    {
+        Host *d = host_new();
+
+        assert_false(pvrdma_fabric_join_dir(d->fab, "/nonexistent/x",
+                                            &err));
+        assert_non_null(strstr(err, "not a writable directory"));
+        g_free(err);
+        host_free(d);
+    }
+    rmdir(dir);
+    g_free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ops_shm),
+        cmocka_unit_test(test_ops_inline),
+        cmocka_unit_test(test_both_ways_busy),
+        cmocka_unit_test(test_remote_errors),
+        cmocka_unit_test(test_rnr_then_recv),
+        cmocka_unit_test(test_peer_dies),
+        cmocka_unit_test(test_peer_silent),
+        cmocka_unit_test(test_teardown_midstream),
+        cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_req_to_nobody),
+        cmocka_unit_test(test_random_frames),
+        cmocka_unit_test(test_shm_hello_without_ring),
+        cmocka_unit_test(test_join_dir),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -13,11 +13,15 @@
  *                 [,max-srq-wr=N][,max-srq-sge=N][,max-ah=N][,max-uc=N]
  *                 [,uar-pages=N][,gid-tbl-len=N][,max-mr-size=BYTES]
  *                 [,max-pinned-pages=N][,node-guid=GUID]
- *                 [,backend=fabric]
+ *                 [,backend=fabric][,fabric-path=DIR]
+ *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
  *
  * All properties are per-device limits advertised to the guest as the
  * device capabilities; they also bound the host resources a guest can
  * consume. See README.md for the defaults and the allowed ranges.
+ * The fabric-* properties join the device to pvrdma devices of other
+ * QEMU processes and hosts (pvrdma_fabric_glue.c); without them it
+ * reaches the pvrdma devices of this process only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -38,6 +42,7 @@
 #include "pvrdma_core.h"
 #include "pvrdma_dev_abi.h"
 #include "pvrdma_fabric.h"
+#include "pvrdma_fabric_glue.h"
 #include "pvrdma_gerr_trace.h"
 
 /* Guest errors of one kind logged in the current window (below). */
@@ -59,6 +64,9 @@ struct PvrdmaState {
 
     PvrdmaCoreConfig cfg;
     char *backend;              /* backend= property */
+    char *fabric_path;          /* fabric-* properties */
+    char *fabric_listen;
+    char *fabric_peer;
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
@@ -419,6 +427,7 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
 {
     const char *name = s->backend ? s->backend : "fabric";
     PvrdmaFabricPort *port;
+    PvrdmaFabric *fab;
     char *msg = NULL;
 
     if (strcmp(name, "fabric") != 0) {
@@ -426,12 +435,20 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
                    "backend=fabric (the built-in software fabric)", name);
         return false;
     }
-    if (!pvrdma_process_fabric) {
-        pvrdma_process_fabric = pvrdma_fabric_new();
+    if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
+        fab = pvrdma_fabric_glue_get(s->fabric_path, s->fabric_listen,
+                                     s->fabric_peer, errp);
+        if (!fab) {
+            return false;
+        }
+    } else {
+        if (!pvrdma_process_fabric) {
+            pvrdma_process_fabric = pvrdma_fabric_new();
+        }
+        fab = pvrdma_process_fabric;
     }
     /* The devfn is the same on a migration destination: stable QPNs. */
-    port = pvrdma_fabric_port_new(pvrdma_process_fabric, s->core,
-                                  PCI_DEVICE(s)->devfn, &msg);
+    port = pvrdma_fabric_port_new(fab, s->core, PCI_DEVICE(s)->devfn, &msg);
     if (!port) {
         error_setg(errp, "%s", msg);
         g_free(msg);
@@ -529,6 +546,9 @@ static const Property pvrdma_props[] = {
     PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages, MAX_PINNED_PAGES),
     DEFINE_PROP_UINT64("node-guid", PvrdmaState, cfg.node_guid, 0),
     DEFINE_PROP_STRING("backend", PvrdmaState, backend),
+    DEFINE_PROP_STRING("fabric-path", PvrdmaState, fabric_path),
+    DEFINE_PROP_STRING("fabric-listen", PvrdmaState, fabric_listen),
+    DEFINE_PROP_STRING("fabric-peer", PvrdmaState, fabric_peer),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

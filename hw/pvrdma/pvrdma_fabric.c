@@ -203,7 +203,7 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
     }
 }
 
-/* ---- links ----------------------------------------------------------------- */
+/* ---- links --------------------------------------------------------------- */
 
 PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
                                 uint32_t qpn)
@@ -432,7 +432,7 @@ void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex)
     g_free(ex);
 }
 
-/* ---- what the port backend asks ------------------------------------------- */
+/* ---- what the port backend asks ------------------------------------------ */
 
 bool pvrdma_fabric_port_rq_busy(PvrdmaFabricPort *port, PvrdmaQp *qp)
 {

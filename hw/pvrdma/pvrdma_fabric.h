@@ -117,7 +117,7 @@ typedef struct PvrdmaFabricHost {
      */
     void (*watch)(void *opaque, int fd, bool write, void *tag);
     void (*unwatch)(void *opaque, int fd);
-    /* One timer: fire pvrdma_fabric_timer_expired() at @expire_ns (<0: cancel). */
+    /* One timer: pvrdma_fabric_timer_expired() at @expire_ns (<0: off). */
     void (*timer_mod)(void *opaque, int64_t expire_ns);
     /* Monotonic host clock (real time: peers live outside the guest). */
     int64_t (*clock_ns)(void *opaque);

@@ -119,7 +119,7 @@ static void pvrdma_tcp_tune(int fd)
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-/* ---- path=DIR -------------------------------------------------------------- */
+/* ---- path=DIR ------------------------------------------------------------ */
 
 static bool pvrdma_unix_addr(struct sockaddr_un *sun, const char *path)
 {
@@ -170,7 +170,7 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
 
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
         access(dir, W_OK | X_OK) < 0) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: path=%s is not a writable "
+        *errmsg = g_strdup_printf("pvrdma: fabric-path=%s is not a writable "
                                   "directory (%s): create it, e.g. mkdir -p "
                                   "%s, and give every QEMU of the fabric "
                                   "the same path", dir,
@@ -182,7 +182,7 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     tmp = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.tmp", dir,
                           fab->instance);
     if (!pvrdma_unix_addr(&sun, tmp)) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: path=%s is too long for a "
+        *errmsg = g_strdup_printf("pvrdma: fabric-path=%s is too long for a "
                                   "unix socket (at most %zu characters "
                                   "with the socket's name): use a shorter "
                                   "directory", dir,
@@ -194,8 +194,8 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
         listen(fd, 64) < 0 || rename(tmp, path) < 0) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: cannot listen on %s: %s",
-                                  path, g_strerror(errno));
+        *errmsg = g_strdup_printf("pvrdma: fabric-path: cannot listen on "
+                                  "%s: %s", path, g_strerror(errno));
         if (fd >= 0) {
             close(fd);
         }
@@ -229,7 +229,7 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     return true;
 }
 
-/* ---- TCP ------------------------------------------------------------------- */
+/* ---- TCP ----------------------------------------------------------------- */
 
 /* "HOST:PORT" (HOST may be [v6]) into @ep's address. */
 static bool pvrdma_tcp_resolve(PvrdmaFabricEndpoint *ep, const char *addr,
@@ -246,8 +246,8 @@ static bool pvrdma_tcp_resolve(PvrdmaFabricEndpoint *ep, const char *addr,
     int ret;
 
     if (!colon || !colon[1]) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: '%s' is not HOST:PORT "
-                                  "(e.g. 192.0.2.1:7471)", addr);
+        *errmsg = g_strdup_printf("pvrdma: fabric address '%s' is not "
+                                  "HOST:PORT (e.g. 192.0.2.1:7471)", addr);
         return false;
     }
     host = g_strndup(addr, colon - addr);
@@ -258,8 +258,8 @@ static bool pvrdma_tcp_resolve(PvrdmaFabricEndpoint *ep, const char *addr,
     ret = getaddrinfo(*host ? host : NULL, colon + 1, &hints, &res);
     g_free(host);
     if (ret || !res) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: cannot resolve '%s': %s",
-                                  addr, gai_strerror(ret));
+        *errmsg = g_strdup_printf("pvrdma: cannot resolve fabric address "
+                                  "'%s': %s", addr, gai_strerror(ret));
         return false;
     }
     memcpy(&ep->addr, res->ai_addr, res->ai_addrlen);
@@ -284,9 +284,9 @@ bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg)
     }
     if (fd < 0 || bind(fd, (struct sockaddr *)&tmp.addr, tmp.addrlen) < 0 ||
         listen(fd, 16) < 0) {
-        *errmsg = g_strdup_printf("pvrdma-fabric: cannot listen on "
-                                  "listen=%s: %s (is the address local, and "
-                                  "the port free?)", addr,
+        *errmsg = g_strdup_printf("pvrdma: cannot listen on "
+                                  "fabric-listen=%s: %s (is the address "
+                                  "local, and the port free?)", addr,
                                   g_strerror(errno));
         if (fd >= 0) {
             close(fd);
@@ -318,8 +318,9 @@ static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
         if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
             g_free(ep->last_error);
             ep->last_error = g_strdup(g_strerror(err));
-            pvrdma_report(fab, "pvrdma-fabric: peer=%s unreachable (%s); "
-                          "retrying every second", ep->name, ep->last_error);
+            pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable "
+                          "(%s); retrying every second", ep->name,
+                          ep->last_error);
         }
         return;
     }
@@ -344,7 +345,7 @@ bool pvrdma_fabric_add_peer(PvrdmaFabric *fab, const char *addr,
     return true;
 }
 
-/* ---- events ---------------------------------------------------------------- */
+/* ---- events -------------------------------------------------------------- */
 
 static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
 {
@@ -390,8 +391,9 @@ static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
         if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
             g_free(ep->last_error);
             ep->last_error = g_strdup(g_strerror(err));
-            pvrdma_report(fab, "pvrdma-fabric: peer=%s unreachable (%s); "
-                          "retrying every second", ep->name, ep->last_error);
+            pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable "
+                          "(%s); retrying every second", ep->name,
+                          ep->last_error);
         }
         pvrdma_fabric_kick(fab);
         return;

@@ -126,7 +126,7 @@ struct PvrdmaLink {
     PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
 };
 
-/* ---- little-endian fields -------------------------------------------------- */
+/* ---- little-endian fields ------------------------------------------------ */
 
 static inline void wr16(uint8_t *p, uint16_t v)
 {
@@ -170,7 +170,7 @@ static inline uint64_t rd64(const uint8_t *p)
     return GUINT64_FROM_LE(v);
 }
 
-/* ---- output ---------------------------------------------------------------- */
+/* ---- output -------------------------------------------------------------- */
 
 static void pvrdma_link_update_watch(PvrdmaLink *l)
 {
@@ -265,7 +265,7 @@ static bool pvrdma_link_flush(PvrdmaLink *l)
     return true;
 }
 
-/* ---- payload streams we send ----------------------------------------------- */
+/* ---- payload streams we send --------------------------------------------- */
 
 /* Where a chunk goes: our ring at @pos, or the output buffer at @dst. */
 typedef struct PvrdmaLinkSink {
@@ -510,7 +510,7 @@ static PvrdmaLinkTx *pvrdma_link_tx_add(PvrdmaLink *l, uint8_t type,
     return tx;
 }
 
-/* ---- requester ------------------------------------------------------------- */
+/* ---- requester ----------------------------------------------------------- */
 
 static bool pvrdma_link_has_payload(uint32_t opcode)
 {
@@ -657,7 +657,7 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
     }
 }
 
-/* ---- control frames we send ------------------------------------------------ */
+/* ---- control frames we send ---------------------------------------------- */
 
 void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
                            bool leaving)
@@ -703,7 +703,7 @@ void pvrdma_link_send_recv_posted(PvrdmaLink *l, const uint8_t gid[16],
     pvrdma_link_flush(l);
 }
 
-/* ---- frames we receive ----------------------------------------------------- */
+/* ---- frames we receive --------------------------------------------------- */
 
 static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
 {
@@ -1232,7 +1232,7 @@ void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable)
     }
 }
 
-/* ---- life ------------------------------------------------------------------ */
+/* ---- life ---------------------------------------------------------------- */
 
 static int pvrdma_link_make_ring(PvrdmaLink *l)
 {
@@ -1442,7 +1442,7 @@ bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)
     return false;
 }
 
-/* ---- the guest changed something under a stream ---------------------------- */
+/* ---- the guest changed something under a stream -------------------------- */
 
 void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port)
 {

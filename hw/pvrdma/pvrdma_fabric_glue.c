@@ -1,0 +1,161 @@
+/*
+ * QEMU glue of the software fabric across processes and hosts
+ * (docs/fabric.md): the fabrics named by the fabric-* properties of
+ * -device pvrdma, with the fd handlers, timer and messages they need.
+ *
+ *   -device pvrdma,fabric-path=DIR                 (VMs of one host)
+ *   -device pvrdma,fabric-listen=HOST:PORT[,fabric-peer=HOST:PORT]
+ *
+ * Devices of one process with the same fabric-* values share one fabric;
+ * different values are different fabrics, which never see each other.
+ * (A property rather than an -object: -object types must be listed in
+ * QEMU's QAPI schema, which this out-of-tree device does not patch.)
+ * The fabric code itself is QEMU-free (pvrdma_fabric*.c, pvrdma_link.c).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+
+#include "qemu/osdep.h"
+#include "qemu/error-report.h"
+#include "qemu/main-loop.h"
+#include "qemu/timer.h"
+#include "qapi/error.h"
+
+#include "pvrdma_fabric.h"
+#include "pvrdma_fabric_glue.h"
+
+typedef struct PvrdmaFabricGlue {
+    char *key;
+    PvrdmaFabric *fab;
+    QEMUTimer *timer;
+    GHashTable *watches;        /* fd -> PvrdmaFabricWatch */
+} PvrdmaFabricGlue;
+
+typedef struct PvrdmaFabricWatch {
+    PvrdmaFabricGlue *glue;
+    void *tag;
+} PvrdmaFabricWatch;
+
+/* Fabrics of this process by their properties; kept for its lifetime. */
+static GHashTable *pvrdma_fabrics;
+
+static void pvrdma_fabric_glue_read(void *opaque)
+{
+    PvrdmaFabricWatch *w = opaque;
+
+    pvrdma_fabric_fd_ready(w->glue->fab, w->tag, true, false);
+}
+
+static void pvrdma_fabric_glue_write(void *opaque)
+{
+    PvrdmaFabricWatch *w = opaque;
+
+    pvrdma_fabric_fd_ready(w->glue->fab, w->tag, false, true);
+}
+
+static void pvrdma_fabric_glue_watch(void *opaque, int fd, bool write,
+                                     void *tag)
+{
+    PvrdmaFabricGlue *g = opaque;
+    PvrdmaFabricWatch *w = g_hash_table_lookup(g->watches,
+                                               GINT_TO_POINTER(fd));
+
+    if (!w) {
+        w = g_new0(PvrdmaFabricWatch, 1);
+        w->glue = g;
+        g_hash_table_insert(g->watches, GINT_TO_POINTER(fd), w);
+    }
+    w->tag = tag;
+    qemu_set_fd_handler(fd, pvrdma_fabric_glue_read,
+                        write ? pvrdma_fabric_glue_write : NULL, w);
+}
+
+static void pvrdma_fabric_glue_unwatch(void *opaque, int fd)
+{
+    PvrdmaFabricGlue *g = opaque;
+
+    qemu_set_fd_handler(fd, NULL, NULL, NULL);
+    g_hash_table_remove(g->watches, GINT_TO_POINTER(fd));
+}
+
+static void pvrdma_fabric_glue_timer_mod(void *opaque, int64_t expire_ns)
+{
+    PvrdmaFabricGlue *g = opaque;
+
+    if (expire_ns < 0) {
+        timer_del(g->timer);
+    } else {
+        timer_mod(g->timer, expire_ns);
+    }
+}
+
+/* Peers live outside this guest: real time, not the guest's clock. */
+static int64_t pvrdma_fabric_glue_clock(void *opaque)
+{
+    return qemu_clock_get_ns(QEMU_CLOCK_REALTIME);
+}
+
+static void pvrdma_fabric_glue_report(void *opaque, const char *msg)
+{
+    info_report("%s", msg);
+}
+
+static void pvrdma_fabric_glue_timer_cb(void *opaque)
+{
+    PvrdmaFabricGlue *g = opaque;
+
+    pvrdma_fabric_timer_expired(g->fab);
+}
+
+PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
+                                     const char *peer, Error **errp)
+{
+    PvrdmaFabricGlue *g;
+    PvrdmaFabricHost host = {
+        .watch = pvrdma_fabric_glue_watch,
+        .unwatch = pvrdma_fabric_glue_unwatch,
+        .timer_mod = pvrdma_fabric_glue_timer_mod,
+        .clock_ns = pvrdma_fabric_glue_clock,
+        .report = pvrdma_fabric_glue_report,
+    };
+    char *key, *msg = NULL;
+
+    if (path && (listen || peer)) {
+        error_setg(errp, "pvrdma: fabric-path (VMs of one host) and "
+                   "fabric-listen/fabric-peer (between hosts) are two "
+                   "different fabrics: give one or the other");
+        return NULL;
+    }
+    key = g_strdup_printf("path=%s,listen=%s,peer=%s", path ?: "",
+                          listen ?: "", peer ?: "");
+    if (!pvrdma_fabrics) {
+        pvrdma_fabrics = g_hash_table_new(g_str_hash, g_str_equal);
+    }
+    g = g_hash_table_lookup(pvrdma_fabrics, key);
+    if (g) {
+        g_free(key);
+        return g->fab;
+    }
+    g = g_new0(PvrdmaFabricGlue, 1);
+    g->key = key;
+    g->fab = pvrdma_fabric_new();
+    g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
+    g->timer = timer_new_ns(QEMU_CLOCK_REALTIME, pvrdma_fabric_glue_timer_cb,
+                            g);
+    host.opaque = g;
+    pvrdma_fabric_set_host(g->fab, &host);
+    if ((path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||
+        (listen && !pvrdma_fabric_listen(g->fab, listen, &msg)) ||
+        (peer && !pvrdma_fabric_add_peer(g->fab, peer, &msg))) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        pvrdma_fabric_unref(g->fab);
+        timer_free(g->timer);
+        g_hash_table_destroy(g->watches);
+        g_free(g->key);
+        g_free(g);
+        return NULL;
+    }
+    g_hash_table_insert(pvrdma_fabrics, g->key, g);
+    return g->fab;
+}

@@ -1,0 +1,127 @@
+# Guest-side helpers (busybox sh) for tests that run in two guests at once
+# (tests/guest/vmpair.sh), sourced by their guest scripts:
+#   sync_signal TAG [TIMEOUT]        let the peer's `sync_wait ... TAG` through
+#   sync_wait PEER_IP TAG [TIMEOUT]  wait for the peer's `sync_signal TAG`
+#   xpair_server NAME TIMEOUT CMD    (one guest) start CMD in the background,
+#                                    give it 2 s to listen, signal NAME, wait
+#                                    for CMD: it must exit 0 within TIMEOUT
+#   xpair_client NAME TIMEOUT CMD    (the other) wait for NAME from $PEER_IP,
+#                                    run CMD: it must exit 0 within TIMEOUT
+# The two sides of a barrier or pair use the same TAG (NAME) and run in the
+# same order. TIMEOUT (default $SYNC_TIMEOUT, 120 s) also covers the peer
+# booting later; a barrier or command that misses it fails the guest
+# script, as pair.sh does. vmpair.sh puts PEER_IP, SELF_IP and VMPAIR_ROLE
+# (a or b) in the environment, so CMD may use $PEER_IP.
+#
+# A barrier is one TCP exchange on port $SYNC_PORT (7400) of eth0: the
+# signalling side listens (busybox `nc -l -w`, one connection), sends TAG
+# and wants "ok TAG" back; the waiting side connects until it gets through
+# (refused or unreachable while the peer boots: retried every second).
+# Neither returns before the other has seen the exchange, and a mismatch
+# (the peer at another barrier) fails both sides at once.
+#
+# The guest's busybox (1.35) has the small nc: -l -p PORT -w SEC -e PROG
+# [ARGS], no -q, -z, -u or -N. It exits 0 as soon as the socket reaches
+# EOF, even with its own stdin unsent; its stdin at EOF half-closes the
+# socket. So `nc -l -p P < FILE` to a client with empty stdin sends only
+# the first 2 KiB, and both exit 0. To send a file, let the server run
+# `nc -l -p P -e cat FILE` and the client `nc $PEER_IP P </dev/null > FILE`.
+# shellcheck shell=dash
+
+SYNC_PORT=${SYNC_PORT:-7400}
+SYNC_TIMEOUT=${SYNC_TIMEOUT:-120}
+
+fail() { echo "GUEST-FAIL: $*"; exit 1; }
+
+sync_signal() {
+    local tag=$1 limit=${2:-$SYNC_TIMEOUT} end left rc
+    end=$(($(date +%s) + limit))
+    while :; do
+        left=$((end - $(date +%s)))
+        [ "$left" -gt 0 ] ||
+            fail "sync_signal $tag: the peer did not come within ${limit}s"
+        # Exit status 3: the peer answered for another tag.
+        rc=0
+        # shellcheck disable=SC2016 # expanded by the handler's sh
+        nc -l -p "$SYNC_PORT" -w "$left" -e sh -c '
+            echo "$1"
+            read -r r || exit 1
+            [ "$r" = "ok $1" ] && exit 0
+            echo "sync: the peer answered \"$r\"" >&2
+            exit 3' sync "$tag" || rc=$?
+        case $rc in
+        0) echo "sync: signalled $tag"; return 0 ;;
+        3) fail "sync_signal $tag: the peer waits at another barrier" ;;
+        esac
+        # the peer went away mid-exchange, or the port was busy: again
+        sleep 1
+    done
+}
+
+sync_wait() {
+    local peer=$1 tag=$2 limit=${3:-$SYNC_TIMEOUT} end got
+    end=$(($(date +%s) + limit))
+    while :; do
+        got=$(echo "ok $tag" | nc -w 5 "$peer" "$SYNC_PORT" 2>/tmp/sync.err)
+        if [ -n "$got" ]; then
+            [ "$got" = "$tag" ] ||
+                fail "sync_wait $tag: $peer signalled \"$got\" instead"
+            echo "sync: $peer signalled $tag"
+            return 0
+        fi
+        [ "$(date +%s)" -lt "$end" ] ||
+            fail "sync_wait $tag: no signal from $peer within ${limit}s" \
+                "(last: $(cat /tmp/sync.err))"
+        sleep 1
+    done
+}
+
+# _sync_running PID: is our child PID still running (not exited, not a
+# zombie waiting to be reaped)?
+_sync_running() {
+    local st
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    st=${st##*) }
+    [ "${st%% *}" != Z ]
+}
+
+xpair_server() {
+    local name=$1 limit=$2 cmd=$3 spid src how
+    echo "=== $name (server here, client on the peer)"
+    echo "server: $cmd"
+    timeout "$limit" sh -c "$cmd" > "/tmp/$name.srv" 2>&1 &
+    spid=$!
+    sleep 2
+    # A server that already stopped (say, could not bind) is reported now,
+    # without a signal, rather than after the client's attempts.
+    if ! _sync_running "$spid"; then
+        how=early
+    elif (sync_signal "$name" "$limit"); then
+        how=signalled
+    else
+        how=nopeer
+        kill "$spid" 2>/dev/null
+    fi
+    src=0
+    wait "$spid" || src=$?
+    sed "s/^/[$name server] /" "/tmp/$name.srv"
+    case $how in
+    early) fail "$name: server exited with $src before the client came" ;;
+    nopeer) fail "$name: the client did not come" ;;
+    esac
+    [ "$src" -eq 0 ] || fail "$name: server exited with $src"
+    echo "=== $name: server OK"
+}
+
+xpair_client() {
+    local name=$1 limit=$2 cmd=$3 crc
+    [ -n "${PEER_IP:-}" ] || fail "xpair_client $name: PEER_IP is not set"
+    echo "=== $name (client here, server on $PEER_IP)"
+    echo "client: $cmd"
+    sync_wait "$PEER_IP" "$name" "$limit"
+    crc=0
+    timeout "$limit" sh -c "$cmd" > "/tmp/$name.cli" 2>&1 || crc=$?
+    sed "s/^/[$name client] /" "/tmp/$name.cli"
+    [ "$crc" -eq 0 ] || fail "$name: client exited with $crc"
+    echo "=== $name: client OK"
+}

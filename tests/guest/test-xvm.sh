@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Two VMs on one host joined by one fabric (-device pvrdma,fabric-path=DIR;
+# bulk data through shared memory between the two QEMU processes): the
+# ping-pongs and perftest of tests/guest/xvm.sh, guest A serving, guest B
+# connecting.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/vmpair.sh"
+. "$(dirname "$0")/xvm.sh"
+
+fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
+trap 'rm -rf "$fdir"' EXIT
+xvm_scripts "$TEST_OUT"
+vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
+    --arg -d --arg ",fabric-path=$fdir"
+xvm_check "$TEST_NAME"
+pass "ping-pongs (poll, events, 64 KiB, SRQ) and perftest between two VMs"

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# Host-side helper for the tests between two VMs (sourced after lib.sh and
+# vmpair.sh): writes the guest scripts of the common suite, in which
+# guest A serves and guest B connects, and checks the result.
+#
+#   xvm_scripts DIR     writes DIR/guest-a.sh and DIR/guest-b.sh
+#   xvm_check NAME      prints the measured lines of NAME's logs
+#
+# The suite: ibv_rc_pingpong polling, with events (-e) and with 64 KiB
+# messages, ibv_srq_pingpong (each checks its data, -c), then perftest's
+# ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw
+# (result rows required; times may read inf/nan under TCG, as in
+# test-perftest.sh: perftest's clock, not RDMA).
+
+xvm_scripts() {
+    local dir=$1
+    cat > "$dir/guest-a.sh" <<'GUEST'
+. ./sync.sh
+gid=1
+for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
+    set -- $t
+    name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
+    shift
+    xpair_server "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $*"
+done
+opts="-d pvrdma0 -x 1 -F"
+for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
+         "read_lat -n 200" "atomic_bw -n 200"; do
+    set -- $t
+    xpair_server "ib_$1$3$5" 300 "ib_$* $opts"
+done
+echo GUEST-OK
+GUEST
+    cat > "$dir/guest-b.sh" <<'GUEST'
+. ./sync.sh
+gid=1
+for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
+    set -- $t
+    name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
+    shift
+    xpair_client "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $* $PEER_IP"
+done
+opts="-d pvrdma0 -x 1 -F"
+num='[0-9.]+|inf|-?nan'
+for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
+         "read_lat -n 200" "atomic_bw -n 200"; do
+    set -- $t
+    xpair_client "ib_$1$3$5" 300 "ib_$* $opts $PEER_IP"
+    grep -qE "^ *[0-9]+ +$3 +($num)" "/tmp/ib_$1$3$5.cli" ||
+        fail "ib_$1 printed no result row for $3 iterations"
+done
+echo GUEST-OK
+GUEST
+}
+
+xvm_check() {
+    local name=$1
+    grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
+        "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'
+}

@@ -46,7 +46,9 @@
 #endif
 
 /* Stop producing payload while this much output waits for the socket. */
+#ifndef PVRDMA_LINK_OBUF_HIGH                   /* tests use a small one */
 #define PVRDMA_LINK_OBUF_HIGH   (256u << 10)
+#endif
 /* A peer that leaves this much of our output unread is dead to us. */
 #define PVRDMA_LINK_OBUF_MAX    (64u << 20)
 /* Input buffer: at least two of the largest frames. */
@@ -397,8 +399,10 @@ static void pvrdma_link_req_finish(PvrdmaFabricReq *req, uint32_t status,
  * Produce frames of the streams while the output has room (inline) or
  * the ring has credit (shm).
  */
-static void pvrdma_link_pump(PvrdmaLink *l)
+static bool pvrdma_link_produce(PvrdmaLink *l)
 {
+    bool progress = false;
+
     while (!l->dead && l->up && !g_queue_is_empty(&l->txq) &&
            pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
         PvrdmaLinkTx *tx = l->txq.head->data;
@@ -492,8 +496,31 @@ static void pvrdma_link_pump(PvrdmaLink *l)
             l->tx_head += n;
         }
         tx->sent += n;
+        if (tx->sent == tx->len) {
+            /*
+             * Done at once, not at the next round: the output may be
+             * full now, and the answer can arrive before we pump again.
+             */
+            pvrdma_link_tx_end(l, tx, false);
+        }
+        progress = true;
     }
-    pvrdma_link_flush(l);
+    return progress;
+}
+
+/*
+ * Send what the streams have: produce until the output is full (or the
+ * ring out of credit), flush, and go on while the socket takes it all.
+ */
+static void pvrdma_link_pump(PvrdmaLink *l)
+{
+    while (pvrdma_link_produce(l) && pvrdma_link_flush(l) &&
+           pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
+        /* the socket took everything: produce more */
+    }
+    if (!l->dead) {
+        pvrdma_link_flush(l);
+    }
 }
 
 static PvrdmaLinkTx *pvrdma_link_tx_add(PvrdmaLink *l, uint8_t type,

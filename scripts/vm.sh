@@ -18,6 +18,14 @@
 #   -d, --device OPTS      append OPTS to every -device pvrdma (",max-qp=64")
 #       --pvrdma N         number of pvrdma devices (default: 1)
 #       --noload           do not load pvrdma.ko at boot
+#       --net SPEC         back the NIC with -netdev SPEC,id=net0 instead of
+#                          the default user-mode network, e.g. two guests on
+#                          one link: dgram,local.type=unix,local.path=/x/a,
+#                          remote.type=unix,remote.path=/x/b (and the mirror
+#                          image for the other guest)
+#       --ip A.B.C.D/N     address of the guest's eth0 (default 10.0.2.15/24)
+#       --mac MAC          MAC address of the NIC (default: QEMU's), needed
+#                          when guests share a link
 #   -q, --qemu-arg ARG     extra QEMU argument, repeatable
 #   -l, --log FILE         console log (default: build/vm/NAME.log)
 # Exit status: the command's, 124 if the hard timeout expired, 125 if the
@@ -25,6 +33,7 @@
 . "$(dirname "$0")/lib.sh"
 
 name=guest timeout=600 smp=2 mem=1024 ndev=1 devopts= noload= log=
+net=user ip='' mac=''
 adds=() qargs=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -36,6 +45,9 @@ while [ $# -gt 0 ]; do
     -d|--device) devopts=$2; shift 2 ;;
     --pvrdma) ndev=$2; shift 2 ;;
     --noload) noload=1; shift ;;
+    --net) net=$2; shift 2 ;;
+    --ip) ip=$2; shift 2 ;;
+    --mac) mac=$2; shift 2 ;;
     -q|--qemu-arg) qargs+=("$2"); shift 2 ;;
     -l|--log) log=$2; shift 2 ;;
     -h|--help) sed -n '2,/^\. /p' "$0" | sed 's/^# \{0,1\}//; /^\. /d'; exit 0 ;;
@@ -44,6 +56,9 @@ while [ $# -gt 0 ]; do
     *) break ;;
     esac
 done
+# --ip goes on the kernel command line: no spaces or other surprises
+[ -z "$ip" ] || [[ $ip =~ ^[0-9]+(\.[0-9]+){3}/[0-9]+$ ]] ||
+    die "--ip $ip: want A.B.C.D/N"
 
 qemu=${PVRDMA_QEMU:-$PVRDMA_OUT/qemu-system-x86_64}
 kernel=${PVRDMA_KERNEL:-$PVRDMA_OUT/vmlinuz}
@@ -78,10 +93,14 @@ cat "$work/extra.cpio" "$initrd" > "$work/initrd"
 
 append="console=ttyS0 panic=-1 quiet loglevel=4"
 [ -n "$noload" ] && append+=" pvrdma.noload"
+# eth0's address, set by scripts/guest/init
+[ -n "$ip" ] && append+=" pvrdma.ip=$ip"
+nic=virtio-net-pci,netdev=net0,romfile=
+[ -n "$mac" ] && nic+=",mac=$mac"
 args=(-M pc -accel tcg -smp "$smp" -m "$mem" -no-reboot -display none
       -L /usr/share/qemu -L /usr/share/seabios
       -kernel "$kernel" -initrd "$work/initrd" -append "$append"
-      -netdev user,id=net0 -device virtio-net-pci,netdev=net0,romfile=)
+      -netdev "$net,id=net0" -device "$nic")
 for ((i = 0; i < ndev; i++)); do
     args+=(-device "pvrdma$devopts")
 done
@@ -93,7 +112,7 @@ if [ -n "$interactive" ]; then
 fi
 set +e
 timeout -k 5 "$timeout" "$qemu" "${args[@]}" -serial stdio </dev/null |
-    tr -d '\r' | tee "$log"
+    stdbuf -oL tr -d '\r' | tee "$log"
 st=("${PIPESTATUS[@]}")
 set -e
 if [ "${st[0]}" -eq 124 ] || [ "${st[0]}" -eq 137 ]; then

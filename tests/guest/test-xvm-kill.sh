@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Failure as on real RDMA: guest B runs a long ibv_rc_pingpong against
+# guest A1; the host SIGKILLs A1's QEMU.  B's QP must complete with
+# transport retry counter exceeded (12) within seconds (the QP's timeout,
+# at least the fabric's 2 s floor), B's kernel must log no error, and B
+# keeps working: a new VM A2 on the same fabric and address boots, and a
+# new ping-pong between B and A2 runs and checks its data.
+. "$(dirname "$0")/lib.sh"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-kill.XXXXXX")
+mkdir "$work/fab"
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do
+        pkill -KILL -s "$p" 2>/dev/null || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+cat > "$work/guest-a1.sh" <<'GUEST'
+. ./sync.sh
+# Serves until it is killed.
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 100000000 > /tmp/srv 2>&1 &
+sleep 2
+sync_signal long 120
+sleep 600
+GUEST
+cat > "$work/guest-a2.sh" <<'GUEST'
+. ./sync.sh
+xpair_server again 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c"
+echo GUEST-OK
+GUEST
+cat > "$work/guest-b.sh" <<'GUEST'
+. ./sync.sh
+sync_wait "$PEER_IP" long 120
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 100000000 "$PEER_IP" > /tmp/cli 2>&1 &
+cpid=$!
+sleep 3
+kill -0 $cpid || { cat /tmp/cli; fail "the long ping-pong stopped early"; }
+# The host watches the console for this line and kills A1's QEMU.
+echo "KILL-PEER-NOW"
+start=$(date +%s)
+rc=0
+wait $cpid || rc=$?
+end=$(date +%s)
+sed 's/^/[long client] /' /tmp/cli
+[ $rc -ne 0 ] || fail "the ping-pong survived its peer's death"
+grep -qE "status (transport retry counter exceeded|12)" /tmp/cli ||
+    fail "no RETRY_EXC_ERR (12) after the peer died"
+echo "RETRY_EXC_ERR $((end - start)) s after the kill request"
+[ $((end - start)) -le 20 ] || fail "took more than 20 s to notice"
+dmesg | grep -E "pvrdma 0000:" | grep -iE "error|fail|timeout" &&
+    fail "kernel errors on the survivor"
+# A restarted peer: new QPs connect and run.
+xpair_client again 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c $PEER_IP"
+echo GUEST-OK
+GUEST
+
+net() { # own-socket peer-socket
+    echo "dgram,local.type=unix,local.path=$1,remote.type=unix,remote.path=$2"
+}
+vm() { # name ip mac uuid-suffix own peer script
+    local name=$1 ip=$2 mac=$3 uuid=$4 own=$5 peer=$6 script=$7
+    local peer_ip=10.9.0.1
+    [ "$ip" = 10.9.0.1 ] && peer_ip=10.9.0.2
+    setsid "$PVRDMA_TOP/scripts/vm.sh" --name "$name" --timeout 400 \
+        --ip "$ip/24" --mac "$mac" --net "$(net "$own" "$peer")" \
+        -q -uuid -q "00000000-0000-4000-8000-0000000a09$uuid" \
+        -q -name -q "pvrdma-test-$name-$$" \
+        -d ",fabric-path=$work/fab" \
+        --add "$TESTS_TOP/tests/guest/sync.sh" --add "$script" \
+        -- "PEER_IP=$peer_ip sh ./${script##*/}" \
+        > "$work/$name.out" 2>&1 < /dev/null &
+    pids+=($!)
+}
+
+start=$SECONDS
+vm "$TEST_NAME-b" 10.9.0.2 52:54:00:0a:09:02 02 "$work/b.sock" "$work/a.sock" \
+    "$work/guest-b.sh"
+pid_b=${pids[0]}
+vm "$TEST_NAME-a1" 10.9.0.1 52:54:00:0a:09:01 01 "$work/a.sock" \
+    "$work/b.sock" "$work/guest-a1.sh"
+for ((i = 0; i < 600; i++)); do
+    grep -q "^KILL-PEER-NOW" "$work/$TEST_NAME-b.out" 2>/dev/null && break
+    kill -0 "$pid_b" 2>/dev/null || break
+    sleep 0.5
+done
+grep -q "^KILL-PEER-NOW" "$work/$TEST_NAME-b.out" ||
+    { cat "$work/$TEST_NAME-b.out"; fail "guest B never asked for the kill"; }
+qpid=$(pgrep -f "^[^ ]*qemu-system-x86_64 .*pvrdma-test-$TEST_NAME-a1-$$") || fail "A1's QEMU not found"
+log "SIGKILL to A1's QEMU (pid $qpid)"
+kill -KILL "$qpid"
+sleep 1
+rm -f "$work/a.sock"
+vm "$TEST_NAME-a2" 10.9.0.1 52:54:00:0a:09:01 01 "$work/a.sock" \
+    "$work/b.sock" "$work/guest-a2.sh"
+pid_a2=${pids[2]}
+rc_b=0 rc_a2=0
+wait "$pid_b" || rc_b=$?
+wait "$pid_a2" || rc_a2=$?
+grep -E "long client|RETRY_EXC_ERR .* after|again" "$work/$TEST_NAME-b.out" |
+    sed 's/^/  /'
+[ $rc_b -eq 0 ] || { tail -30 "$work/$TEST_NAME-b.out"; fail "guest B failed ($rc_b)"; }
+[ $rc_a2 -eq 0 ] || { tail -30 "$work/$TEST_NAME-a2.out"; fail "guest A2 failed ($rc_a2)"; }
+pass "peer killed: RETRY_EXC_ERR on the survivor; a restarted peer works ($((SECONDS - start)) s)"

@@ -3,7 +3,7 @@
 # holds links to the current artefacts.
 #
 #   make            build QEMU, rdma-core + provider, the module, the image
-#   make demo       build, boot a guest, show the device and RDMA running
+#   make demo       build, boot two guests, show RDMA running between them
 #   make check      unit tests, then guest tests (boots guests under TCG)
 #   make unit       unit tests of the device core only
 #   make vm         boot a guest with a shell on this terminal
@@ -40,12 +40,7 @@ image: qemu driver rdma-core
 	ln -sfn "$$(scripts/build-image.sh $(OUT)/kernel $(OUT)/rdma-core $(OUT)/pvrdma.ko)" $(OUT)/initrd.cpio.gz
 
 demo: all
-	scripts/vm.sh --name demo --timeout 300 --smp 2 -- \
-	    'ibv_devinfo -v; rdma link show; \
-	     ibv_rc_pingpong -d pvrdma0 -g 1 & sleep 1; \
-	     ibv_rc_pingpong -d pvrdma0 -g 1 127.0.0.1; wait; \
-	     ib_write_bw -d pvrdma0 -x 1 -F & sleep 1; \
-	     ib_write_bw -d pvrdma0 -x 1 -F 127.0.0.1; wait'
+	scripts/demo.sh
 
 unit:
 	$(MAKE) -C tests/unit check

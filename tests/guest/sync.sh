@@ -4,20 +4,29 @@
 #   sync_wait PEER_IP TAG [TIMEOUT]  wait for the peer's `sync_signal TAG`
 #   xpair_server NAME TIMEOUT CMD    (one guest) start CMD in the background,
 #                                    give it 2 s to listen, signal NAME, wait
-#                                    for CMD: it must exit 0 within TIMEOUT
+#                                    for CMD (it must exit 0 within TIMEOUT),
+#                                    then for the client's NAME-done
 #   xpair_client NAME TIMEOUT CMD    (the other) wait for NAME from $PEER_IP,
-#                                    run CMD: it must exit 0 within TIMEOUT
-# The two sides of a barrier or pair use the same TAG (NAME) and run in the
-# same order. TIMEOUT (default $SYNC_TIMEOUT, 120 s) also covers the peer
-# booting later; a barrier or command that misses it fails the guest
-# script, as pair.sh does. vmpair.sh puts PEER_IP, SELF_IP and VMPAIR_ROLE
-# (a or b) in the environment, so CMD may use $PEER_IP.
+#                                    run CMD (it must exit 0 within TIMEOUT),
+#                                    signal NAME-done
+# The two sides of a barrier or pair use the same TAG (NAME; a word of
+# letters, digits, - _ .) and run in the same order. TIMEOUT (default
+# $SYNC_TIMEOUT, 120 s) also covers the peer booting later; a barrier or
+# command that misses it fails the guest script, as pair.sh does.
+# vmpair.sh puts PEER_IP, SELF_IP and VMPAIR_ROLE (a or b) in the
+# environment, so CMD may use $PEER_IP.
+#
+# A guest must not finish while its peer still needs it: its QEMU goes
+# away with whatever its TCP stack had not yet delivered (a server's last
+# data, the FIN), and the peer waits for it forever. Hence NAME-done, and
+# a script that ends with anything else should end with a barrier.
 #
 # A barrier is one TCP exchange on port $SYNC_PORT (7400) of eth0: the
 # signalling side listens (busybox `nc -l -w`, one connection), sends TAG
-# and wants "ok TAG" back; the waiting side connects until it gets through
-# (refused or unreachable while the peer boots: retried every second).
-# Neither returns before the other has seen the exchange, and a mismatch
+# and returns once "ok TAG" comes back; the waiting side connects until it
+# gets through (refused or unreachable while the peer boots: retried every
+# second), answers once it has TAG, and returns when the signaller closes
+# (or 5 s later: the signaller's guest may be gone by then). A mismatch
 # (the peer at another barrier) fails both sides at once.
 #
 # The guest's busybox (1.35) has the small nc: -l -p PORT -w SEC -e PROG
@@ -40,12 +49,12 @@ sync_signal() {
         left=$((end - $(date +%s)))
         [ "$left" -gt 0 ] ||
             fail "sync_signal $tag: the peer did not come within ${limit}s"
-        # Exit status 3: the peer answered for another tag.
+        # Status 3: the peer answered for another tag.
         rc=0
         # shellcheck disable=SC2016 # expanded by the handler's sh
         nc -l -p "$SYNC_PORT" -w "$left" -e sh -c '
             echo "$1"
-            read -r r || exit 1
+            read -r -t 10 r || exit 1
             [ "$r" = "ok $1" ] && exit 0
             echo "sync: the peer answered \"$r\"" >&2
             exit 3' sync "$tag" || rc=$?
@@ -60,9 +69,21 @@ sync_signal() {
 
 sync_wait() {
     local peer=$1 tag=$2 limit=${3:-$SYNC_TIMEOUT} end got
+    local file=/tmp/sync.$tag.got
     end=$(($(date +%s) + limit))
     while :; do
-        got=$(echo "ok $tag" | nc -w 5 "$peer" "$SYNC_PORT" 2>/tmp/sync.err)
+        rm -f "$file"
+        # Answer only once the tag is here: a signaller that has the answer
+        # knows we are through. Then give its close 5 s: the signaller
+        # returns on our answer, and its guest may be gone before the FIN.
+        # shellcheck disable=SC2016 # expanded by the handler's sh
+        nc -w 5 "$peer" "$SYNC_PORT" -e sh -c '
+            read -r -t 10 t || exit 1
+            echo "$t" > "$1"
+            echo "ok $2"
+            read -r -t 5 t
+            exit 0' sync "$file" "$tag" 2>/tmp/sync.err
+        got=$(cat "$file" 2>/dev/null)
         if [ -n "$got" ]; then
             [ "$got" = "$tag" ] ||
                 fail "sync_wait $tag: $peer signalled \"$got\" instead"
@@ -87,6 +108,7 @@ _sync_running() {
 
 xpair_server() {
     local name=$1 limit=$2 cmd=$3 spid src how
+    [ -n "${PEER_IP:-}" ] || fail "xpair_server $name: PEER_IP is not set"
     echo "=== $name (server here, client on the peer)"
     echo "server: $cmd"
     timeout "$limit" sh -c "$cmd" > "/tmp/$name.srv" 2>&1 &
@@ -110,6 +132,7 @@ xpair_server() {
     nopeer) fail "$name: the client did not come" ;;
     esac
     [ "$src" -eq 0 ] || fail "$name: server exited with $src"
+    sync_wait "$PEER_IP" "$name-done" "$limit"
     echo "=== $name: server OK"
 }
 
@@ -123,5 +146,6 @@ xpair_client() {
     timeout "$limit" sh -c "$cmd" > "/tmp/$name.cli" 2>&1 || crc=$?
     sed "s/^/[$name client] /" "/tmp/$name.cli"
     [ "$crc" -eq 0 ] || fail "$name: client exited with $crc"
+    sync_signal "$name-done" "$limit"
     echo "=== $name: client OK"
 }

@@ -6,20 +6,23 @@
 #
 # boots guest A (eth0 10.9.0.1/24) and guest B (10.9.0.2/24) concurrently
 # with scripts/vm.sh, each running `sh ./SCRIPT` (a host file copied in)
-# with tests/guest/sync.sh and pair.sh beside it and PEER_IP, SELF_IP and
-# VMPAIR_ROLE (a or b) in its environment. Their NICs are joined by QEMU's
-# -netdev dgram over two unix datagram sockets in a temporary directory:
-# each QEMU binds its own and sends to the other's, so neither has to start
-# first. The guests get distinct MACs and -uuid (so distinct pvrdma node
-# GUIDs). Waits for both; when one fails or hits TIMEOUT, stops the other
-# at once. Fails, naming the logs, unless both exit 0.
-# Consoles: shown as they come, prefixed [NAME-a] and [NAME-b]; logs in
-# $PVRDMA_OUT/vm/NAME-a.log and NAME-b.log. Options:
+# with tests/guest/sync.sh (barriers, xpair_server/xpair_client) and
+# pair.sh beside it and PEER_IP, SELF_IP and VMPAIR_ROLE (a or b) in its
+# environment. Their NICs are joined by QEMU's -netdev dgram over two unix
+# datagram sockets in a temporary directory: each QEMU binds its own and
+# sends to the other's, so neither has to start first. The guests get
+# distinct MACs and -uuid (so distinct pvrdma node GUIDs). Waits for both;
+# when one fails or hits TIMEOUT, stops the other at once (SIGTERM to all
+# its processes: QEMU quits, vm.sh cleans up; SIGKILL 10 s later). Fails,
+# naming the logs, unless both exit 0. The consoles are shown prefixed
+# [NAME-a] and [NAME-b] and kept in $PVRDMA_OUT/vm/NAME-a.log and
+# NAME-b.log. Options:
 #   --a-arg ARG, --b-arg ARG   one more scripts/vm.sh argument for guest A
-#                              (B), repeatable; they come after the ones
-#                              above, so they can override them:
-#                              --a-arg -q --a-arg -object --a-arg pvrdma-...
-#                              --b-arg -d --b-arg ,fabric=f0
+#                              (B), repeatable; they come after vmpair's
+#                              own, so they can override them. One word
+#                              each, as vm.sh's -q takes one QEMU word:
+#                              --a-arg -d --a-arg ,fabric-path=DIR
+#                              --b-arg -q --b-arg -trace --b-arg -q --b-arg 'pvrdma_*'
 #   --arg ARG                  the same for both guests
 #   --a-wrap CMD, --b-wrap CMD run that guest's vm.sh under the command CMD
 #                              (words split at spaces; put anything fancier
@@ -47,9 +50,6 @@ vmpair_run() {
     done
     [ -f "$script_a" ] || die "vmpair_run: no guest script $script_a"
     [ -f "$script_b" ] || die "vmpair_run: no guest script $script_b"
-    # wait -n -p
-    ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501)) ||
-        die "vmpair_run needs bash 5.1"
 
     dir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-pair.XXXXXX")
     sock_a=$dir/a.sock sock_b=$dir/b.sock
@@ -68,69 +68,72 @@ vmpair_run() {
     local had_m=
     [[ $- == *m* ]] && had_m=1 && set +m
     # An interrupt or an early exit stops both guests; the caller's own
-    # traps are put back afterwards.
+    # traps are put back afterwards (its EXIT trap also runs on such an
+    # early exit).
+    local t
     _vmpair_traps=$(trap -p INT TERM HUP EXIT)
+    t=$(trap -p EXIT)
+    _vmpair_exit=
+    [ -z "$t" ] || _vmpair_exit=$(eval "set -- $t"; printf '%s' "$3")
     _vmpair_sids=() _vmpair_dir=$dir
     trap '_vmpair_cleanup; exit 130' INT TERM HUP
-    trap '_vmpair_cleanup' EXIT
-    local start=$SECONDS pid_a pid_b watchdog
-    _vmpair_start "$name-a" "${wrap_a[@]}" "$PVRDMA_TOP/scripts/vm.sh" \
-        "${args_a[@]}"
+    trap '_vmpair_cleanup; eval "$_vmpair_exit"' EXIT
+    local start=$SECONDS pid_a pid_b
+    _vmpair_start "$name-a" "$dir/a.status" "${wrap_a[@]}" \
+        "$PVRDMA_TOP/scripts/vm.sh" "${args_a[@]}"
     pid_a=$!
-    _vmpair_start "$name-b" "${wrap_b[@]}" "$PVRDMA_TOP/scripts/vm.sh" \
-        "${args_b[@]}"
+    _vmpair_start "$name-b" "$dir/b.status" "${wrap_b[@]}" \
+        "$PVRDMA_TOP/scripts/vm.sh" "${args_b[@]}"
     pid_b=$!
     _vmpair_sids=("$pid_a" "$pid_b")
-    # Last resort if a wrapper hangs: vm.sh enforces TIMEOUT itself.
-    sleep $((limit + 30)) &
-    watchdog=$!
     [ -z "$had_m" ] || set -m
 
-    # Collect both; the first failure stops the other.
+    # Poll both (bash's `wait -n` loses jobs that ended while the shell ran
+    # something else); the first failure stops the other. vm.sh enforces
+    # TIMEOUT itself: the watchdog is for a wrapper that hangs.
     local -A rc=() note=()
-    local live=("$pid_a" "$pid_b") fin st who p rest
+    local live=(a b) rest r failed
     while [ ${#live[@]} -gt 0 ]; do
-        fin='' st=0
-        wait -n -p fin "${live[@]}" ${watchdog:+"$watchdog"} || st=$?
-        [ -n "$fin" ] || continue
-        if [ "$fin" = "${watchdog:-}" ]; then
-            log "'$name': guests still up after $((limit + 30))s: stopping them"
-            for p in "${live[@]}"; do
-                note[$p]="stopped by the watchdog"
-                _vmpair_stop "$p"
-            done
-            watchdog=''
-            continue
-        fi
-        rc[$fin]=$st
-        rest=()
-        for p in "${live[@]}"; do
-            [ "$p" = "$fin" ] || rest+=("$p")
+        sleep 0.5
+        rest=() failed=
+        for r in "${live[@]}"; do
+            if [ -e "$dir/$r.status" ]; then
+                rc[$r]=$(cat "$dir/$r.status")
+                [ "${rc[$r]}" -eq 0 ] || failed=$r
+            else
+                rest+=("$r")
+            fi
         done
         live=("${rest[@]}")
-        if [ "$st" -ne 0 ] && [ ${#live[@]} -gt 0 ]; then
-            who=$name-$([ "$fin" = "$pid_a" ] && echo a || echo b)
-            log "'$who' failed (status $st): stopping the other guest"
-            note[${live[0]}]="stopped after '$who' failed"
-            _vmpair_stop "${live[0]}"
+        if [ ${#live[@]} -gt 0 ] &&
+           { [ -n "$failed" ] || [ $((SECONDS - start)) -gt $((limit + 30)) ]; }; then
+            if [ -n "$failed" ]; then
+                log "'$name-$failed' failed (status ${rc[$failed]}): stopping the other guest"
+                note[${live[0]}]="stopped after guest ${failed^^} failed"
+            else
+                log "'$name': guests still up after $((limit + 30))s: stopping them"
+                for r in "${live[@]}"; do note[$r]="stopped by the watchdog"; done
+            fi
+            for r in "${live[@]}"; do
+                _vmpair_stop "$([ "$r" = a ] && echo "$pid_a" || echo "$pid_b")"
+                rc[$r]=$(cat "$dir/$r.status" 2>/dev/null || echo 137)
+            done
+            live=()
         fi
     done
-    if [ -n "$watchdog" ]; then
-        kill "$watchdog" 2>/dev/null || true
-        wait "$watchdog" 2>/dev/null || true
-    fi
+    wait "$pid_a" "$pid_b" 2>/dev/null || true
 
     _vmpair_sids=()
     _vmpair_cleanup
 
-    if [ "${rc[$pid_a]}" -eq 0 ] && [ "${rc[$pid_b]}" -eq 0 ]; then
+    if [ "${rc[a]}" -eq 0 ] && [ "${rc[b]}" -eq 0 ]; then
         log "'$name': both guests passed ($((SECONDS - start))s)"
         return 0
     fi
     fail "$name after $((SECONDS - start))s:" \
-        "guest A $(_vmpair_status "${rc[$pid_a]}" "${note[$pid_a]:-}")," \
+        "guest A $(_vmpair_status "${rc[a]}" "${note[a]:-}")," \
         "log $PVRDMA_OUT/vm/$name-a.log;" \
-        "guest B $(_vmpair_status "${rc[$pid_b]}" "${note[$pid_b]:-}")," \
+        "guest B $(_vmpair_status "${rc[b]}" "${note[b]:-}")," \
         "log $PVRDMA_OUT/vm/$name-b.log"
 }
 
@@ -153,11 +156,14 @@ _vmpair_args() {
         -- "VMPAIR_ROLE=$role SELF_IP=$self PEER_IP=$peer sh ./${script##*/}")
 }
 
-# _vmpair_start LABEL COMMAND...: run COMMAND in the background in a
-# session of its own, its output prefixed [LABEL]; $! is the session's ID
+# _vmpair_start LABEL STATUS_FILE COMMAND...: run COMMAND in the
+# background in a session of its own, its output prefixed [LABEL]; its exit
+# status goes to STATUS_FILE when it ends, also when stopped (the trap
+# holds SIGTERM off this shell until COMMAND ends); $! is the session's ID
 _vmpair_start() {
     # shellcheck disable=SC2016 # expanded by the inner bash
-    setsid bash -c 'set -o pipefail; "${@:2}" | sed -u "s/^/[$1] /"' \
+    setsid bash -c 'trap : TERM INT HUP; set -o pipefail
+        "${@:3}" | sed -u "s/^/[$1] /"; echo "$?" > "$2.new"; mv "$2.new" "$2"' \
         vmpair "$@" </dev/null &
 }
 

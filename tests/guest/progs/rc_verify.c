@@ -9,27 +9,53 @@
  *
  *   rc_verify -d DEV [-D PEER_DEV] [-g GID_INDEX] [-G PEER_GID_INDEX]
  *             [-t TIMEOUT_S]
+ *   rc_verify -d DEV -c HOST [-p PORT] [-D PEER_DEV] [-g GID_INDEX]
+ *             [-G PEER_GID_INDEX] [-t TIMEOUT_S]
+ *   rc_verify -s [-p PORT] [-v]
  *
  * The requester QP lives on DEV, the responder on PEER_DEV (default: a
  * second context on DEV). The GID index defaults to the first RoCE v2
  * IPv4-mapped GID of the port, else 0. Each QP has its own CQ and
  * completion channel.
  *
+ * With -c, the responder lives in another machine (another VM), in an
+ * agent started there with -s: PEER_DEV (default: DEV's name) and
+ * PEER_GID_INDEX (default as above) name the agent's device and GID. The
+ * checks are the same code in both modes: every "side" of a pair (QP, CQ,
+ * completion channel, registered buffer; also SRQs and extra MRs) is
+ * either local or the agent's, and each operation on a remote one (modify
+ * or query the QP, post work, poll the CQ, arm it and wait for its event,
+ * fill, write or read the buffer, register an MR, ...) is one request over
+ * a TCP connection (PORT, default 18520) that the agent carries out on its
+ * own device with the same function, sending back the result: completions
+ * and buffer bytes travel whole, so every byte is still compared. The
+ * agent serves one client, then exits: 0 if the client said goodbye and
+ * left nothing behind. Both ends must be this same binary (structures
+ * travel as they are in memory).
+ *
  * Prints "PASS name" or "FAIL name: why" per check, then
  * "RESULT passed=N failed=M"; exits non-zero on any failure. Every wait
  * for a completion or event gives up after TIMEOUT_S (default 10) seconds
- * and fails the check: the program never hangs.
+ * and fails the check, and so does a request to the agent unanswered in
+ * the same time beyond its own wait: the program never hangs. The agent
+ * gives up on a client that does not come within 300 s or goes quiet for
+ * 120 s (or 10 x the client's TIMEOUT_S, if longer).
  *
  * Not covered here: SEND_WITH_INV and LOCAL_INV. User space has no memory
  * windows, so it cannot make an rkey that may legitimately be invalidated,
  * and the error an invalidation of a plain MR's key gets is not defined
  * by the IBA; the kernel test covers both opcodes.
  */
+#include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -44,6 +70,7 @@
 #include <linux/seccomp.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <infiniband/verbs.h>
 
@@ -69,30 +96,73 @@
 /* IBV_WC_GRH means something for UD only; some RoCE devices set it. */
 #define CHECKED_WC_FLAGS (IBV_WC_WITH_IMM | IBV_WC_WITH_INV)
 
+/* The control connection to an agent (-s) */
+#define AGENT_PORT	18520
+#define MAX_MSG		(BUF_SIZE + 4096) /* largest request or answer */
+#define MAX_WRS		8		/* longest WR chain sent to an agent */
+#define MAX_OBJ		64		/* sides, SRQs, MRs held by an agent */
+#define NAME_LEN	32
+#define CONNECT_MS	30000		/* client: reach the agent */
+#define ACCEPT_MS	300000		/* agent: the client comes */
+#define IDLE_MS		120000		/* agent: the client goes quiet */
+
+struct agent {
+	const char *host;
+	int fd;				/* -1: lost */
+	unsigned long calls;
+};
+
 struct dev {
 	const char *name;
-	struct ibv_context *ctx;
-	struct ibv_pd *pd;
+	struct agent *remote;		/* the agent's device; else ours */
+	struct ibv_context *ctx;	/* ours only */
+	struct ibv_pd *pd;		/* ours only */
 	struct ibv_device_attr attr;
 	struct ibv_port_attr port_attr;
 	int gid_index;
 	union ibv_gid gid;
 };
 
+struct srq {
+	struct dev *dev;
+	struct ibv_srq *srq;		/* ours only */
+	uint32_t id;			/* the agent's handle */
+};
+
+/*
+ * One end of a pair. Local: the verbs objects are ours. Remote (dev on an
+ * agent): only id, qpn, keys, addr and cap are known here.
+ */
 struct side {
 	const char *name;
 	struct dev *dev;
-	struct ibv_comp_channel *ch;
+	uint32_t id;			/* the agent's handle */
+	struct ibv_comp_channel *ch;	/* ours only: ch, cq, qp, mr, buf */
 	struct ibv_cq *cq;
-	struct ibv_srq *srq;		/* receives from here; not owned */
+	struct srq *srq;		/* receives from here; not owned */
 	struct ibv_qp *qp;
-	struct ibv_qp_cap cap;
 	struct ibv_mr *mr;
 	uint8_t *buf;
+	uint32_t qpn;			/* qp's number */
+	uint32_t lkey, rkey;		/* mr's keys */
+	uint64_t addr;			/* buf's address where it lives */
+	struct ibv_qp_cap cap;
 	uint32_t psn;
 };
 
-/* Requester a, responder b; both are connected and can send. */
+/* An extra MR over part of a side's buffer. */
+struct mr {
+	struct side *side;
+	struct ibv_mr *mr;		/* ours only */
+	uint32_t id;			/* the agent's handle */
+	uint32_t lkey, rkey;
+};
+
+/*
+ * Requester a, responder b; both are connected and can send. The
+ * requester is always ours (its buffer is read and written directly);
+ * the responder may be an agent's.
+ */
 struct pair {
 	const char *name;
 	struct side a, b;
@@ -126,6 +196,7 @@ static enum ibv_mtu path_mtu = IBV_MTU_1024;
 static uint64_t next_wr_id = 1;
 static char why[512];
 static int nr_pass, nr_fail;
+static bool verbose;
 
 __attribute__((format(printf, 1, 2)))
 static int bad(const char *fmt, ...)
@@ -200,46 +271,856 @@ static void fill_pattern(uint8_t *p, size_t len, uint32_t seed)
 	}
 }
 
+/* ---- control connection: messages ---------------------------------------- */
+
+/*
+ * A request is a header { op, length } and a payload; an answer is a
+ * header { result, length } and a payload: the operation's output, or
+ * for a negative result the reason (the agent's `why`). Fields travel in
+ * the machine's own byte order and layout: both ends are this binary.
+ */
+enum agent_op {
+	OP_OPEN = 1, OP_SIDE_CREATE, OP_SIDE_DESTROY, OP_MODIFY_QP,
+	OP_QUERY_QP, OP_POST_SEND, OP_POST_RECV, OP_POLL, OP_NOTIFY,
+	OP_WAIT_EVENT, OP_BUF_SET, OP_BUF_PUT, OP_BUF_GET, OP_REG_MR,
+	OP_DEREG_MR, OP_SRQ_CREATE, OP_SRQ_QUERY, OP_SRQ_MODIFY,
+	OP_SRQ_DESTROY, OP_IDLE_POLLS, OP_BYE, OP_MAX
+};
+
+static const char *const op_names[OP_MAX] = {
+	[OP_OPEN] = "open", [OP_SIDE_CREATE] = "side_create",
+	[OP_SIDE_DESTROY] = "side_destroy", [OP_MODIFY_QP] = "modify_qp",
+	[OP_QUERY_QP] = "query_qp", [OP_POST_SEND] = "post_send",
+	[OP_POST_RECV] = "post_recv", [OP_POLL] = "poll",
+	[OP_NOTIFY] = "notify", [OP_WAIT_EVENT] = "wait_event",
+	[OP_BUF_SET] = "buf_set", [OP_BUF_PUT] = "buf_put",
+	[OP_BUF_GET] = "buf_get", [OP_REG_MR] = "reg_mr",
+	[OP_DEREG_MR] = "dereg_mr", [OP_SRQ_CREATE] = "srq_create",
+	[OP_SRQ_QUERY] = "srq_query", [OP_SRQ_MODIFY] = "srq_modify",
+	[OP_SRQ_DESTROY] = "srq_destroy", [OP_IDLE_POLLS] = "idle_polls",
+	[OP_BYE] = "bye",
+};
+
+static const char *op_name_of(uint32_t op)
+{
+	return op < OP_MAX && op_names[op] ? op_names[op] : "unknown";
+}
+
+struct msg {
+	uint8_t *b;
+	size_t len, pos;
+	bool bad;			/* overrun: malformed or too large */
+};
+
+struct hdr {
+	uint32_t word;			/* op, or the answer's result */
+	uint32_t len;
+};
+
+/* The request and the answer (the client's or the agent's). */
+static uint8_t rq_buf[MAX_MSG], rs_buf[MAX_MSG];
+static struct msg rq = { .b = rq_buf }, rs = { .b = rs_buf };
+
+static struct msg *msg_reset(struct msg *m)
+{
+	m->len = m->pos = 0;
+	m->bad = false;
+	return m;
+}
+
+static void put(struct msg *m, const void *p, size_t n)
+{
+	if (m->bad || n > MAX_MSG - m->len) {
+		m->bad = true;
+		return;
+	}
+	if (n)
+		memcpy(m->b + m->len, p, n);
+	m->len += n;
+}
+
+static void get(struct msg *m, void *p, size_t n)
+{
+	if (m->bad || n > m->len - m->pos) {
+		m->bad = true;
+		memset(p, 0, n);
+		return;
+	}
+	if (n)
+		memcpy(p, m->b + m->pos, n);
+	m->pos += n;
+}
+
+static void put_u32(struct msg *m, uint32_t v)
+{
+	put(m, &v, sizeof(v));
+}
+
+static void put_u64(struct msg *m, uint64_t v)
+{
+	put(m, &v, sizeof(v));
+}
+
+static uint32_t get_u32(struct msg *m)
+{
+	uint32_t v;
+
+	get(m, &v, sizeof(v));
+	return v;
+}
+
+static uint64_t get_u64(struct msg *m)
+{
+	uint64_t v;
+
+	get(m, &v, sizeof(v));
+	return v;
+}
+
+/* s in a field of size bytes, cut short and zero-padded. */
+static void put_str(struct msg *m, const char *s, size_t size)
+{
+	if (m->bad || !size || size > MAX_MSG - m->len) {
+		m->bad = true;
+		return;
+	}
+	memset(m->b + m->len, 0, size);
+	memcpy(m->b + m->len, s, strnlen(s, size - 1));
+	m->len += size;
+}
+
+static void get_str(struct msg *m, char *s, size_t size)
+{
+	get(m, s, size);
+	s[size - 1] = 0;
+}
+
+/* Move len bytes to (out) or from fd before the deadline. */
+static int io_all(int fd, void *buf, size_t len, bool out,
+		  long long deadline, const char *peer)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		struct pollfd pfd = { .fd = fd,
+				      .events = out ? POLLOUT : POLLIN };
+		long long left = deadline - now_ms();
+		ssize_t n;
+		int ret;
+
+		if (left <= 0)
+			return bad("%s: no %s within the time allowed", peer,
+				   out ? "room to send" : "answer");
+		ret = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+		if (ret < 0 && errno != EINTR)
+			return bad("%s: poll: %s", peer, strerror(errno));
+		if (ret <= 0)
+			continue;
+		n = out ? send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT) :
+			  recv(fd, p, len, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK ||
+			    errno == EINTR)
+				continue;
+			return bad("%s: %s: %s", peer, out ? "send" : "recv",
+				   strerror(errno));
+		}
+		if (n == 0)
+			return bad("%s: connection closed", peer);
+		p += n;
+		len -= n;
+	}
+	return 0;
+}
+
+static int msg_send(int fd, uint32_t word, const struct msg *m,
+		    long long deadline, const char *peer)
+{
+	struct hdr h = { .word = word, .len = (uint32_t)m->len };
+
+	if (io_all(fd, &h, sizeof(h), true, deadline, peer) ||
+	    io_all(fd, m->b, m->len, true, deadline, peer))
+		return -1;
+	return 0;
+}
+
+static int msg_recv(int fd, uint32_t *word, struct msg *m,
+		    long long deadline, const char *peer)
+{
+	struct hdr h;
+
+	msg_reset(m);
+	if (io_all(fd, &h, sizeof(h), false, deadline, peer))
+		return -1;
+	if (h.len > MAX_MSG)
+		return bad("%s: message of %u bytes", peer, h.len);
+	if (io_all(fd, m->b, h.len, false, deadline, peer))
+		return -1;
+	m->len = h.len;
+	*word = h.word;
+	return 0;
+}
+
+/* ---- control connection: the client's end -------------------------------- */
+
+static void agent_lost(struct agent *ag)
+{
+	if (ag->fd >= 0)
+		close(ag->fd);
+	ag->fd = -1;
+}
+
+/* A new request to the agent: fill it, then call rpc(). */
+static struct msg *req(void)
+{
+	return msg_reset(&rq);
+}
+
+/*
+ * Send the request, wait for the answer: the agent's result (>= 0; the
+ * output is in rs), or -1 with why (the agent's reason, or what went
+ * wrong on the way). wait_ms is how long the operation itself may take
+ * on the agent; the answer may take timeout_ms beyond it. A connection
+ * that failed once stays failed: every later request fails at once.
+ */
+static int rpc(struct agent *ag, uint32_t op, int wait_ms)
+{
+	long long deadline = now_ms() + wait_ms + timeout_ms;
+	char peer[96];
+	uint32_t word;
+	size_t n;
+
+	snprintf(peer, sizeof(peer), "agent at %s (%s)", ag->host,
+		 op_name_of(op));
+	if (ag->fd < 0)
+		return bad("%s: the connection was lost earlier", peer);
+	if (rq.bad)
+		return bad("%s: request too large", peer);
+	if (msg_send(ag->fd, op, &rq, deadline, peer) ||
+	    msg_recv(ag->fd, &word, &rs, deadline, peer)) {
+		agent_lost(ag);
+		return -1;
+	}
+	ag->calls++;
+	if ((int32_t)word >= 0)
+		return (int32_t)word;
+	n = rs.len < sizeof(why) - 1 ? rs.len : sizeof(why) - 1;
+	memcpy(why, rs.b, n);
+	why[n] = 0;
+	return -1;
+}
+
+/* After reading an answer: was it as long as it should be? */
+static int rpc_done(struct agent *ag)
+{
+	if (!rs.bad && rs.pos == rs.len)
+		return 0;
+	agent_lost(ag);
+	return bad("agent at %s: malformed answer", ag->host);
+}
+
+static int agent_connect(struct agent *ag, const char *host, int port)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC,
+				  .ai_socktype = SOCK_STREAM };
+	long long deadline = now_ms() + CONNECT_MS;
+	struct addrinfo *res;
+	char svc[16];
+	int fd, err, one = 1;
+
+	ag->host = host;
+	ag->fd = -1;
+	snprintf(svc, sizeof(svc), "%d", port);
+	err = getaddrinfo(host, svc, &hints, &res);
+	if (err)
+		return bad("agent at %s: %s", host, gai_strerror(err));
+	for (;;) {
+		fd = socket(res->ai_family, SOCK_STREAM | SOCK_NONBLOCK |
+			    SOCK_CLOEXEC, 0);
+		if (fd < 0) {
+			err = errno;
+			break;
+		}
+		err = 0;
+		if (connect(fd, res->ai_addr, res->ai_addrlen)) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			socklen_t len = sizeof(err);
+
+			err = errno;
+			if (err == EINPROGRESS) {
+				err = ETIMEDOUT;
+				if (poll(&pfd, 1, 2000) > 0 &&
+				    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err,
+					       &len))
+					err = errno;
+			}
+		}
+		if (!err)
+			break;
+		close(fd);
+		fd = -1;
+		if (now_ms() + 500 > deadline)
+			break;
+		sleep_us(500000);
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return bad("agent at %s port %d: %s", host, port,
+			   strerror(err));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	ag->fd = fd;
+	return 0;
+}
+
+/* ---- sides: the operations, on our device or the agent's ---------------- */
+
+static struct agent *remote_of(const struct side *s)
+{
+	return s->dev ? s->dev->remote : NULL;
+}
+
+/*
+ * Poll s's CQ until n completions or wait_ms have passed (napping nap_us
+ * between empty polls); returns how many, or -1. wait_ms 0: poll once.
+ */
+static int side_poll(struct side *s, struct ibv_wc *wc, int n, int wait_ms,
+		     long nap_us)
+{
+	struct agent *ag = remote_of(s);
+	long long deadline;
+	int got = 0, ret;
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, n);
+		put_u32(m, wait_ms);
+		put_u32(m, (uint32_t)nap_us);
+		got = rpc(ag, OP_POLL, wait_ms);
+		if (got < 0)
+			return -1;
+		if (got > n) {
+			agent_lost(ag);
+			return bad("agent at %s: %d completions for %d",
+				   ag->host, got, n);
+		}
+		get(&rs, wc, got * sizeof(*wc));
+		return rpc_done(ag) ? -1 : got;
+	}
+	deadline = now_ms() + wait_ms;
+	for (;;) {
+		ret = ibv_poll_cq(s->cq, n - got, wc + got);
+		if (ret < 0)
+			return bad("%s: ibv_poll_cq returned %d", s->name, ret);
+		got += ret;
+		if (got == n || now_ms() >= deadline)
+			return got;
+		sleep_us(nap_us);
+	}
+}
+
+static int side_notify(struct side *s, int solicited_only)
+{
+	struct agent *ag = remote_of(s);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, solicited_only);
+		return rpc(ag, OP_NOTIFY, 0) < 0 || rpc_done(ag) ? -1 : 0;
+	}
+	if (ibv_req_notify_cq(s->cq, solicited_only))
+		return bad("ibv_req_notify_cq failed");
+	return 0;
+}
+
+/* 1: an event for s's CQ arrived within ms, 0: none did, -1: error. */
+static int wait_cq_event(struct side *s, int ms)
+{
+	struct agent *ag = remote_of(s);
+	struct pollfd pfd;
+	struct ibv_cq *cq;
+	void *cq_ctx;
+	int ret;
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, ms);
+		ret = rpc(ag, OP_WAIT_EVENT, ms);
+		return ret < 0 || rpc_done(ag) ? -1 : ret;
+	}
+	pfd = (struct pollfd){ .fd = s->ch->fd, .events = POLLIN };
+	ret = poll(&pfd, 1, ms);
+	if (ret < 0)
+		return bad("%s: poll on the channel: %s", s->name,
+			   strerror(errno));
+	if (ret == 0)
+		return 0;
+	if (ibv_get_cq_event(s->ch, &cq, &cq_ctx))
+		return bad("%s: ibv_get_cq_event: %s", s->name,
+			   strerror(errno));
+	ibv_ack_cq_events(cq, 1);
+	if (cq != s->cq)
+		return bad("%s: event for another CQ", s->name);
+	return 1;
+}
+
+static int put_send_wrs(struct msg *m, const struct ibv_send_wr *wr)
+{
+	const struct ibv_send_wr *w;
+	uint32_t n = 0;
+
+	for (w = wr; w; w = w->next)
+		n++;
+	if (n > MAX_WRS)
+		return bad("a chain of %u WRs is too long for the agent", n);
+	put_u32(m, n);
+	for (w = wr; w; w = w->next) {
+		if (w->num_sge < 0 || w->num_sge > MAX_SGE + 1)
+			return bad("%d SGEs are too many for the agent",
+				   w->num_sge);
+		put_u64(m, w->wr_id);
+		put_u32(m, w->opcode);
+		put_u32(m, w->send_flags);
+		put_u32(m, w->imm_data);
+		put(m, &w->wr, sizeof(w->wr));
+		put_u32(m, w->num_sge);
+		put(m, w->sg_list, w->num_sge * sizeof(struct ibv_sge));
+	}
+	return 0;
+}
+
+/* The chain's WRs into wr[] (SGEs into sge[][]); -1: malformed. */
+static int get_send_wrs(struct msg *m, struct ibv_send_wr *wr,
+			struct ibv_sge (*sge)[MAX_SGE + 1])
+{
+	uint32_t n = get_u32(m), i;
+
+	if (m->bad || n > MAX_WRS)
+		return -1;
+	for (i = 0; i < n; i++) {
+		memset(&wr[i], 0, sizeof(wr[i]));
+		wr[i].wr_id = get_u64(m);
+		wr[i].opcode = get_u32(m);
+		wr[i].send_flags = get_u32(m);
+		wr[i].imm_data = get_u32(m);
+		get(m, &wr[i].wr, sizeof(wr[i].wr));
+		wr[i].num_sge = (int)get_u32(m);
+		if (m->bad || wr[i].num_sge < 0 ||
+		    wr[i].num_sge > MAX_SGE + 1)
+			return -1;
+		get(m, sge[i], wr[i].num_sge * sizeof(struct ibv_sge));
+		wr[i].sg_list = sge[i];
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	return m->bad || !n ? -1 : 0;
+}
+
+static int put_recv_wrs(struct msg *m, const struct ibv_recv_wr *wr)
+{
+	const struct ibv_recv_wr *w;
+	uint32_t n = 0;
+
+	for (w = wr; w; w = w->next)
+		n++;
+	if (n > MAX_WRS)
+		return bad("a chain of %u WRs is too long for the agent", n);
+	put_u32(m, n);
+	for (w = wr; w; w = w->next) {
+		if (w->num_sge < 0 || w->num_sge > MAX_SGE + 1)
+			return bad("%d SGEs are too many for the agent",
+				   w->num_sge);
+		put_u64(m, w->wr_id);
+		put_u32(m, w->num_sge);
+		put(m, w->sg_list, w->num_sge * sizeof(struct ibv_sge));
+	}
+	return 0;
+}
+
+static int get_recv_wrs(struct msg *m, struct ibv_recv_wr *wr,
+			struct ibv_sge (*sge)[MAX_SGE + 1])
+{
+	uint32_t n = get_u32(m), i;
+
+	if (m->bad || n > MAX_WRS)
+		return -1;
+	for (i = 0; i < n; i++) {
+		memset(&wr[i], 0, sizeof(wr[i]));
+		wr[i].wr_id = get_u64(m);
+		wr[i].num_sge = (int)get_u32(m);
+		if (m->bad || wr[i].num_sge < 0 ||
+		    wr[i].num_sge > MAX_SGE + 1)
+			return -1;
+		get(m, sge[i], wr[i].num_sge * sizeof(struct ibv_sge));
+		wr[i].sg_list = sge[i];
+		wr[i].next = i + 1 < n ? &wr[i + 1] : NULL;
+	}
+	return m->bad || !n ? -1 : 0;
+}
+
+/* The position of bad in the chain wr, or -1 if it is not in it. */
+static int32_t chain_index(const void *wr, const void *bad_wr, bool send)
+{
+	int32_t i = 0;
+
+	while (wr) {
+		if (wr == bad_wr)
+			return i;
+		wr = send ? (const void *)((const struct ibv_send_wr *)wr)->next :
+			    (const void *)((const struct ibv_recv_wr *)wr)->next;
+		i++;
+	}
+	return -1;
+}
+
+static void *chain_at(void *wr, int32_t idx, bool send)
+{
+	while (wr && idx-- > 0)
+		wr = send ? (void *)((struct ibv_send_wr *)wr)->next :
+			    (void *)((struct ibv_recv_wr *)wr)->next;
+	return idx < 0 ? wr : NULL;
+}
+
+/*
+ * ibv_post_send on s's QP: *err is what it returned, *bad_wr what it
+ * pointed at; -1 only if the request did not reach the agent.
+ */
+static int side_post_send(struct side *s, struct ibv_send_wr *wr,
+			  struct ibv_send_wr **bad_wr, int *err)
+{
+	struct agent *ag = remote_of(s);
+	int32_t idx;
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		if (put_send_wrs(m, wr) || rpc(ag, OP_POST_SEND, 0) < 0)
+			return -1;
+		*err = (int32_t)get_u32(&rs);
+		idx = (int32_t)get_u32(&rs);
+		if (rpc_done(ag))
+			return -1;
+		*bad_wr = idx < 0 ? NULL : chain_at(wr, idx, true);
+		return 0;
+	}
+	*err = ibv_post_send(s->qp, wr, bad_wr);
+	return 0;
+}
+
+/*
+ * A receive for s: on its SRQ if it has one, unless to_qp (then on the
+ * QP regardless). As side_post_send.
+ */
+static int side_post_recv(struct side *s, struct ibv_recv_wr *wr,
+			  struct ibv_recv_wr **bad_wr, bool to_qp, int *err)
+{
+	struct agent *ag = remote_of(s);
+	int32_t idx;
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, to_qp);
+		if (put_recv_wrs(m, wr) || rpc(ag, OP_POST_RECV, 0) < 0)
+			return -1;
+		*err = (int32_t)get_u32(&rs);
+		idx = (int32_t)get_u32(&rs);
+		if (rpc_done(ag))
+			return -1;
+		*bad_wr = idx < 0 ? NULL : chain_at(wr, idx, false);
+		return 0;
+	}
+	if (s->srq && !to_qp)
+		*err = ibv_post_srq_recv(s->srq->srq, wr, bad_wr);
+	else
+		*err = ibv_post_recv(s->qp, wr, bad_wr);
+	return 0;
+}
+
+static int buf_range(const struct side *s, size_t off, size_t len)
+{
+	if (off > BUF_SIZE || len > BUF_SIZE - off)
+		return bad("%s: %zu bytes at %zu are outside the buffer",
+			   s->name, len, off);
+	return 0;
+}
+
+/* Set len bytes of s's buffer at off to c. */
+static int buf_set(struct side *s, size_t off, int c, size_t len)
+{
+	struct agent *ag = remote_of(s);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, off);
+		put_u32(m, len);
+		put_u32(m, (uint8_t)c);
+		return rpc(ag, OP_BUF_SET, 0) < 0 || rpc_done(ag) ? -1 : 0;
+	}
+	if (buf_range(s, off, len))
+		return -1;
+	memset(s->buf + off, c, len);
+	return 0;
+}
+
+/* Copy len bytes from data into s's buffer at off. */
+static int buf_put(struct side *s, size_t off, const void *data, size_t len)
+{
+	struct agent *ag = remote_of(s);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, off);
+		put_u32(m, len);
+		put(m, data, len);
+		return rpc(ag, OP_BUF_PUT, 0) < 0 || rpc_done(ag) ? -1 : 0;
+	}
+	if (buf_range(s, off, len))
+		return -1;
+	memcpy(s->buf + off, data, len);
+	return 0;
+}
+
+/* Copy len bytes at off in s's buffer to data. */
+static int buf_get(struct side *s, size_t off, void *data, size_t len)
+{
+	struct agent *ag = remote_of(s);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, off);
+		put_u32(m, len);
+		if (rpc(ag, OP_BUF_GET, 0) < 0)
+			return -1;
+		get(&rs, data, len);
+		return rpc_done(ag);
+	}
+	if (buf_range(s, off, len))
+		return -1;
+	memcpy(data, s->buf + off, len);
+	return 0;
+}
+
+/* s's buffer holds want at off; else fail with what. */
+static int expect_bytes(struct side *s, size_t off, const void *want,
+			size_t len, const char *what)
+{
+	uint8_t *got = malloc(len);
+	int ret;
+
+	if (!got)
+		return bad("out of memory");
+	ret = buf_get(s, off, got, len);
+	if (!ret && memcmp(got, want, len))
+		ret = bad("%s", what);
+	free(got);
+	return ret;
+}
+
+/* Register len bytes at off in s's buffer with access as m. */
+static int mr_reg(struct mr *m, struct side *s, size_t off, size_t len,
+		  int access)
+{
+	struct agent *ag = remote_of(s);
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	m->side = s;
+	if (ag) {
+		struct msg *q = req();
+
+		put_u32(q, s->id);
+		put_u32(q, off);
+		put_u32(q, len);
+		put_u32(q, access);
+		ret = rpc(ag, OP_REG_MR, 0);
+		if (ret < 0)
+			return -1;
+		m->id = get_u32(&rs);
+		m->lkey = get_u32(&rs);
+		m->rkey = get_u32(&rs);
+		return rpc_done(ag);
+	}
+	if (buf_range(s, off, len))
+		return -1;
+	m->mr = ibv_reg_mr(s->dev->pd, s->buf + off, len, access);
+	if (!m->mr)
+		return bad("%s: ibv_reg_mr: %s", s->name, strerror(errno));
+	m->lkey = m->mr->lkey;
+	m->rkey = m->mr->rkey;
+	return 0;
+}
+
+static int mr_dereg(struct mr *m)
+{
+	struct agent *ag = remote_of(m->side);
+
+	if (ag) {
+		struct msg *q = req();
+
+		put_u32(q, m->id);
+		return rpc(ag, OP_DEREG_MR, 0) < 0 || rpc_done(ag) ? -1 : 0;
+	}
+	if (ibv_dereg_mr(m->mr))
+		return bad("%s: ibv_dereg_mr failed", m->side->name);
+	return 0;
+}
+
+static int modify(struct side *s, struct ibv_qp_attr *attr, int mask,
+		  const char *to)
+{
+	struct agent *ag = remote_of(s);
+	int ret;
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put(m, attr, sizeof(*attr));
+		put_u32(m, mask);
+		put_str(m, to, NAME_LEN);
+		return rpc(ag, OP_MODIFY_QP, 0) < 0 || rpc_done(ag) ? -1 : 0;
+	}
+	ret = ibv_modify_qp(s->qp, attr, mask);
+	if (ret)
+		return bad("%s: modify QP to %s: %s", s->name, to,
+			   strerror(ret));
+	return 0;
+}
+
+/* ibv_query_qp; of init, only the caps come from an agent. */
+static int side_query_qp(struct side *s, struct ibv_qp_attr *attr, int mask,
+			 struct ibv_qp_init_attr *init)
+{
+	struct agent *ag = remote_of(s);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		put_u32(m, mask);
+		if (rpc(ag, OP_QUERY_QP, 0) < 0)
+			return -1;
+		memset(init, 0, sizeof(*init));
+		get(&rs, attr, sizeof(*attr));
+		get(&rs, &init->cap, sizeof(init->cap));
+		return rpc_done(ag);
+	}
+	if (ibv_query_qp(s->qp, attr, mask, init))
+		return bad("ibv_query_qp failed");
+	return 0;
+}
+
+static int srq_create(struct srq *q, struct dev *d,
+		      const struct ibv_srq_attr *attr)
+{
+	struct ibv_srq_init_attr init = { .attr = *attr };
+
+	memset(q, 0, sizeof(*q));
+	q->dev = d;
+	if (d->remote) {
+		struct msg *m = req();
+
+		put(m, attr, sizeof(*attr));
+		if (rpc(d->remote, OP_SRQ_CREATE, 0) < 0)
+			return -1;
+		q->id = get_u32(&rs);
+		return rpc_done(d->remote);
+	}
+	q->srq = ibv_create_srq(d->pd, &init);
+	if (!q->srq)
+		return bad("ibv_create_srq: %s", strerror(errno));
+	return 0;
+}
+
+static int srq_query(struct srq *q, struct ibv_srq_attr *attr)
+{
+	if (q->dev->remote) {
+		struct msg *m = req();
+
+		put_u32(m, q->id);
+		if (rpc(q->dev->remote, OP_SRQ_QUERY, 0) < 0)
+			return -1;
+		get(&rs, attr, sizeof(*attr));
+		return rpc_done(q->dev->remote);
+	}
+	if (ibv_query_srq(q->srq, attr))
+		return bad("ibv_query_srq failed");
+	return 0;
+}
+
+static int srq_modify(struct srq *q, struct ibv_srq_attr *attr, int mask)
+{
+	if (q->dev->remote) {
+		struct msg *m = req();
+
+		put_u32(m, q->id);
+		put(m, attr, sizeof(*attr));
+		put_u32(m, mask);
+		return rpc(q->dev->remote, OP_SRQ_MODIFY, 0) < 0 ||
+		       rpc_done(q->dev->remote) ? -1 : 0;
+	}
+	if (ibv_modify_srq(q->srq, attr, mask))
+		return bad("ibv_modify_srq(%#x) failed", mask);
+	return 0;
+}
+
+static int srq_destroy(struct srq *q)
+{
+	int ret = 0;
+
+	if (q->dev && q->dev->remote) {
+		struct msg *m = req();
+
+		put_u32(m, q->id);
+		ret = rpc(q->dev->remote, OP_SRQ_DESTROY, 0) < 0 ||
+		      rpc_done(q->dev->remote) ? -1 : 0;
+	} else if (q->srq && ibv_destroy_srq(q->srq)) {
+		ret = bad("ibv_destroy_srq failed");
+	}
+	memset(q, 0, sizeof(*q));
+	return ret;
+}
+
 /* ---- completions --------------------------------------------------------- */
 
 /* Poll exactly n completions, giving up after the timeout. */
 static int poll_n(struct side *s, struct ibv_wc *wc, int n)
 {
-	long long deadline = now_ms() + timeout_ms;
-	int got = 0, ret;
+	int got = side_poll(s, wc, n, timeout_ms, 50);
 
-	while (got < n) {
-		ret = ibv_poll_cq(s->cq, n - got, wc + got);
-		if (ret < 0)
-			return bad("%s: ibv_poll_cq returned %d", s->name, ret);
-		got += ret;
-		if (got == n)
-			break;
-		if (now_ms() > deadline)
-			return bad("%s: %d of %d completions after %d s",
-				   s->name, got, n, timeout_ms / 1000);
-		sleep_us(50);
-	}
+	if (got < 0)
+		return -1;
+	if (got < n)
+		return bad("%s: %d of %d completions after %d s", s->name,
+			   got, n, timeout_ms / 1000);
 	return 0;
 }
 
 /* No completion may show up on s within QUIET_MS. */
 static int expect_quiet_cq(struct side *s)
 {
-	long long deadline = now_ms() + QUIET_MS;
 	struct ibv_wc wc;
-	int ret;
+	int ret = side_poll(s, &wc, 1, QUIET_MS, 1000);
 
-	do {
-		ret = ibv_poll_cq(s->cq, 1, &wc);
-		if (ret < 0)
-			return bad("%s: ibv_poll_cq returned %d", s->name, ret);
-		if (ret)
-			return bad("%s: unexpected completion wr_id %" PRIu64
-				   " status %s opcode %d", s->name, wc.wr_id,
-				   ibv_wc_status_str(wc.status), wc.opcode);
-		sleep_us(1000);
-	} while (now_ms() < deadline);
+	if (ret < 0)
+		return -1;
+	if (ret)
+		return bad("%s: unexpected completion wr_id %" PRIu64
+			   " status %s opcode %d", s->name, wc.wr_id,
+			   ibv_wc_status_str(wc.status), wc.opcode);
 	return 0;
 }
 
@@ -248,7 +1129,7 @@ static void drain_cq(struct side *s)
 {
 	struct ibv_wc wc[16];
 
-	while (ibv_poll_cq(s->cq, 16, wc) > 0)
+	while (side_poll(s, wc, 16, 0, 0) > 0)
 		;
 }
 
@@ -302,7 +1183,7 @@ static struct expect send_ok(const struct side *s, uint64_t wr_id, int opcode)
 {
 	return (struct expect){ .wr_id = wr_id, .status = IBV_WC_SUCCESS,
 				.opcode = opcode, .byte_len = -1,
-				.qp_num = s->qp->qp_num };
+				.qp_num = s->qpn };
 }
 
 static struct expect wc_error(const struct side *s, uint64_t wr_id,
@@ -310,33 +1191,10 @@ static struct expect wc_error(const struct side *s, uint64_t wr_id,
 {
 	return (struct expect){ .wr_id = wr_id, .status = status,
 				.opcode = -1, .byte_len = -1,
-				.qp_num = s->qp->qp_num };
+				.qp_num = s->qpn };
 }
 
 /* ---- events -------------------------------------------------------------- */
-
-/* 1: an event for s's CQ arrived within ms, 0: none did, -1: error. */
-static int wait_cq_event(struct side *s, int ms)
-{
-	struct pollfd pfd = { .fd = s->ch->fd, .events = POLLIN };
-	struct ibv_cq *cq;
-	void *cq_ctx;
-	int ret;
-
-	ret = poll(&pfd, 1, ms);
-	if (ret < 0)
-		return bad("%s: poll on the channel: %s", s->name,
-			   strerror(errno));
-	if (ret == 0)
-		return 0;
-	if (ibv_get_cq_event(s->ch, &cq, &cq_ctx))
-		return bad("%s: ibv_get_cq_event: %s", s->name,
-			   strerror(errno));
-	ibv_ack_cq_events(cq, 1);
-	if (cq != s->cq)
-		return bad("%s: event for another CQ", s->name);
-	return 1;
-}
 
 static int expect_cq_event(struct side *s)
 {
@@ -366,8 +1224,10 @@ static int expect_no_cq_event(struct side *s)
 static int post_send(struct side *s, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad_wr = NULL;
-	int ret = ibv_post_send(s->qp, wr, &bad_wr);
+	int ret;
 
+	if (side_post_send(s, wr, &bad_wr, &ret))
+		return -1;
 	if (ret)
 		return bad("%s: ibv_post_send: %s", s->name, strerror(ret));
 	return 0;
@@ -378,10 +1238,8 @@ static int post_recv(struct side *s, struct ibv_recv_wr *wr)
 	struct ibv_recv_wr *bad_wr = NULL;
 	int ret;
 
-	if (s->srq)
-		ret = ibv_post_srq_recv(s->srq, wr, &bad_wr);
-	else
-		ret = ibv_post_recv(s->qp, wr, &bad_wr);
+	if (side_post_recv(s, wr, &bad_wr, false, &ret))
+		return -1;
 	if (ret)
 		return bad("%s: post receive: %s", s->name, strerror(ret));
 	return 0;
@@ -391,8 +1249,8 @@ static int post_recv(struct side *s, struct ibv_recv_wr *wr)
 static int post_recv_buf(struct side *s, uint64_t wr_id, size_t off,
 			 uint32_t len)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)s->buf + off,
-			       .length = len, .lkey = s->mr->lkey };
+	struct ibv_sge sge = { .addr = s->addr + off, .length = len,
+			       .lkey = s->lkey };
 	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
 				  .num_sge = 1 };
 
@@ -403,8 +1261,8 @@ static int post_recv_buf(struct side *s, uint64_t wr_id, size_t off,
 static int post_send_buf(struct side *s, uint64_t wr_id, size_t off,
 			 uint32_t len, unsigned int flags)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)s->buf + off,
-			       .length = len, .lkey = s->mr->lkey };
+	struct ibv_sge sge = { .addr = s->addr + off, .length = len,
+			       .lkey = s->lkey };
 	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge,
 				  .num_sge = 1, .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED | flags };
@@ -441,71 +1299,75 @@ static void to_sges(const struct side *s, const struct pieces *pc,
 	int i;
 
 	for (i = 0; i < pc->n; i++) {
-		sge[i].addr = (uintptr_t)s->buf + pc->off[i];
+		sge[i].addr = s->addr + pc->off[i];
 		sge[i].length = pc->len[i];
-		sge[i].lkey = s->mr->lkey;
+		sge[i].lkey = s->lkey;
 	}
 }
 
-static void scatter(uint8_t *buf, const struct pieces *pc,
-		    const uint8_t *stream)
+/*
+ * The window as it must be (from pc->lo to pc->hi): the stream in its
+ * pieces, canaries elsewhere. NULL: out of memory.
+ */
+static uint8_t *window_image(const struct pieces *pc, const uint8_t *stream)
 {
+	uint8_t *img = malloc(pc->hi - pc->lo);
 	size_t pos = 0;
 	int i;
 
+	if (!img)
+		return NULL;
+	memset(img, CANARY, pc->hi - pc->lo);
 	for (i = 0; i < pc->n; i++) {
-		memcpy(buf + pc->off[i], stream + pos, pc->len[i]);
+		memcpy(img + pc->off[i] - pc->lo, stream + pos, pc->len[i]);
 		pos += pc->len[i];
 	}
+	return img;
 }
 
 /* The window holds the stream in its pieces and canaries elsewhere. */
-static int verify_window(const struct side *s, const struct pieces *pc,
+static int verify_window(struct side *s, const struct pieces *pc,
 			 const uint8_t *stream)
 {
 	size_t n = pc->hi - pc->lo, i;
-	uint8_t *exp = malloc(n);
+	uint8_t *exp = window_image(pc, stream), *got = malloc(n);
 	int ret = 0;
 
-	if (!exp)
-		return bad("out of memory");
-	memset(exp, CANARY, n);
-	scatter(exp - pc->lo, pc, stream);
-	for (i = 0; i < n; i++) {
-		if (s->buf[pc->lo + i] != exp[i]) {
+	if (!exp || !got)
+		ret = bad("out of memory");
+	else
+		ret = buf_get(s, pc->lo, got, n);
+	for (i = 0; !ret && i < n; i++) {
+		if (got[i] != exp[i]) {
 			ret = bad("%s: byte at buffer offset %zu is %#04x, "
 				  "expected %#04x", s->name, pc->lo + i,
-				  s->buf[pc->lo + i], exp[i]);
+				  got[i], exp[i]);
 			break;
 		}
 	}
 	free(exp);
+	free(got);
 	return ret;
 }
 
-static int verify_canary(const struct side *s, size_t off, size_t len)
+static int verify_canary(struct side *s, size_t off, size_t len)
 {
+	uint8_t *got = malloc(len);
 	size_t i;
+	int ret;
 
-	for (i = 0; i < len; i++)
-		if (s->buf[off + i] != CANARY)
-			return bad("%s: byte at buffer offset %zu was "
-				   "overwritten", s->name, off + i);
-	return 0;
+	if (!got)
+		return bad("out of memory");
+	ret = buf_get(s, off, got, len);
+	for (i = 0; !ret && i < len; i++)
+		if (got[i] != CANARY)
+			ret = bad("%s: byte at buffer offset %zu was "
+				  "overwritten", s->name, off + i);
+	free(got);
+	return ret;
 }
 
 /* ---- QP state ------------------------------------------------------------ */
-
-static int modify(struct side *s, struct ibv_qp_attr *attr, int mask,
-		  const char *to)
-{
-	int ret = ibv_modify_qp(s->qp, attr, mask);
-
-	if (ret)
-		return bad("%s: modify QP to %s: %s", s->name, to,
-			   strerror(ret));
-	return 0;
-}
 
 static int qp_to_init(struct side *s)
 {
@@ -527,7 +1389,7 @@ static int qp_to_rtr(struct side *s, const struct side *peer,
 	struct ibv_qp_attr attr = {
 		.qp_state = IBV_QPS_RTR,
 		.path_mtu = path_mtu,
-		.dest_qp_num = peer->qp->qp_num,
+		.dest_qp_num = peer->qpn,
 		.rq_psn = peer->psn,
 		.max_dest_rd_atomic = rd_atomic,
 		.min_rnr_timer = min_rnr_timer,
@@ -602,9 +1464,11 @@ static int reconnect(struct pair *p, uint8_t a_rnr_retry,
 	if (qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
 	    qp_to_state(&p->b, IBV_QPS_RESET, "RESET"))
 		return -1;
-	ret = ibv_poll_cq(p->a.cq, 1, &wc);
+	ret = side_poll(&p->a, &wc, 1, 0, 0);
 	if (!ret)
-		ret = ibv_poll_cq(p->b.cq, 1, &wc);
+		ret = side_poll(&p->b, &wc, 1, 0, 0);
+	if (ret < 0)
+		return -1;
 	if (ret)
 		return bad("a CQE (wr_id %" PRIu64 ", status %s) outlived "
 			   "RESET", wc.wr_id, ibv_wc_status_str(wc.status));
@@ -621,12 +1485,13 @@ static int reconnect(struct pair *p, uint8_t a_rnr_retry,
 		return -1;
 	e = (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
 			     .opcode = IBV_WC_RECV, .byte_len = 64,
-			     .qp_num = p->b.qp->qp_num, .recv = true,
-			     .src_qp = p->a.qp->qp_num };
+			     .qp_num = p->b.qpn, .recv = true,
+			     .src_qp = p->a.qpn };
 	if (expect_wc(&p->b, &e))
 		return -1;
-	if (memcmp(p->a.buf + SPARE_OFF, p->b.buf + SPARE_OFF, 64))
-		return bad("message after reconnection corrupted");
+	if (expect_bytes(&p->b, SPARE_OFF, p->a.buf + SPARE_OFF, 64,
+			 "message after reconnection corrupted"))
+		return -1;
 	p->dirty = false;
 	return 0;
 }
@@ -701,6 +1566,28 @@ static int dev_open(struct dev *d, const char *name, int gid_index)
 	return 0;
 }
 
+/* The agent opens its device NAME; d describes it here. */
+static int dev_open_remote(struct dev *d, struct agent *ag, const char *name,
+			   int gid_index)
+{
+	static char label[128];
+	struct msg *m = req();
+
+	snprintf(label, sizeof(label), "%s@%s", name, ag->host);
+	d->name = label;
+	d->remote = ag;
+	put_str(m, name, 64);
+	put_u32(m, gid_index);
+	put_u32(m, timeout_ms);
+	if (rpc(ag, OP_OPEN, 0) < 0)
+		return -1;
+	get(&rs, &d->attr, sizeof(d->attr));
+	get(&rs, &d->port_attr, sizeof(d->port_attr));
+	d->gid_index = (int32_t)get_u32(&rs);
+	get(&rs, &d->gid, sizeof(d->gid));
+	return rpc_done(ag);
+}
+
 static uint32_t max_sge_of(const struct dev *a, const struct dev *b)
 {
 	int n = a->attr.max_sge < b->attr.max_sge ? a->attr.max_sge :
@@ -710,13 +1597,13 @@ static uint32_t max_sge_of(const struct dev *a, const struct dev *b)
 }
 
 static int side_create(struct side *s, const char *name, struct dev *d,
-		       struct ibv_srq *srq, int sq_sig_all, uint32_t max_sge,
+		       struct srq *srq, int sq_sig_all, uint32_t max_sge,
 		       uint32_t psn)
 {
 	struct ibv_qp_init_attr init = {
 		.qp_type = IBV_QPT_RC,
 		.sq_sig_all = sq_sig_all,
-		.srq = srq,
+		.srq = srq ? srq->srq : NULL,
 		.cap = {
 			.max_send_wr = QP_DEPTH,
 			.max_recv_wr = srq ? 0 : QP_DEPTH,
@@ -730,6 +1617,24 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 	s->dev = d;
 	s->srq = srq;
 	s->psn = psn;
+	if (d->remote) {
+		struct msg *m = req();
+
+		put_str(m, name, NAME_LEN);
+		put_u32(m, srq ? srq->id : 0);
+		put_u32(m, sq_sig_all);
+		put_u32(m, max_sge);
+		put_u32(m, psn);
+		if (rpc(d->remote, OP_SIDE_CREATE, 0) < 0)
+			return -1;
+		s->id = get_u32(&rs);
+		s->qpn = get_u32(&rs);
+		s->lkey = get_u32(&rs);
+		s->rkey = get_u32(&rs);
+		s->addr = get_u64(&rs);
+		get(&rs, &s->cap, sizeof(s->cap));
+		return rpc_done(d->remote);
+	}
 	s->ch = ibv_create_comp_channel(d->ctx);
 	if (!s->ch)
 		return bad("%s: ibv_create_comp_channel: %s", name,
@@ -744,14 +1649,18 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 	if (!s->buf)
 		return bad("out of memory");
 	memset(s->buf, 0, BUF_SIZE);
+	s->addr = (uintptr_t)s->buf;
 	s->mr = ibv_reg_mr(d->pd, s->buf, BUF_SIZE, ALL_ACCESS);
 	if (!s->mr)
 		return bad("%s: ibv_reg_mr: %s", name, strerror(errno));
+	s->lkey = s->mr->lkey;
+	s->rkey = s->mr->rkey;
 	init.send_cq = s->cq;
 	init.recv_cq = s->cq;
 	s->qp = ibv_create_qp(d->pd, &init);
 	if (!s->qp)
 		return bad("%s: ibv_create_qp: %s", name, strerror(errno));
+	s->qpn = s->qp->qp_num;
 	s->cap = init.cap;
 	if (s->cap.max_send_wr < QP_DEPTH || s->cap.max_send_sge < max_sge ||
 	    (!srq && (s->cap.max_recv_wr < QP_DEPTH ||
@@ -765,6 +1674,16 @@ static int side_destroy(struct side *s)
 {
 	int ret = 0;
 
+	if (remote_of(s)) {
+		struct msg *m = req();
+
+		put_u32(m, s->id);
+		if (s->id && (rpc(s->dev->remote, OP_SIDE_DESTROY, 0) < 0 ||
+			      rpc_done(s->dev->remote)))
+			ret = -1;
+		memset(s, 0, sizeof(*s));
+		return ret;
+	}
 	if (s->qp && ibv_destroy_qp(s->qp))
 		ret = bad("%s: ibv_destroy_qp failed", s->name);
 	if (s->mr && ibv_dereg_mr(s->mr))
@@ -779,7 +1698,7 @@ static int side_destroy(struct side *s)
 }
 
 static int pair_create(struct pair *p, const char *name, struct dev *da,
-		       struct dev *db, struct ibv_srq *srq_b, int sq_sig_all)
+		       struct dev *db, struct srq *srq_b, int sq_sig_all)
 {
 	uint32_t max_sge = max_sge_of(da, db);
 
@@ -787,8 +1706,8 @@ static int pair_create(struct pair *p, const char *name, struct dev *da,
 	if (srq_b) {
 		struct ibv_srq_attr sattr;
 
-		if (ibv_query_srq(srq_b, &sattr))
-			return bad("ibv_query_srq failed");
+		if (srq_query(srq_b, &sattr))
+			return -1;
 		if (sattr.max_sge < max_sge)
 			max_sge = sattr.max_sge;
 	}
@@ -872,7 +1791,7 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 	struct ibv_send_wr wr = {};
 	struct ibv_recv_wr rwr = {};
 	struct pieces ps, pd;
-	uint8_t *stream;
+	uint8_t *stream, *image = NULL;
 	struct expect e;
 	uint64_t id = next_wr_id++;
 	uint32_t imm = 0x5eed0000u ^ (uint32_t)id;
@@ -883,22 +1802,27 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 	       read ? nlocal : send ? nrecv : 1);
 
 	stream = malloc(len);
-	if (!stream)
+	if (stream) {
+		fill_pattern(stream, len, (uint32_t)id);
+		image = window_image(&ps, stream);
+	}
+	if (!image) {
+		free(stream);
 		return bad("out of memory");
-	fill_pattern(stream, len, (uint32_t)id);
-	memset(src->buf + ps.lo, CANARY, ps.hi - ps.lo);
-	scatter(src->buf, &ps, stream);
-	memset(dst->buf + pd.lo, CANARY, pd.hi - pd.lo);
-	memset(p->b.buf + SPARE_OFF, CANARY, GUARD);
+	}
+	if (buf_put(src, ps.lo, image, ps.hi - ps.lo) ||
+	    buf_set(dst, pd.lo, CANARY, pd.hi - pd.lo) ||
+	    buf_set(&p->b, SPARE_OFF, CANARY, GUARD))
+		goto out;
 
 	if (consumes_recv(op)) {
 		rwr.wr_id = id;
 		rwr.sg_list = rsge;
 		if (op == IBV_WR_RDMA_WRITE_WITH_IMM) {
 			/* The data goes to the RDMA target, not here. */
-			rsge[0].addr = (uintptr_t)p->b.buf + SPARE_OFF;
+			rsge[0].addr = p->b.addr + SPARE_OFF;
 			rsge[0].length = GUARD;
-			rsge[0].lkey = p->b.mr->lkey;
+			rsge[0].lkey = p->b.lkey;
 			rwr.num_sge = 1;
 		} else {
 			to_sges(&p->b, &pd, rsge);
@@ -920,8 +1844,8 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 		struct side *remote = &p->b;
 		size_t roff = read ? ps.off[0] : pd.off[0];
 
-		wr.wr.rdma.remote_addr = (uintptr_t)remote->buf + roff;
-		wr.wr.rdma.rkey = remote->mr->rkey;
+		wr.wr.rdma.remote_addr = remote->addr + roff;
+		wr.wr.rdma.rkey = remote->rkey;
 	}
 	if (post_send(&p->a, &wr))
 		goto out;
@@ -935,10 +1859,10 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 			.wr_id = id, .status = IBV_WC_SUCCESS,
 			.opcode = op == IBV_WR_RDMA_WRITE_WITH_IMM ?
 				IBV_WC_RECV_RDMA_WITH_IMM : IBV_WC_RECV,
-			.byte_len = len, .qp_num = p->b.qp->qp_num,
+			.byte_len = len, .qp_num = p->b.qpn,
 			.recv = true,
 			.wc_flags = has_imm(op) ? IBV_WC_WITH_IMM : 0,
-			.imm = imm, .src_qp = p->a.qp->qp_num,
+			.imm = imm, .src_qp = p->a.qpn,
 		};
 		if (expect_wc(&p->b, &e))
 			goto out;
@@ -946,11 +1870,13 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 		/* One-sided operations leave the responder's CQ alone. */
 		struct ibv_wc wc;
 
-		ret = ibv_poll_cq(p->b.cq, 1, &wc);
+		ret = side_poll(&p->b, &wc, 1, 0, 0);
 		if (ret) {
-			ret = bad("responder: completion (status %s) for a "
-				  "one-sided operation",
-				  ibv_wc_status_str(wc.status));
+			if (ret > 0)
+				bad("responder: completion (status %s) for a "
+				    "one-sided operation",
+				    ibv_wc_status_str(wc.status));
+			ret = -1;
 			goto out;
 		}
 	}
@@ -959,6 +1885,7 @@ static int transfer(struct pair *p, enum ibv_wr_opcode op, size_t len,
 	if (!ret && op == IBV_WR_RDMA_WRITE_WITH_IMM)
 		ret = verify_canary(&p->b, SPARE_OFF, GUARD);
 out:
+	free(image);
 	free(stream);
 	return ret;
 }
@@ -1026,20 +1953,22 @@ static void test_sges(struct pair *p)
 static int atomic_op(struct pair *p, enum ibv_wr_opcode op, uint64_t init,
 		     uint64_t compare_add, uint64_t swap, uint64_t want_mem)
 {
-	uint64_t *remote = (uint64_t *)(p->b.buf + SPARE_OFF + 1024);
-	uint64_t *local = (uint64_t *)(p->a.buf + SPARE_OFF + 1024);
-	struct ibv_sge sge = { .addr = (uintptr_t)local, .length = 8,
-			       .lkey = p->a.mr->lkey };
+	const size_t off = SPARE_OFF + 1024;
+	uint64_t *local = (uint64_t *)(p->a.buf + off);
+	struct ibv_sge sge = { .addr = p->a.addr + off, .length = 8,
+			       .lkey = p->a.lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
 		.opcode = op, .send_flags = IBV_SEND_SIGNALED,
 	};
 	struct expect e;
+	uint64_t remote;
 
-	*remote = init;
+	if (buf_put(&p->b, off, &init, 8))
+		return -1;
 	memset(local, CANARY, 8);
-	wr.wr.atomic.remote_addr = (uintptr_t)remote;
-	wr.wr.atomic.rkey = p->b.mr->rkey;
+	wr.wr.atomic.remote_addr = p->b.addr + off;
+	wr.wr.atomic.rkey = p->b.rkey;
 	wr.wr.atomic.compare_add = compare_add;
 	wr.wr.atomic.swap = swap;
 	if (post_send(&p->a, &wr))
@@ -1050,9 +1979,11 @@ static int atomic_op(struct pair *p, enum ibv_wr_opcode op, uint64_t init,
 	if (*local != init)
 		return bad("returned %#" PRIx64 ", expected the old value %#"
 			   PRIx64, *local, init);
-	if (*remote != want_mem)
+	if (buf_get(&p->b, off, &remote, 8))
+		return -1;
+	if (remote != want_mem)
 		return bad("remote holds %#" PRIx64 ", expected %#" PRIx64,
-			   *remote, want_mem);
+			   remote, want_mem);
 	return expect_quiet_cq(&p->b);
 }
 
@@ -1090,17 +2021,17 @@ static int unsignaled_pair(struct pair *p)
 	for (i = 0; i < 2; i++) {
 		fill_pattern(p->a.buf + DATA_OFF + i * 4096, 4096,
 			     (uint32_t)next_wr_id + i);
-		memset(p->b.buf + DATA_OFF + i * 4096, 0, 4096);
+		if (buf_set(&p->b, DATA_OFF + i * 4096, 0, 4096))
+			return -1;
 		sge[i] = (struct ibv_sge){
-			.addr = (uintptr_t)p->a.buf + DATA_OFF + i * 4096,
-			.length = 4096, .lkey = p->a.mr->lkey };
+			.addr = p->a.addr + DATA_OFF + i * 4096,
+			.length = 4096, .lkey = p->a.lkey };
 		wr[i].wr_id = next_wr_id++;
 		wr[i].sg_list = &sge[i];
 		wr[i].num_sge = 1;
 		wr[i].opcode = IBV_WR_RDMA_WRITE;
-		wr[i].wr.rdma.remote_addr =
-			(uintptr_t)p->b.buf + DATA_OFF + i * 4096;
-		wr[i].wr.rdma.rkey = p->b.mr->rkey;
+		wr[i].wr.rdma.remote_addr = p->b.addr + DATA_OFF + i * 4096;
+		wr[i].wr.rdma.rkey = p->b.rkey;
 	}
 	wr[0].next = &wr[1];
 	wr[1].send_flags = IBV_SEND_SIGNALED;
@@ -1109,8 +2040,9 @@ static int unsignaled_pair(struct pair *p)
 	e = send_ok(&p->a, wr[1].wr_id, IBV_WC_RDMA_WRITE);
 	if (expect_wc(&p->a, &e))
 		return -1;
-	if (memcmp(p->a.buf + DATA_OFF, p->b.buf + DATA_OFF, 8192))
-		return bad("written data differ");
+	if (expect_bytes(&p->b, DATA_OFF, p->a.buf + DATA_OFF, 8192,
+			 "written data differ"))
+		return -1;
 	return expect_quiet_cq(&p->a);
 }
 
@@ -1130,21 +2062,22 @@ static int unsignaled_stream(struct pair *p)
 
 	next_wr_id += total;
 	fill_pattern(p->a.buf + DATA_OFF, 32 * 64, (uint32_t)base_id);
-	memset(p->b.buf + DATA_OFF, 0, 32 * 64);
+	if (buf_set(&p->b, DATA_OFF, 0, 32 * 64))
+		return -1;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	wr.opcode = IBV_WR_RDMA_WRITE;
-	wr.wr.rdma.rkey = p->b.mr->rkey;
+	wr.wr.rdma.rkey = p->b.rkey;
 
 	while (retired < total) {
 		if (posted < total && posted - retired < depth) {
 			size_t off = DATA_OFF + (posted % 32) * 64;
 
 			sge = (struct ibv_sge){
-				.addr = (uintptr_t)p->a.buf + off,
-				.length = 64, .lkey = p->a.mr->lkey };
+				.addr = p->a.addr + off,
+				.length = 64, .lkey = p->a.lkey };
 			wr.wr_id = base_id + posted;
-			wr.wr.rdma.remote_addr = (uintptr_t)p->b.buf + off;
+			wr.wr.rdma.remote_addr = p->b.addr + off;
 			wr.send_flags = (posted % 16 == 15 ||
 					 posted == total - 1) ?
 					IBV_SEND_SIGNALED : 0;
@@ -1166,24 +2099,25 @@ static int unsignaled_stream(struct pair *p)
 				   wc.wr_id);
 		retired = wc.wr_id - base_id + 1;
 	}
-	if (memcmp(p->a.buf + DATA_OFF, p->b.buf + DATA_OFF, 32 * 64))
-		return bad("written data differ");
+	if (expect_bytes(&p->b, DATA_OFF, p->a.buf + DATA_OFF, 32 * 64,
+			 "written data differ"))
+		return -1;
 	return expect_quiet_cq(&p->a);
 }
 
 /* With sq_sig_all, a WR without IBV_SEND_SIGNALED completes too. */
 static int sig_all(struct pair *p)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + DATA_OFF,
-			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_sge sge = { .addr = p->a.addr + DATA_OFF,
+			       .length = 64, .lkey = p->a.lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_RDMA_WRITE,
 	};
 	struct expect e;
 
-	wr.wr.rdma.remote_addr = (uintptr_t)p->b.buf + DATA_OFF;
-	wr.wr.rdma.rkey = p->b.mr->rkey;
+	wr.wr.rdma.remote_addr = p->b.addr + DATA_OFF;
+	wr.wr.rdma.rkey = p->b.rkey;
 	if (post_send(&p->a, &wr))
 		return -1;
 	e = send_ok(&p->a, wr.wr_id, IBV_WC_RDMA_WRITE);
@@ -1208,8 +2142,8 @@ static struct expect recv_ok(const struct pair *p, uint64_t id)
 {
 	return (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
 				.opcode = IBV_WC_RECV, .byte_len = 64,
-				.qp_num = p->b.qp->qp_num, .recv = true,
-				.src_qp = p->a.qp->qp_num };
+				.qp_num = p->b.qpn, .recv = true,
+				.src_qp = p->a.qpn };
 }
 
 /* Armed for any completion: a receive raises an event. */
@@ -1217,8 +2151,8 @@ static int event_next(struct pair *p)
 {
 	struct expect e;
 
-	if (ibv_req_notify_cq(p->b.cq, 0))
-		return bad("ibv_req_notify_cq failed");
+	if (side_notify(&p->b, 0))
+		return -1;
 	if (send_and_receive(p, 0) || expect_cq_event(&p->b))
 		return -1;
 	e = recv_ok(p, next_wr_id - 1);
@@ -1231,8 +2165,8 @@ static int event_solicited(struct pair *p)
 {
 	struct expect e;
 
-	if (ibv_req_notify_cq(p->b.cq, 1))
-		return bad("ibv_req_notify_cq failed");
+	if (side_notify(&p->b, 1))
+		return -1;
 	if (send_and_receive(p, 0))
 		return -1;
 	e = recv_ok(p, next_wr_id - 1);
@@ -1250,8 +2184,8 @@ static int event_send_cq(struct pair *p)
 {
 	struct ibv_wc wc;
 
-	if (ibv_req_notify_cq(p->a.cq, 0))
-		return bad("ibv_req_notify_cq failed");
+	if (side_notify(&p->a, 0))
+		return -1;
 	if (send_and_receive(p, 0) || expect_cq_event(&p->a))
 		return -1;
 	if (poll_n(&p->b, &wc, 1))
@@ -1265,8 +2199,8 @@ static int event_send_cq(struct pair *p)
 /* CQEs still in the ring when a QP is reset are gone afterwards. */
 static int reset_drops_cqes(struct pair *p)
 {
-	if (ibv_req_notify_cq(p->a.cq, 0))
-		return bad("ibv_req_notify_cq failed");
+	if (side_notify(&p->a, 0))
+		return -1;
 	if (post_recv_buf(&p->b, next_wr_id, SPARE_OFF, 64) ||
 	    post_send_buf(&p->a, next_wr_id, SPARE_OFF, 64, 0))
 		return -1;
@@ -1283,8 +2217,10 @@ static int expect_send_rejected(struct side *s, struct ibv_send_wr *wr,
 				struct ibv_send_wr *want_bad)
 {
 	struct ibv_send_wr *bad_wr = NULL;
-	int ret = ibv_post_send(s->qp, wr, &bad_wr);
+	int ret;
 
+	if (side_post_send(s, wr, &bad_wr, &ret))
+		return -1;
 	if (ret != EINVAL)
 		return bad("ibv_post_send returned %d (%s), expected EINVAL",
 			   ret, strerror(ret));
@@ -1296,8 +2232,8 @@ static int expect_send_rejected(struct side *s, struct ibv_send_wr *wr,
 
 static int reject_state(struct side *s, const char *state)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
-			       .lkey = s->mr->lkey };
+	struct ibv_sge sge = { .addr = s->addr, .length = 8,
+			       .lkey = s->lkey };
 	struct ibv_send_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1,
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED };
@@ -1307,18 +2243,26 @@ static int reject_state(struct side *s, const char *state)
 	return 0;
 }
 
-static int reject_recv_in_reset(struct side *s)
+/* ibv_post_recv on s's QP (what) must fail with EINVAL, naming the WR. */
+static int expect_recv_rejected(struct side *s, const char *what)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
-			       .lkey = s->mr->lkey };
+	struct ibv_sge sge = { .addr = s->addr, .length = 8,
+			       .lkey = s->lkey };
 	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 };
 	struct ibv_recv_wr *bad_wr = NULL;
-	int ret = ibv_post_recv(s->qp, &wr, &bad_wr);
+	int ret;
 
+	if (side_post_recv(s, &wr, &bad_wr, true, &ret))
+		return -1;
 	if (ret != EINVAL || bad_wr != &wr)
-		return bad("ibv_post_recv in RESET returned %d, bad_wr %s",
-			   ret, bad_wr == &wr ? "set" : "not set");
+		return bad("%s returned %d, bad_wr %s", what, ret,
+			   bad_wr == &wr ? "set" : "not set");
 	return 0;
+}
+
+static int reject_recv_in_reset(struct side *s)
+{
+	return expect_recv_rejected(s, "ibv_post_recv in RESET");
 }
 
 static int query_caps(struct side *s, enum ibv_qp_state state)
@@ -1326,8 +2270,8 @@ static int query_caps(struct side *s, enum ibv_qp_state state)
 	struct ibv_qp_init_attr init;
 	struct ibv_qp_attr attr;
 
-	if (ibv_query_qp(s->qp, &attr, IBV_QP_STATE | IBV_QP_CAP, &init))
-		return bad("ibv_query_qp failed");
+	if (side_query_qp(s, &attr, IBV_QP_STATE | IBV_QP_CAP, &init))
+		return -1;
 	if (attr.qp_state != state)
 		return bad("state %d, expected %d", attr.qp_state, state);
 	/* Both report the actual caps; only more is allowed for rings. */
@@ -1365,8 +2309,8 @@ static void test_unconnected(struct pair *p)
 
 static int reject_inline(struct pair *p)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf, .length = 16,
-			       .lkey = p->a.mr->lkey };
+	struct ibv_sge sge = { .addr = p->a.addr, .length = 16,
+			       .lkey = p->a.lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
 		.opcode = IBV_WR_SEND,
@@ -1395,9 +2339,8 @@ static int reject_too_many_sges(struct pair *p)
 		return bad("QP has %u SGEs, more than this test handles",
 			   p->a.cap.max_send_sge);
 	for (i = 0; i < wr.num_sge; i++)
-		sge[i] = (struct ibv_sge){ .addr = (uintptr_t)p->a.buf,
-					   .length = 1,
-					   .lkey = p->a.mr->lkey };
+		sge[i] = (struct ibv_sge){ .addr = p->a.addr, .length = 1,
+					   .lkey = p->a.lkey };
 	if (expect_send_rejected(&p->a, &wr, &wr))
 		return -1;
 	return expect_quiet_cq(&p->a);
@@ -1406,8 +2349,8 @@ static int reject_too_many_sges(struct pair *p)
 /* The WRs before a refused one are posted and complete. */
 static int reject_bad_opcode_in_chain(struct pair *p)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + SPARE_OFF,
-			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_sge sge = { .addr = p->a.addr + SPARE_OFF,
+			       .length = 64, .lkey = p->a.lkey };
 	struct ibv_send_wr wr[2] = {
 		{ .wr_id = next_wr_id, .sg_list = &sge, .num_sge = 1,
 		  .opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED },
@@ -1443,19 +2386,18 @@ static void test_rejections(struct pair *p)
 
 /* ---- error completions --------------------------------------------------- */
 
-/* The lkey of an MR that no longer exists. */
+/* The keys of an MR over s's buffer that no longer exists. */
 static int stale_key(struct side *s, uint32_t *lkey, uint32_t *rkey)
 {
-	struct ibv_mr *mr = ibv_reg_mr(s->dev->pd, s->buf + SPARE_OFF, 4096,
-				       ALL_ACCESS);
+	struct mr mr;
 
-	if (!mr)
-		return bad("%s: ibv_reg_mr: %s", s->name, strerror(errno));
-	*lkey = mr->lkey;
-	*rkey = mr->rkey;
-	if (ibv_dereg_mr(mr))
-		return bad("%s: ibv_dereg_mr failed", s->name);
-	if (*lkey == s->mr->lkey || *rkey == s->mr->rkey)
+	if (mr_reg(&mr, s, SPARE_OFF, 4096, ALL_ACCESS))
+		return -1;
+	*lkey = mr.lkey;
+	*rkey = mr.rkey;
+	if (mr_dereg(&mr))
+		return -1;
+	if (*lkey == s->lkey || *rkey == s->rkey)
 		return bad("a deregistered MR's key equals a live one");
 	return 0;
 }
@@ -1463,8 +2405,8 @@ static int stale_key(struct side *s, uint32_t *lkey, uint32_t *rkey)
 /* A SEND whose SGE the requester cannot use. */
 static int loc_prot_err(struct pair *p, bool stale)
 {
-	uint32_t lkey = p->a.mr->lkey, rkey;
-	uint64_t addr = (uintptr_t)p->a.buf + SPARE_OFF;
+	uint32_t lkey = p->a.lkey, rkey;
+	uint64_t addr = p->a.addr + SPARE_OFF;
 	struct ibv_sge sge;
 	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
 				  .num_sge = 1, .opcode = IBV_WR_SEND,
@@ -1476,7 +2418,7 @@ static int loc_prot_err(struct pair *p, bool stale)
 			return -1;
 	} else {
 		/* The SGE runs 32 bytes past the end of the MR. */
-		addr = (uintptr_t)p->a.buf + BUF_SIZE - 32;
+		addr = p->a.addr + BUF_SIZE - 32;
 	}
 	sge = (struct ibv_sge){ .addr = addr, .length = 64, .lkey = lkey };
 	if (post_recv_buf(&p->b, next_wr_id++, SPARE_OFF, 64) ||
@@ -1490,13 +2432,13 @@ static int loc_prot_err(struct pair *p, bool stale)
 static int rem_access_err(struct pair *p, enum ibv_wr_opcode op,
 			  int mr_access, bool stale)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)p->a.buf + DATA_OFF,
-			       .length = 64, .lkey = p->a.mr->lkey };
+	struct ibv_sge sge = { .addr = p->a.addr + DATA_OFF,
+			       .length = 64, .lkey = p->a.lkey };
 	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
 				  .num_sge = 1, .opcode = op,
 				  .send_flags = IBV_SEND_SIGNALED };
-	uint8_t *target = p->b.buf + SPARE_OFF + 2048;
-	struct ibv_mr *mr = NULL;
+	const size_t target = SPARE_OFF + 2048;
+	struct mr mr = {};
 	uint32_t lkey, rkey;
 	struct expect e;
 	int ret = -1;
@@ -1505,21 +2447,21 @@ static int rem_access_err(struct pair *p, enum ibv_wr_opcode op,
 		if (stale_key(&p->b, &lkey, &rkey))
 			return -1;
 	} else {
-		mr = ibv_reg_mr(p->b.dev->pd, target, 64, mr_access);
-		if (!mr)
-			return bad("ibv_reg_mr: %s", strerror(errno));
-		rkey = mr->rkey;
+		if (mr_reg(&mr, &p->b, target, 64, mr_access))
+			return -1;
+		rkey = mr.rkey;
 	}
-	memset(target, CANARY, 64);
+	if (buf_set(&p->b, target, CANARY, 64))
+		goto out;
 	memset(p->a.buf + DATA_OFF, 0x3c, 64);
-	wr.wr.rdma.remote_addr = (uintptr_t)target;
+	wr.wr.rdma.remote_addr = p->b.addr + target;
 	wr.wr.rdma.rkey = rkey;
 	if (post_send(&p->a, &wr))
 		goto out;
 	e = wc_error(&p->a, wr.wr_id, IBV_WC_REM_ACCESS_ERR);
 	if (expect_wc(&p->a, &e))
 		goto out;
-	ret = verify_canary(&p->b, SPARE_OFF + 2048, 64);
+	ret = verify_canary(&p->b, target, 64);
 	if (!ret && op == IBV_WR_RDMA_READ) {
 		size_t i;
 
@@ -1528,8 +2470,16 @@ static int rem_access_err(struct pair *p, enum ibv_wr_opcode op,
 				ret = bad("refused READ wrote local memory");
 	}
 out:
-	if (mr && ibv_dereg_mr(mr) && !ret)
-		ret = bad("ibv_dereg_mr failed");
+	if (mr.side && ret) {
+		char first[sizeof(why)];
+
+		/* The first failure is the one to report. */
+		memcpy(first, why, sizeof(why));
+		mr_dereg(&mr);
+		memcpy(why, first, sizeof(why));
+	} else if (mr.side) {
+		ret = mr_dereg(&mr);
+	}
 	return ret;
 }
 
@@ -1658,7 +2608,8 @@ static int rnr_then_receive(struct pair *p, uint8_t rnr_retry,
 	if (reconnect(p, rnr_retry, timer))
 		return annotate("setting up the RNR case");
 	fill_pattern(p->a.buf + SPARE_OFF, 64, (uint32_t)id);
-	memset(p->b.buf + SPARE_OFF, 0, 64);
+	if (buf_set(&p->b, SPARE_OFF, 0, 64))
+		return -1;
 	if (post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
 		return -1;
 	sleep_us(15000);
@@ -1671,19 +2622,19 @@ static int rnr_then_receive(struct pair *p, uint8_t rnr_retry,
 		return -1;
 	e = (struct expect){ .wr_id = id, .status = IBV_WC_SUCCESS,
 			     .opcode = IBV_WC_RECV, .byte_len = 64,
-			     .qp_num = p->b.qp->qp_num, .recv = true,
-			     .src_qp = p->a.qp->qp_num };
+			     .qp_num = p->b.qpn, .recv = true,
+			     .src_qp = p->a.qpn };
 	if (expect_wc(&p->b, &e))
 		return -1;
-	if (memcmp(p->a.buf + SPARE_OFF, p->b.buf + SPARE_OFF, 64))
-		return bad("data sent after RNR corrupted");
-	return 0;
+	return expect_bytes(&p->b, SPARE_OFF, p->a.buf + SPARE_OFF, 64,
+			    "data sent after RNR corrupted");
 }
 
 /* ---- the fast path costs nothing when idle ------------------------------ */
 
 struct idle_poll {
 	struct ibv_cq *cq[2];
+	int ncq;
 	int polls;
 	int found;
 };
@@ -1702,7 +2653,7 @@ static void *idle_poll_thread(void *arg)
 	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT))
 		return (void *)1;
 	for (i = 0; i < ip->polls; i++)
-		for (j = 0; j < 2; j++)
+		for (j = 0; j < ip->ncq; j++)
 			ip->found += ibv_poll_cq(ip->cq[j], 1, &wc);
 	/* Raw exit: glibc's thread exit makes syscalls strict mode forbids. */
 	syscall(SYS_exit, 0);
@@ -1734,15 +2685,20 @@ static int protect_uars(int prot)
 	return n;
 }
 
-static int empty_poll_is_free(struct pair *p)
+/*
+ * Empty polls of this process's CQs (at most 2) cost no syscall and no
+ * doorbell; what was measured goes to note.
+ */
+static int idle_polls(struct ibv_cq *const *cq, int ncq, char *note,
+		      size_t size)
 {
-	struct idle_poll ip = { .cq = { p->a.cq, p->b.cq }, .polls = 100000 };
+	struct idle_poll ip = { .ncq = ncq, .polls = 100000 };
 	pthread_t t;
 	void *ret = NULL;
-	int uars;
+	int uars, i;
 
-	drain_cq(&p->a);
-	drain_cq(&p->b);
+	for (i = 0; i < ncq && i < 2; i++)
+		ip.cq[i] = cq[i];
 	uars = protect_uars(PROT_NONE);
 	if (uars < 1)
 		return bad("cannot find or protect the UAR mappings");
@@ -1756,8 +2712,37 @@ static int empty_poll_is_free(struct pair *p)
 		return bad("seccomp strict mode is not available");
 	if (ip.found)
 		return bad("an idle CQ returned %d completions", ip.found);
-	printf("measured: %d empty polls of 2 CQs: no syscall, no doorbell "
-	       "(%d UAR pages protected)\n", ip.polls, uars);
+	snprintf(note, size, "%d empty polls of %d CQ%s: no syscall, no "
+		 "doorbell (%d UAR pages protected)", ip.polls, ncq,
+		 ncq == 1 ? "" : "s", uars);
+	return 0;
+}
+
+/* Both CQs of the pair; a remote responder's in the agent's process. */
+static int empty_poll_is_free(struct pair *p)
+{
+	struct ibv_cq *cq[2] = { p->a.cq, p->b.cq };
+	struct agent *ag = remote_of(&p->b);
+	char note[256];
+	struct msg *m;
+	size_t n;
+
+	drain_cq(&p->a);
+	drain_cq(&p->b);
+	if (idle_polls(cq, ag ? 1 : 2, note, sizeof(note)))
+		return -1;
+	printf("measured: %s\n", note);
+	if (!ag)
+		return 0;
+	m = req();
+	put_u32(m, 1);
+	put_u32(m, p->b.id);
+	if (rpc(ag, OP_IDLE_POLLS, 30000) < 0)
+		return annotate("in the responder's process");
+	n = rs.len < sizeof(note) - 1 ? rs.len : sizeof(note) - 1;
+	memcpy(note, rs.b, n);
+	note[n] = 0;
+	printf("measured on %s: %s\n", ag->host, note);
 	return 0;
 }
 
@@ -1808,7 +2793,8 @@ static int srq_shared(struct pair *p2, struct pair *p3)
 	struct expect e;
 	int i;
 
-	memset(p2->b.buf + SPARE_OFF, 0, 2048);
+	if (buf_set(&p2->b, SPARE_OFF, 0, 2048))
+		return -1;
 	fill_pattern(p2->a.buf + SPARE_OFF, 100, (uint32_t)s2);
 	fill_pattern(p3->a.buf + SPARE_OFF, 200, (uint32_t)s3);
 	if (post_recv_buf(&p2->b, r0, roff[0], 512) ||
@@ -1827,6 +2813,7 @@ static int srq_shared(struct pair *p2, struct pair *p3)
 	for (i = 0; i < 2; i++) {
 		struct pair *p = i ? p3 : p2;
 		uint32_t len = i ? 200 : 100;
+		char what[64];
 		size_t off;
 
 		if (poll_n(&p->b, &wc, 1))
@@ -1837,27 +2824,30 @@ static int srq_shared(struct pair *p2, struct pair *p3)
 		e = (struct expect){ .wr_id = wc.wr_id,
 				     .status = IBV_WC_SUCCESS,
 				     .opcode = IBV_WC_RECV, .byte_len = len,
-				     .qp_num = p->b.qp->qp_num, .recv = true,
-				     .src_qp = p->a.qp->qp_num };
+				     .qp_num = p->b.qpn, .recv = true,
+				     .src_qp = p->a.qpn };
 		if (check_wc(&p->b, &wc, &e))
 			return -1;
 		/* Both responders share one buffer (p2's); see its MR. */
 		off = roff[wc.wr_id == r1];
-		if (memcmp(p2->b.buf + off, p->a.buf + SPARE_OFF, len))
-			return bad("%s: received data differ", p->name);
+		snprintf(what, sizeof(what), "%s: received data differ",
+			 p->name);
+		if (expect_bytes(&p2->b, off, p->a.buf + SPARE_OFF, len,
+				 what))
+			return -1;
 	}
 	return 0;
 }
 
-static int srq_limit(struct ibv_srq *srq)
+static int srq_limit(struct srq *srq)
 {
 	struct ibv_srq_attr attr = { .srq_limit = 4 };
 
-	if (ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT))
-		return bad("ibv_modify_srq(LIMIT) failed");
+	if (srq_modify(srq, &attr, IBV_SRQ_LIMIT))
+		return -1;
 	memset(&attr, 0, sizeof(attr));
-	if (ibv_query_srq(srq, &attr))
-		return bad("ibv_query_srq failed");
+	if (srq_query(srq, &attr))
+		return -1;
 	if (attr.srq_limit != 4 || attr.max_wr < QP_DEPTH)
 		return bad("query: limit %u max_wr %u", attr.srq_limit,
 			   attr.max_wr);
@@ -1866,42 +2856,30 @@ static int srq_limit(struct ibv_srq *srq)
 
 static int reject_recv_on_srq_qp(struct side *s)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)s->buf, .length = 8,
-			       .lkey = s->mr->lkey };
-	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 };
-	struct ibv_recv_wr *bad_wr = NULL;
-	int ret = ibv_post_recv(s->qp, &wr, &bad_wr);
-
-	if (ret != EINVAL || bad_wr != &wr)
-		return bad("ibv_post_recv returned %d, bad_wr %s", ret,
-			   bad_wr == &wr ? "set" : "not set");
-	return 0;
+	return expect_recv_rejected(s, "ibv_post_recv");
 }
 
 static void test_srq(struct dev *da, struct dev *db)
 {
-	struct ibv_srq_init_attr sinit = {
-		.attr = { .max_wr = QP_DEPTH,
-			  .max_sge = max_sge_of(da, db) },
-	};
+	struct ibv_srq_attr sattr = { .max_wr = QP_DEPTH,
+				      .max_sge = max_sge_of(da, db) };
 	static const size_t sizes[] = { 1, 4095, 4096, 65536 };
 	struct pair p2 = {}, p3 = {};
-	struct ibv_srq *srq;
+	struct srq srq;
 	size_t s;
 	int ret;
 
-	if (db->attr.max_srq_sge && (int)sinit.attr.max_sge >
+	if (db->attr.max_srq_sge && (int)sattr.max_sge >
 				    db->attr.max_srq_sge)
-		sinit.attr.max_sge = db->attr.max_srq_sge;
-	srq = ibv_create_srq(db->pd, &sinit);
-	report(NULL, srq ? 0 : bad("ibv_create_srq: %s", strerror(errno)),
-	       "srq: create");
-	if (!srq)
+		sattr.max_sge = db->attr.max_srq_sge;
+	ret = srq_create(&srq, db, &sattr);
+	report(NULL, ret, "srq: create");
+	if (ret)
 		return;
 
-	ret = pair_create(&p2, "srq", da, db, srq, 1);
+	ret = pair_create(&p2, "srq", da, db, &srq, 1);
 	if (!ret)
-		ret = pair_create(&p3, "srq2", da, db, srq, 0);
+		ret = pair_create(&p3, "srq2", da, db, &srq, 0);
 	if (!ret)
 		ret = connect_pair(&p2, 7, MIN_RNR_TIMER);
 	if (!ret)
@@ -1910,7 +2888,7 @@ static void test_srq(struct dev *da, struct dev *db)
 	if (!ret) {
 		report(&p2, reject_recv_on_srq_qp(&p2.b), "srq: post_recv on "
 		       "a QP with an SRQ is refused (EINVAL)");
-		report(&p2, srq_limit(srq), "srq: modify and query the limit");
+		report(&p2, srq_limit(&srq), "srq: modify and query the limit");
 		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 			report(&p2, transfer(&p2, IBV_WR_SEND, sizes[s], 0, 0,
 					     1, 1, 0),
@@ -1935,9 +2913,493 @@ static void test_srq(struct dev *da, struct dev *db)
 	ret |= side_destroy(&p3.a);
 	ret |= side_destroy(&p2.b);
 	ret |= side_destroy(&p2.a);
-	if (ibv_destroy_srq(srq))
-		ret = bad("ibv_destroy_srq failed");
+	ret |= srq_destroy(&srq);
 	report(NULL, ret, "srq: teardown");
+}
+
+/* ---- the agent (-s): a remote responder's end ----------------------------- */
+
+/* What the agent holds for its one client: its device, and objects. */
+enum { OBJ_SIDE = 1, OBJ_SRQ, OBJ_MR };
+static const char *const obj_names[] = { "", "side", "SRQ", "MR" };
+
+static struct dev agent_dev;
+static struct {
+	int kind;
+	void *p;
+} obj[MAX_OBJ];
+
+/* A handle (index + 1) for p, or -1. */
+static int obj_add(int kind, void *p)
+{
+	int i;
+
+	for (i = 0; i < MAX_OBJ; i++) {
+		if (!obj[i].kind) {
+			obj[i].kind = kind;
+			obj[i].p = p;
+			return i + 1;
+		}
+	}
+	return bad("agent: no room for another %s", obj_names[kind]);
+}
+
+static void *obj_get(uint32_t id, int kind)
+{
+	if (id < 1 || id > MAX_OBJ || obj[id - 1].kind != kind) {
+		bad("agent: no %s %u", obj_names[kind], id);
+		return NULL;
+	}
+	return obj[id - 1].p;
+}
+
+static void obj_del(uint32_t id)
+{
+	obj[id - 1].kind = 0;
+	obj[id - 1].p = NULL;
+}
+
+/* Destroy a side the agent made, and forget it. */
+static int agent_side_destroy(uint32_t id)
+{
+	struct side *s = obj[id - 1].p;
+	char *name = (char *)s->name;
+	int ret = side_destroy(s);
+
+	free(name);
+	free(s);
+	obj_del(id);
+	return ret;
+}
+
+/*
+ * Carry out one request (in) with the same functions the checks use on
+ * local sides; the output goes to out. Returns the result for the answer
+ * (>= 0), or -1 with why.
+ */
+static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
+{
+	struct ibv_send_wr swr[MAX_WRS], *sbad = NULL;
+	struct ibv_recv_wr rwr[MAX_WRS], *rbad = NULL;
+	static struct ibv_sge sge[MAX_WRS][MAX_SGE + 1];
+	struct ibv_wc wc[CQ_DEPTH];
+	struct ibv_qp_init_attr init;
+	struct ibv_srq_attr sattr;
+	struct ibv_qp_attr attr;
+	char name[64], note[256];
+	struct side *s = NULL;
+	struct srq *q;
+	struct mr *m;
+	uint32_t id, a1, a2, a3 = 0;
+	int i, ret, err;
+
+	switch (op) {
+	case OP_OPEN:
+		get_str(in, name, 64);
+		i = (int32_t)get_u32(in);
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		if (agent_dev.ctx)
+			return bad("agent: the device is open already");
+		if (a1 > 0 && a1 < INT_MAX)
+			timeout_ms = (int)a1;
+		agent_dev.name = strdup(name);
+		if (!agent_dev.name || dev_open(&agent_dev, agent_dev.name, i))
+			return -1;
+		printf("# agent: %s, GID index %d, for the client\n",
+		       agent_dev.name, agent_dev.gid_index);
+		put(out, &agent_dev.attr, sizeof(agent_dev.attr));
+		put(out, &agent_dev.port_attr, sizeof(agent_dev.port_attr));
+		put_u32(out, agent_dev.gid_index);
+		put(out, &agent_dev.gid, sizeof(agent_dev.gid));
+		return 0;
+
+	case OP_SIDE_CREATE: {
+		char *nm;
+
+		get_str(in, name, NAME_LEN);
+		id = get_u32(in);
+		a1 = get_u32(in);
+		a2 = get_u32(in);
+		a3 = get_u32(in);
+		if (in->bad)
+			break;
+		if (!agent_dev.pd)
+			return bad("agent: no device open");
+		q = id ? obj_get(id, OBJ_SRQ) : NULL;
+		if (id && !q)
+			return -1;
+		s = calloc(1, sizeof(*s));
+		nm = strdup(name);
+		if (!s || !nm) {
+			free(s);
+			free(nm);
+			return bad("agent: out of memory");
+		}
+		if (side_create(s, nm, &agent_dev, q, a1, a2, a3)) {
+			char first[sizeof(why)];
+
+			memcpy(first, why, sizeof(why));
+			side_destroy(s);
+			memcpy(why, first, sizeof(why));
+			free(nm);
+			free(s);
+			return -1;
+		}
+		id = obj_add(OBJ_SIDE, s);
+		if ((int)id < 0) {
+			side_destroy(s);
+			free(nm);
+			free(s);
+			return -1;
+		}
+		put_u32(out, id);
+		put_u32(out, s->qpn);
+		put_u32(out, s->lkey);
+		put_u32(out, s->rkey);
+		put_u64(out, s->addr);
+		put(out, &s->cap, sizeof(s->cap));
+		return 0;
+	}
+
+	case OP_SIDE_DESTROY:
+		id = get_u32(in);
+		if (in->bad)
+			break;
+		if (!obj_get(id, OBJ_SIDE))
+			return -1;
+		return agent_side_destroy(id);
+
+	case OP_MODIFY_QP:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		get(in, &attr, sizeof(attr));
+		a1 = get_u32(in);
+		get_str(in, name, NAME_LEN);
+		if (in->bad)
+			break;
+		return s ? modify(s, &attr, a1, name) : -1;
+
+	case OP_QUERY_QP:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		if (!s || side_query_qp(s, &attr, a1, &init))
+			return -1;
+		put(out, &attr, sizeof(attr));
+		put(out, &init.cap, sizeof(init.cap));
+		return 0;
+
+	case OP_POST_SEND:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		if (get_send_wrs(in, swr, sge))
+			break;
+		if (!s || side_post_send(s, swr, &sbad, &err))
+			return -1;
+		put_u32(out, err);
+		put_u32(out, chain_index(swr, sbad, true));
+		return 0;
+
+	case OP_POST_RECV:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		if (get_recv_wrs(in, rwr, sge))
+			break;
+		if (!s || side_post_recv(s, rwr, &rbad, a1, &err))
+			return -1;
+		put_u32(out, err);
+		put_u32(out, chain_index(rwr, rbad, false));
+		return 0;
+
+	case OP_POLL:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		a2 = get_u32(in);
+		a3 = get_u32(in);
+		if (in->bad)
+			break;
+		if (a1 < 1 || a1 > CQ_DEPTH || a2 > 600000 || a3 > 1000000)
+			return bad("agent: poll for %u in %u ms", a1, a2);
+		if (!s)
+			return -1;
+		ret = side_poll(s, wc, a1, a2, a3);
+		if (ret > 0)
+			put(out, wc, ret * sizeof(wc[0]));
+		return ret;
+
+	case OP_NOTIFY:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		return s ? side_notify(s, a1) : -1;
+
+	case OP_WAIT_EVENT:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		if (a1 > 600000)
+			return bad("agent: wait for %u ms", a1);
+		return s ? wait_cq_event(s, a1) : -1;
+
+	case OP_BUF_SET:
+	case OP_BUF_PUT:
+	case OP_BUF_GET:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		a2 = get_u32(in);
+		if (op == OP_BUF_SET)
+			a3 = get_u32(in);
+		if (in->bad || (op == OP_BUF_PUT && in->len - in->pos != a2))
+			break;
+		if (!s || buf_range(s, a1, a2))
+			return -1;
+		if (op == OP_BUF_SET)
+			return buf_set(s, a1, a3, a2);
+		if (op == OP_BUF_PUT) {
+			in->pos = in->len;
+			return buf_put(s, a1, in->b + in->len - a2, a2);
+		}
+		put(out, s->buf + a1, a2);
+		return 0;
+
+	case OP_REG_MR:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		a2 = get_u32(in);
+		a3 = get_u32(in);
+		if (in->bad)
+			break;
+		if (!s)
+			return -1;
+		m = calloc(1, sizeof(*m));
+		if (!m)
+			return bad("agent: out of memory");
+		if (mr_reg(m, s, a1, a2, a3)) {
+			free(m);
+			return -1;
+		}
+		id = obj_add(OBJ_MR, m);
+		if ((int)id < 0) {
+			mr_dereg(m);
+			free(m);
+			return -1;
+		}
+		put_u32(out, id);
+		put_u32(out, m->lkey);
+		put_u32(out, m->rkey);
+		return 0;
+
+	case OP_DEREG_MR:
+		id = get_u32(in);
+		if (in->bad)
+			break;
+		m = obj_get(id, OBJ_MR);
+		if (!m)
+			return -1;
+		ret = mr_dereg(m);
+		free(m);
+		obj_del(id);
+		return ret;
+
+	case OP_SRQ_CREATE:
+		get(in, &sattr, sizeof(sattr));
+		if (in->bad)
+			break;
+		if (!agent_dev.pd)
+			return bad("agent: no device open");
+		q = calloc(1, sizeof(*q));
+		if (!q)
+			return bad("agent: out of memory");
+		if (srq_create(q, &agent_dev, &sattr)) {
+			free(q);
+			return -1;
+		}
+		id = obj_add(OBJ_SRQ, q);
+		if ((int)id < 0) {
+			srq_destroy(q);
+			free(q);
+			return -1;
+		}
+		put_u32(out, id);
+		return 0;
+
+	case OP_SRQ_QUERY:
+		q = obj_get(get_u32(in), OBJ_SRQ);
+		if (in->bad)
+			break;
+		if (!q || srq_query(q, &sattr))
+			return -1;
+		put(out, &sattr, sizeof(sattr));
+		return 0;
+
+	case OP_SRQ_MODIFY:
+		q = obj_get(get_u32(in), OBJ_SRQ);
+		get(in, &sattr, sizeof(sattr));
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		return q ? srq_modify(q, &sattr, a1) : -1;
+
+	case OP_SRQ_DESTROY:
+		id = get_u32(in);
+		if (in->bad)
+			break;
+		q = obj_get(id, OBJ_SRQ);
+		if (!q)
+			return -1;
+		for (i = 0; i < MAX_OBJ; i++)
+			if (obj[i].kind == OBJ_SIDE &&
+			    ((struct side *)obj[i].p)->srq == q)
+				return bad("agent: SRQ %u is in use", id);
+		ret = srq_destroy(q);
+		free(q);
+		obj_del(id);
+		return ret;
+
+	case OP_IDLE_POLLS: {
+		struct ibv_cq *cq[2];
+
+		a1 = get_u32(in);
+		if (in->bad || a1 < 1 || a1 > 2)
+			break;
+		for (i = 0; i < (int)a1; i++) {
+			s = obj_get(get_u32(in), OBJ_SIDE);
+			if (!s)
+				return -1;
+			cq[i] = s->cq;
+		}
+		if (in->bad)
+			break;
+		if (idle_polls(cq, a1, note, sizeof(note)))
+			return -1;
+		printf("measured: %s\n", note);
+		put(out, note, strlen(note));
+		return 0;
+	}
+
+	case OP_BYE:
+		return 0;
+
+	default:
+		return bad("agent: unknown request %u", op);
+	}
+	return bad("agent: malformed %s request", op_name_of(op));
+}
+
+/* Whatever the client left behind; 0 if nothing was. */
+static int agent_cleanup(void)
+{
+	static const int order[] = { OBJ_MR, OBJ_SIDE, OBJ_SRQ };
+	int i, k, left = 0, ret = 0;
+
+	for (k = 0; k < 3; k++) {
+		for (i = 0; i < MAX_OBJ; i++) {
+			if (obj[i].kind != order[k])
+				continue;
+			left++;
+			if (order[k] == OBJ_SIDE) {
+				ret |= agent_side_destroy(i + 1);
+				continue;
+			}
+			if (order[k] == OBJ_MR)
+				ret |= mr_dereg(obj[i].p);
+			else
+				ret |= srq_destroy(obj[i].p);
+			free(obj[i].p);
+			obj_del(i + 1);
+		}
+	}
+	if (agent_dev.pd && ibv_dealloc_pd(agent_dev.pd))
+		ret = bad("agent: ibv_dealloc_pd failed");
+	if (agent_dev.ctx && ibv_close_device(agent_dev.ctx))
+		ret = bad("agent: ibv_close_device failed");
+	free((char *)agent_dev.name);
+	if (left)
+		printf("# agent: the client left %d objects behind\n", left);
+	if (ret)
+		printf("# agent: cleanup: %s\n", why);
+	return left || ret ? -1 : 0;
+}
+
+static int run_agent(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons(port),
+				  .sin_addr.s_addr = htonl(INADDR_ANY) };
+	struct pollfd pfd;
+	socklen_t len = sizeof(sa);
+	unsigned long served = 0;
+	int lfd, fd, one = 1, ret;
+	bool bye = false;
+	uint32_t op;
+	char peer[64];
+
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (lfd < 0 ||
+	    setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+	    bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) || listen(lfd, 1)) {
+		printf("# agent: cannot listen on port %d: %s\n", port,
+		       strerror(errno));
+		return 1;
+	}
+	printf("# agent: listening on port %d\n", port);
+	fflush(stdout);
+	pfd = (struct pollfd){ .fd = lfd, .events = POLLIN };
+	if (poll(&pfd, 1, ACCEPT_MS) != 1) {
+		printf("# agent: no client within %d s\n", ACCEPT_MS / 1000);
+		return 1;
+	}
+	fd = accept(lfd, (struct sockaddr *)&sa, &len);
+	close(lfd);
+	if (fd < 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)) {
+		printf("# agent: accept: %s\n", strerror(errno));
+		return 1;
+	}
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	snprintf(peer, sizeof(peer), "client %s", inet_ntoa(sa.sin_addr));
+	printf("# agent: %s connected\n", peer);
+	fflush(stdout);
+
+	for (;;) {
+		long long idle = 10LL * timeout_ms > IDLE_MS ?
+				 10LL * timeout_ms : IDLE_MS;
+
+		if (msg_recv(fd, &op, &rq, now_ms() + idle, peer)) {
+			printf("# agent: %s\n", why);
+			break;
+		}
+		msg_reset(&rs);
+		ret = agent_serve(op, &rq, &rs);
+		if (ret >= 0 && rs.bad)
+			ret = bad("agent: answer to %s too large",
+				  op_name_of(op));
+		if (ret < 0) {
+			msg_reset(&rs);
+			put(&rs, why, strlen(why));
+			printf("# agent: %s: %s\n", op_name_of(op), why);
+		} else if (verbose) {
+			printf("# agent: %s -> %d\n", op_name_of(op), ret);
+		}
+		fflush(stdout);
+		served++;
+		if (msg_send(fd, (uint32_t)ret, &rs, now_ms() + timeout_ms,
+			     peer)) {
+			printf("# agent: %s\n", why);
+			break;
+		}
+		if (op == OP_BYE) {
+			bye = true;
+			break;
+		}
+	}
+	close(fd);
+	ret = agent_cleanup();
+	printf("# agent: served %lu requests; %s\n", served,
+	       bye ? "the client said goodbye" : "the client went away");
+	return bye && !ret ? 0 : 1;
 }
 
 /* ---- main ---------------------------------------------------------------- */
@@ -1945,7 +3407,8 @@ static void test_srq(struct dev *da, struct dev *db)
 static void usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s -d DEV [-D PEER_DEV] [-g GID_INDEX] "
-		"[-G PEER_GID_INDEX] [-t TIMEOUT_S]\n", prog);
+		"[-G PEER_GID_INDEX] [-t TIMEOUT_S] [-c AGENT_HOST [-p PORT]]\n"
+		"       %s -s [-p PORT] [-v]\n", prog, prog);
 	exit(2);
 }
 
@@ -1964,14 +3427,36 @@ static void set_path(const struct dev *da, const struct dev *db)
 		   da->port_attr.active_mtu : db->port_attr.active_mtu;
 }
 
+static void dev_close(struct dev *d)
+{
+	if (d->remote) {
+		struct agent *a = d->remote;
+
+		req();
+		if (rpc(a, OP_BYE, 0) < 0)
+			printf("# agent at %s: goodbye: %s\n", a->host, why);
+		else
+			printf("# agent at %s: %lu requests\n", a->host,
+			       a->calls);
+		agent_lost(a);
+		return;
+	}
+	if (d->pd)
+		ibv_dealloc_pd(d->pd);
+	if (d->ctx)
+		ibv_close_device(d->ctx);
+}
+
 int main(int argc, char **argv)
 {
-	const char *dev_a = NULL, *dev_b = NULL;
-	int gid_a = -1, gid_b = -1, opt, ret;
+	const char *dev_a = NULL, *dev_b = NULL, *host = NULL;
+	int gid_a = -1, gid_b = -1, port = AGENT_PORT, opt, ret;
 	struct dev da = {}, db = {};
+	struct agent agent = { .fd = -1 };
 	struct pair p = {};
+	bool serve = false;
 
-	while ((opt = getopt(argc, argv, "d:D:g:G:t:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:D:g:G:t:c:p:sv")) != -1) {
 		switch (opt) {
 		case 'd':
 			dev_a = optarg;
@@ -1988,20 +3473,44 @@ int main(int argc, char **argv)
 		case 't':
 			timeout_ms = atoi(optarg) * 1000;
 			break;
+		case 'c':
+			host = optarg;
+			break;
+		case 'p':
+			port = atoi(optarg);
+			break;
+		case 's':
+			serve = true;
+			break;
+		case 'v':
+			verbose = true;
+			break;
 		default:
 			usage(argv[0]);
 		}
 	}
-	if (!dev_a || timeout_ms <= 0)
+	if (port < 1 || port > 65535 || timeout_ms <= 0 || optind < argc)
+		usage(argv[0]);
+	if (serve) {
+		if (dev_a || dev_b || host)
+			usage(argv[0]);
+		return run_agent(port);
+	}
+	if (!dev_a)
 		usage(argv[0]);
 	if (!dev_b)
 		dev_b = dev_a;
-	if (gid_b < 0 && !strcmp(dev_a, dev_b))
+	if (!host && gid_b < 0 && !strcmp(dev_a, dev_b))
 		gid_b = gid_a;
 
 	ret = dev_open(&da, dev_a, gid_a);
-	if (!ret)
+	if (!ret && host) {
+		ret = agent_connect(&agent, host, port);
+		if (!ret)
+			ret = dev_open_remote(&db, &agent, dev_b, gid_b);
+	} else if (!ret) {
 		ret = dev_open(&db, dev_b, gid_b);
+	}
 	if (!ret) {
 		set_path(&da, &db);
 		printf("# requester %s GID index %d, responder %s GID index "
@@ -2054,14 +3563,11 @@ teardown:
 	ret = side_destroy(&p.a);
 	ret |= side_destroy(&p.b);
 	report(NULL, ret, "rc: teardown");
-	if (da.pd)
-		ibv_dealloc_pd(da.pd);
-	if (db.pd)
-		ibv_dealloc_pd(db.pd);
-	if (da.ctx)
-		ibv_close_device(da.ctx);
-	if (db.ctx)
-		ibv_close_device(db.ctx);
+	dev_close(&da);
+	if (db.remote || db.ctx)
+		dev_close(&db);
+	else if (host)
+		agent_lost(&agent);
 	printf("RESULT passed=%d failed=%d\n", nr_pass, nr_fail);
 	return nr_fail ? 1 : 0;
 }

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Our verification program (tests/guest/progs/rc_verify.c) across two VMs
+# on one fabric (fabric-path): guest A runs its agent (rc_verify -s), which
+# holds the responder QPs, SRQ and buffers; guest B runs the checks with
+# the requester there and every responder action sent to A (rc_verify -c):
+# every opcode, byte, completion field and error status of the one-VM run.
+# Guest B first runs rc_verify within itself; the cross-VM run must pass
+# as many checks as that one, with none failed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/vmpair.sh"
+rc_verify=$(build_prog rc_verify)
+
+fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
+trap 'rm -rf "$fdir"' EXIT
+
+# GID index 1: the RoCE v2 IPv4-mapped GID (A ::ffff:10.9.0.1, B ...2).
+cat > "$TEST_OUT/guest-a.sh" <<'GUEST'
+. ./sync.sh
+xpair_server rc_verify 400 "./rc_verify -s"
+echo GUEST-OK
+GUEST
+cat > "$TEST_OUT/guest-b.sh" <<'GUEST'
+. ./sync.sh
+echo "=== rc_verify within this VM"
+rc=0
+timeout 200 ./rc_verify -d pvrdma0 -g 1 > /tmp/local.out 2>&1 || rc=$?
+sed 's/^/[rc_verify local] /' /tmp/local.out
+[ "$rc" -eq 0 ] || fail "rc_verify within this VM exited with $rc"
+xpair_client rc_verify 400 "./rc_verify -d pvrdma0 -g 1 -G 1 -c $PEER_IP"
+echo GUEST-OK
+GUEST
+vmpair_run "$TEST_NAME" 600 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
+    --arg -d --arg ",fabric-path=$fdir" --arg --add --arg "$rc_verify"
+
+log_b=$PVRDMA_OUT/vm/$TEST_NAME-b.log
+result() {
+    sed -n "s/^\[rc_verify $1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
+        "$log_b"
+}
+read -r one one_failed <<< "$(result local)"
+read -r two two_failed <<< "$(result client)"
+[ -n "$one" ] || fail "no RESULT from the run within guest B (log $log_b)"
+[ -n "$two" ] || fail "no RESULT from the cross-VM run (log $log_b)"
+echo "  within one VM:  passed=$one failed=$one_failed"
+echo "  across two VMs: passed=$two failed=$two_failed"
+if [ "$one_failed" -ne 0 ] || [ "$two_failed" -ne 0 ]; then
+    fail "failed checks (log $log_b)"
+fi
+if [ "$one" -eq 0 ] || [ "$two" -ne "$one" ]; then
+    fail "the cross-VM run passed $two checks, the one-VM run $one"
+fi
+pass "rc_verify across two VMs: all $two checks of the one-VM run"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Cross-VM against in-VM, in one run (a benchmark, not a test: it asserts
+# nothing). Measures ib_send_lat (2 bytes, typical usec) and ib_write_bw
+# (64 KiB and 1 MiB, average MB/s):
+#   in-VM:    two processes of one guest, one device;
+#   cross-VM: guest B against guest A on one fabric (fabric-path, shared
+#             memory between the two QEMU processes);
+#   TCP:      the same two guests with their fabrics linked by TCP over
+#             the loopback (fabric-listen / fabric-peer).
+# Rounds alternate the setups so all see the same machine load; the
+# medians are printed with the cross/in-VM ratios (issue 7's targets:
+# latency within 2x, 1 MiB bandwidth at least 1/4 of in-VM).
+#
+#   tests/bench/xvm.sh [-r ROUNDS]
+set -euo pipefail
+. "$(dirname "$0")/../guest/lib.sh"
+. "$TESTS_TOP/tests/guest/vmpair.sh"
+rounds=3
+if [ "${1:-}" = -r ]; then rounds=$2; shift 2; fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The measurements, one guest script per role; each prints KEY value.
+# KEY:TOOL:ARGS, with _ for spaces in ARGS
+tests='lat:ib_send_lat:-n_5000 bw64k:ib_write_bw:-s_65536_-n_2000 bw1m:ib_write_bw:-s_1048576_-n_500'
+cat > "$work/one.sh" <<GUEST
+o="-d pvrdma0 -x 1 -F"
+for t in $tests; do
+    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
+    \$tool \$o \$args > /tmp/\$k.s 2>&1 & sleep 1
+    \$tool \$o \$args 127.0.0.1 > /tmp/\$k.c 2>&1; wait
+done
+echo "RES lat \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat.c)"
+echo "RES bw64k \$(awk '\$1 == 65536 && \$2 == 2000 { print \$4 }' /tmp/bw64k.c)"
+echo "RES bw1m \$(awk '\$1 == 1048576 && \$2 == 500 { print \$4 }' /tmp/bw1m.c)"
+GUEST
+cat > "$work/a.sh" <<GUEST
+. ./sync.sh
+o="-d pvrdma0 -x 1 -F"
+for t in $tests; do
+    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
+    xpair_server \$k 600 "\$tool \$o \$args" > /dev/null
+done
+GUEST
+cat > "$work/b.sh" <<GUEST
+. ./sync.sh
+o="-d pvrdma0 -x 1 -F"
+for t in $tests; do
+    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
+    xpair_client \$k 600 "\$tool \$o \$args \$PEER_IP" > /dev/null
+done
+echo "RES lat \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat.cli)"
+echo "RES bw64k \$(awk '\$1 == 65536 && \$2 == 2000 { print \$4 }' /tmp/bw64k.cli)"
+echo "RES bw1m \$(awk '\$1 == 1048576 && \$2 == 500 { print \$4 }' /tmp/bw1m.cli)"
+GUEST
+
+res() { # LOG SETUP: append "SETUP KEY VALUE" lines to $work/all
+    sed -n 's/^RES \([a-z0-9]*\) \([0-9.]*\)$/\1 \2/p' "$1" |
+        while read -r k v; do echo "$2 $k $v"; done >> "$work/all"
+}
+for ((r = 1; r <= rounds; r++)); do
+    log "round $r/$rounds: in-VM"
+    "$PVRDMA_TOP/scripts/vm.sh" --name bench-one --timeout 900 \
+        --add "$work/one.sh" -- sh ./one.sh > /dev/null || die "in-VM run failed"
+    res "$PVRDMA_OUT/vm/bench-one.log" invm
+    log "round $r/$rounds: cross-VM (shared memory)"
+    mkdir -p "$work/fab"
+    vmpair_run bench-xvm 900 "$work/a.sh" "$work/b.sh" \
+        --arg -d --arg ",fabric-path=$work/fab" > /dev/null
+    res "$PVRDMA_OUT/vm/bench-xvm-b.log" xvm
+    log "round $r/$rounds: cross-VM (TCP over loopback)"
+    port=$((7500 + r))
+    vmpair_run bench-tcp 900 "$work/a.sh" "$work/b.sh" \
+        --a-arg -d --a-arg ",fabric-listen=127.0.0.1:$port" \
+        --b-arg -d --b-arg ",fabric-peer=127.0.0.1:$port" > /dev/null
+    res "$PVRDMA_OUT/vm/bench-tcp-b.log" tcp
+done
+
+med() { # SETUP KEY
+    awk -v s="$1" -v k="$2" '$1 == s && $2 == k { print $3 }' "$work/all" |
+        sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
+}
+printf '\n%-26s %12s %12s %12s %10s %10s\n' "median of $rounds" in-VM \
+    cross-VM cross-TCP xVM/in TCP/in
+for k in lat bw64k bw1m; do
+    i=$(med invm $k) x=$(med xvm $k) t=$(med tcp $k)
+    case $k in
+    lat) label="ib_send_lat 2 B (usec)" ;;
+    bw64k) label="ib_write_bw 64 KiB (MB/s)" ;;
+    bw1m) label="ib_write_bw 1 MiB (MB/s)" ;;
+    esac
+    printf '%-26s %12s %12s %12s %10s %10s\n' "$label" "$i" "$x" "$t" \
+        "$(awk -v a="$x" -v b="$i" 'BEGIN { printf "%.2f", a / b }')" \
+        "$(awk -v a="$t" -v b="$i" 'BEGIN { printf "%.2f", a / b }')"
+done

@@ -543,6 +543,53 @@ static void test_rnr_then_recv(void **state)
     net_free(n);
 }
 
+/*
+ * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
+ * the fabric forgets the GID at once and learns it again.
+ */
+static void test_address_change(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cmd_destroy_bind c = {
+        .hdr.cmd = PVRDMA_CMD_DESTROY_BIND, .index = 0,
+    };
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    FvQp *q;
+
+    (void)state;
+    fg_test_gid(0, c.dest_gid);
+    assert_int_equal(fg_cmd(n->fb, &c, sizeof(c), NULL), 0);
+    run(n->ha, n->hb, 5);
+    s = sge(n->ma, VA_A, 64);
+    h = wqe(1, PVRDMA_WR_SEND, 1);
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    /* No route: dropped at once, as by a network without that address. */
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_RETRY_EXC_ERR,
+           0);
+    /* Bound again: a new QP pair reaches it. */
+    assert_int_equal(fg_bind_gid(n->fb, 0), 0);
+    run(n->ha, n->hb, 5);
+    q = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL, 4, 1,
+                  false);
+    assert_int_equal(fv_qp_modify_state(n->b, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(n->b);
+    fv_connect(q, n->b, &conn_opts);
+    fv_mr_fill(n->ma, VA_A, 64, 5);
+    r = sge(n->mb, VA_B, 64);
+    fv_post_recv(n->b, 2, &r, 1);
+    fv_ring_rq(n->b);
+    h = wqe(3, PVRDMA_WR_SEND, 1);
+    fv_post_send(q, &h, &s, 1);
+    fv_ring_sq(q);
+    expect(wait_cqe(n, n->cqa), 3, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    expect(wait_cqe(n, n->cqb), 2, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 64);
+    assert_true(fv_mr_check(n->mb, VA_B, 64, 5));
+    g_free(q);
+    net_free(n);
+}
+
 /* ---- failure of the peer --------------------------------------------- */
 
 /* The peer's process dies with a request outstanding. */
@@ -948,6 +995,7 @@ int main(void)
         cmocka_unit_test(test_both_ways_busy),
         cmocka_unit_test(test_remote_errors),
         cmocka_unit_test(test_rnr_then_recv),
+        cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),

@@ -184,6 +184,13 @@ typedef struct PvrdmaBackendOps {
      * requester waiting on an RNR NAK from @qp may be retried now.
      */
     void (*recv_posted)(void *be, PvrdmaQp *qp);
+    /*
+     * A send doorbell found the previous request of @qp still outstanding:
+     * if its answer may already be waiting (in a socket the event loop has
+     * not read yet), take it now, so that the new WQEs need not wait for
+     * the event loop to be scheduled.
+     */
+    void (*poll)(void *be, PvrdmaQp *qp);
 } PvrdmaBackendOps;
 
 /*

@@ -489,6 +489,24 @@ void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
     }
 }
 
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab)
+{
+    GList *busy = NULL, *e;
+
+    /* A copy: reading may close a link (and take it off fab->links). */
+    for (e = fab->links; e; e = e->next) {
+        if (pvrdma_link_busy(e->data)) {
+            busy = g_list_prepend(busy, e->data);
+        }
+    }
+    for (e = busy; e; e = e->next) {
+        if (!pvrdma_link_is_dead(e->data)) {
+            pvrdma_link_io(e->data, true, false);
+        }
+    }
+    g_list_free(busy);
+}
+
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)
 {
     GList *e;

@@ -164,6 +164,15 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
                               qp->attr.dest_qp_num);
 }
 
+static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp)
+{
+    PvrdmaFabricQp *fqp = qp->be;
+
+    if (fqp->req) {
+        pvrdma_fabric_poll_links(((PvrdmaFabricPort *)be)->fabric);
+    }
+}
+
 /*
  * The in-process link answers inside submit; a request on a link to
  * another process is outstanding until its ACK, and cancel forgets it.
@@ -181,4 +190,5 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .submit = pvrdma_fabric_submit,
     .cancel = pvrdma_fabric_cancel,
     .recv_posted = pvrdma_fabric_recv_posted_op,
+    .poll = pvrdma_fabric_poll,
 };

@@ -1407,6 +1407,11 @@ bool pvrdma_link_is_up(PvrdmaLink *l)
     return l->up && !l->dead;
 }
 
+bool pvrdma_link_busy(PvrdmaLink *l)
+{
+    return !l->dead && g_hash_table_size(l->reqs) > 0;
+}
+
 const char *pvrdma_link_name(PvrdmaLink *l)
 {
     return l->name;

@@ -109,6 +109,8 @@ struct PvrdmaFabricReq {
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
                             const char *name, uint64_t serial);
+/* Requests of ours are outstanding on @l. */
+bool pvrdma_link_busy(PvrdmaLink *l);
 /* The fd of @l is ready. */
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
 /* Close @l (the peer is gone or broke the protocol): fail its requests. */
@@ -177,5 +179,7 @@ void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr);
 /* Reset or removal: every exec and link request of @port ends. */
 void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port);
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port);
+/* Read what the links with requests outstanding have received. */
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab);
 
 #endif /* HW_PVRDMA_LINK_H */

@@ -1145,6 +1145,9 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
              qp->handle, qp->state);
     }
     pvrdma_wq_enter(core);
+    if (qp->wq.inflight && core->be_ops->poll) {
+        core->be_ops->poll(core->be, qp);
+    }
     pvrdma_wq_process_sq(core, qp);
     pvrdma_wq_leave(core);
 }

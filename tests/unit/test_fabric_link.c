@@ -544,6 +544,42 @@ static void test_rnr_then_recv(void **state)
 }
 
 /*
+ * A send doorbell behind an outstanding request reads the link itself:
+ * the answer waiting in the socket completes the request and lets the
+ * next one go without the requester's event loop.
+ */
+static void test_doorbell_polls_link(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s = sge(n->ma, VA_A, 64);
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    Host *only_b[1];
+    unsigned i;
+
+    (void)state;
+    only_b[0] = n->hb;
+    h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    /* b answers; a's event loop does not run. */
+    for (i = 0; i < 10; i++) {
+        hosts_step(only_b, 1, 1);
+    }
+    assert_false(fv_cq_poll(n->cqa, &c));
+    h.wr_id = 2;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    assert_true(fv_cq_poll(n->cqa, &c));
+    expect(c, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 64);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           64);
+    net_free(n);
+}
+
+/*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
  */
@@ -996,6 +1032,7 @@ int main(void)
         cmocka_unit_test(test_remote_errors),
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_address_change),
+        cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),

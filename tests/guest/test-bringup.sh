@@ -24,6 +24,21 @@ fi
 echo "$out" | grep -q "backend=bogus is not known: use backend=fabric" ||
     fail "unclear error for backend=bogus: $out"
 pass "unknown backend refused: $out"
+# Fabric properties: each mistake is named, with what to do.
+refused() { # PROPS EXPECTED-TEXT
+    local out
+    if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg \
+             -L /usr/share/qemu -L /usr/share/seabios \
+             -device "pvrdma,$1" -display none 2>&1 </dev/null); then
+        fail "QEMU accepted $1"
+    fi
+    echo "$out" | grep -qF "$2" || fail "unclear error for $1: $out"
+    pass "refused $1: $out"
+}
+refused fabric-path=/nonexistent/dir "is not a writable directory"
+refused fabric-listen=no-port "is not HOST:PORT"
+refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free?"
+refused fabric-path=/tmp,fabric-peer=127.0.0.1:1 "give one or the other"
 
 guest_script=$TEST_OUT/bringup-guest.sh
 cat > "$guest_script" <<'GUEST'

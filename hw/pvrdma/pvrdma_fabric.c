@@ -304,7 +304,7 @@ void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
 {
     fab->links = g_list_remove(fab->links, l);
     fab->dead = g_list_prepend(fab->dead, l);
-    pvrdma_fabric_net_link_down(fab, pvrdma_link_serial(l));
+    pvrdma_fabric_net_link_down(fab, l);
     pvrdma_fabric_kick(fab);
 }
 

@@ -19,6 +19,7 @@
 #include <glib.h>
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -32,6 +33,9 @@
 #include <unistd.h>
 
 #include "pvrdma_link.h"
+
+/* Peers and directories are retried this often while a link is down. */
+#define PVRDMA_NET_RETRY_NS     (1000 * 1000 * 1000LL)
 
 typedef enum {
     PVRDMA_EP_LISTEN_DIR,       /* accepts shm links */
@@ -48,7 +52,8 @@ typedef struct PvrdmaFabricEndpoint {
     struct sockaddr_storage addr;
     socklen_t addrlen;
     uint64_t link;              /* PEER: serial of its link, 0 if down */
-    int64_t next_try;
+    int64_t next_try;           /* PEER: next connect; LISTEN_DIR: rescan */
+    uint64_t dup_of;            /* PEER: the peer is joined by another link */
     char *last_error;           /* PEER: reported once per change */
 } PvrdmaFabricEndpoint;
 
@@ -306,7 +311,7 @@ static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
     int fd = socket(ep->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC |
                     SOCK_NONBLOCK, 0);
 
-    ep->next_try = now + 1000 * 1000 * 1000LL;
+    ep->next_try = now + PVRDMA_NET_RETRY_NS;
     if (fd < 0) {
         return;
     }
@@ -425,17 +430,69 @@ void pvrdma_fabric_net_ready(PvrdmaFabric *fab, void *tag, bool readable,
     }
 }
 
-void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, uint64_t serial)
+static bool pvrdma_fabric_joined(PvrdmaFabric *fab, uint64_t instance)
 {
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        if (pvrdma_link_is_up(e->data) &&
+            pvrdma_link_peer_instance(e->data) == instance) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
+{
+    int64_t now = fab->host.clock_ns(fab->host.opaque);
+    uint64_t peer = pvrdma_link_peer_instance(l);
     GList *e;
 
     for (e = fab->endpoints; e; e = e->next) {
         PvrdmaFabricEndpoint *ep = e->data;
 
-        if (ep->type == PVRDMA_EP_PEER && ep->link == serial) {
+        if (ep->type == PVRDMA_EP_PEER && ep->link == pvrdma_link_serial(l)) {
+            /* Reconnect, unless another link already joins that peer. */
             ep->link = 0;
-            ep->next_try = 0;
+            ep->dup_of = pvrdma_link_duplicate(l) ? peer : 0;
+            ep->next_try = now + PVRDMA_NET_RETRY_NS;
+        } else if (ep->type == PVRDMA_EP_PEER && ep->dup_of == peer && peer &&
+                   !pvrdma_link_duplicate(l)) {
+            /* The link that joined it went down: ours is needed again. */
+            ep->dup_of = 0;
+            ep->next_try = now;
+        } else if (ep->type == PVRDMA_EP_LISTEN_DIR && pvrdma_link_shm(l) &&
+                   !pvrdma_link_duplicate(l)) {
+            /* Both processes may be alive: look for the peer again. */
+            ep->next_try = now + PVRDMA_NET_RETRY_NS;
         }
+    }
+}
+
+/* Connect to every socket of the directory not joined by a link. */
+static void pvrdma_dir_rescan(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
+{
+    const struct dirent *de;
+    DIR *d = opendir(ep->name);
+
+    while (d && (de = readdir(d))) {
+        uint64_t instance;
+        char *other;
+
+        if (strlen(de->d_name) != 21 ||
+            !g_str_has_suffix(de->d_name, ".sock") ||
+            sscanf(de->d_name, "%16" SCNx64, &instance) != 1 ||
+            instance == fab->instance ||
+            pvrdma_fabric_joined(fab, instance)) {
+            continue;
+        }
+        other = g_strdup_printf("%s/%s", ep->name, de->d_name);
+        pvrdma_dir_connect(fab, other);
+        g_free(other);
+    }
+    if (d) {
+        closedir(d);
     }
 }
 
@@ -447,9 +504,21 @@ bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
     for (e = fab->endpoints; e; e = e->next) {
         PvrdmaFabricEndpoint *ep = e->data;
 
+        if (ep->type == PVRDMA_EP_LISTEN_DIR) {
+            if (ep->next_try && now >= ep->next_try) {
+                ep->next_try = 0;
+                pvrdma_dir_rescan(fab, ep);
+            }
+            waiting |= ep->next_try != 0;
+            continue;
+        }
         if (ep->type != PVRDMA_EP_PEER || ep->link) {
             continue;
         }
+        if (ep->dup_of && pvrdma_fabric_joined(fab, ep->dup_of)) {
+            continue;           /* joined by the peer's own link */
+        }
+        ep->dup_of = 0;
         if (ep->fd < 0 && now >= ep->next_try) {
             pvrdma_peer_try(fab, ep, now);
         }

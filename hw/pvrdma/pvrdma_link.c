@@ -83,6 +83,7 @@ struct PvrdmaLink {
     bool up;                    /* HELLO received */
     bool dead;
     bool initiated;             /* we connected (used for duplicates) */
+    bool duplicate;             /* closed: another link joins the peer */
     uint64_t serial;
     uint64_t peer_instance;
     char *name;
@@ -559,6 +560,8 @@ static bool pvrdma_link_has_payload(uint32_t opcode)
  * sub-second promises, so it waits at least PVRDMA_LINK_MIN_TIMEOUT.
  */
 #define PVRDMA_LINK_MIN_TIMEOUT_NS  (2 * 1000 * 1000 * 1000LL)
+/* An incoming message whose bytes stopped coming this long is dropped. */
+#define PVRDMA_LINK_STALL_NS        (5 * 1000 * 1000 * 1000LL)
 
 static int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
 {
@@ -581,7 +584,7 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
 
     do {
         l->next_id++;
-    } while (g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
+    } while (!l->next_id || g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
     req->link = l;
     req->id = l->next_id;
     req->port = port;
@@ -679,6 +682,18 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
                                PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
     }
     g_slist_free(expired);
+    /*
+     * A peer that stopped in the middle of a message must not hold our
+     * receive WQE (and with an SRQ, every other QP's) forever: the
+     * message is dropped, its remaining bytes discarded.
+     */
+    if (l->rx.open && l->rx.ex && !l->rx.ex->done &&
+        now - l->last_rx >= PVRDMA_LINK_STALL_NS) {
+        pvrdma_fabric_rc_abort(l->rx.ex);
+    }
+    if (l->rx.open && l->rx.ex && !l->rx.ex->done) {
+        *busy = true;
+    }
     if (!l->dead) {
         pvrdma_link_pump(l);
     }
@@ -1006,15 +1021,19 @@ static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
         pvrdma_core_enter(ex->port->core);
         pvrdma_fabric_rc_data(ex, l->rx.got, n, pvrdma_link_source_get, &src);
         pvrdma_core_leave(ex->port->core);
-    } else if (l->rx.req && !l->rx.req->fail) {
+    } else if (l->rx.req) {
         PvrdmaFabricReq *req = l->rx.req;
 
-        pvrdma_core_enter(req->port->core);
-        if (pvrdma_sgl_xfer(&req->wr->local, l->rx.got, n, true,
-                            pvrdma_link_source_get, &src) != PVRDMA_COPY_OK) {
-            req->fail = PVRDMA_WC_LOC_PROT_ERR;
+        /* Memory gone (req->fail): the bytes are counted, not placed. */
+        if (!req->fail) {
+            pvrdma_core_enter(req->port->core);
+            if (pvrdma_sgl_xfer(&req->wr->local, l->rx.got, n, true,
+                                pvrdma_link_source_get,
+                                &src) != PVRDMA_COPY_OK) {
+                req->fail = PVRDMA_WC_LOC_PROT_ERR;
+            }
+            pvrdma_core_leave(req->port->core);
         }
-        pvrdma_core_leave(req->port->core);
         req->got += n;
     }
     if (l->shm) {
@@ -1119,6 +1138,7 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
         l->up = true;
         if (!pvrdma_fabric_link_up(l->fab, l)) {
             *why = NULL;        /* a duplicate: closed quietly */
+            l->duplicate = true;
             return false;
         }
         return true;
@@ -1217,8 +1237,14 @@ static void pvrdma_link_input(PvrdmaLink *l)
             const uint8_t *hdr = l->ibuf + pos;
             uint32_t len = rd32(hdr + 8);
 
+            if (rd32(hdr) == PVRDMA_LINK_MAGIC &&
+                hdr[4] != PVRDMA_LINK_VERSION) {
+                pvrdma_link_close(l, "the peer speaks another version of "
+                                  "the fabric protocol: run the same "
+                                  "pvrdma build on both sides");
+                return;
+            }
             if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
-                hdr[4] != PVRDMA_LINK_VERSION ||
                 !pvrdma_link_len_ok(l, hdr[5], len)) {
                 pvrdma_link_close(l, "malformed frame header from the peer");
                 return;
@@ -1405,6 +1431,16 @@ void pvrdma_link_free(PvrdmaLink *l)
 bool pvrdma_link_is_up(PvrdmaLink *l)
 {
     return l->up && !l->dead;
+}
+
+bool pvrdma_link_duplicate(PvrdmaLink *l)
+{
+    return l->duplicate;
+}
+
+bool pvrdma_link_shm(PvrdmaLink *l)
+{
+    return l->shm;
 }
 
 bool pvrdma_link_busy(PvrdmaLink *l)

@@ -87,8 +87,8 @@ void pvrdma_fabric_net_ready(PvrdmaFabric *fab, void *tag, bool readable,
 /* Retry peers that are down; true if one still waits. */
 bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now);
 void pvrdma_fabric_net_free(PvrdmaFabric *fab);
-/* A link of @fab closed: its peer endpoint (if any) reconnects. */
-void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, uint64_t serial);
+/* @l of @fab closed: reconnect its peer endpoint, or rescan the path. */
+void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, PvrdmaLink *l);
 
 /* ---- links (pvrdma_link.c) ----------------------------------------------- */
 
@@ -109,6 +109,10 @@ struct PvrdmaFabricReq {
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
                             const char *name, uint64_t serial);
+/* @l was closed because another link joins the same peer. */
+bool pvrdma_link_duplicate(PvrdmaLink *l);
+/* @l carries bulk data in shared memory (one host, fabric-path). */
+bool pvrdma_link_shm(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
 /* The fd of @l is ready. */

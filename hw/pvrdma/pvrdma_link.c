@@ -584,7 +584,8 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
 
     do {
         l->next_id++;
-    } while (!l->next_id || g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
+    } while (!l->next_id ||
+             g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
     req->link = l;
     req->id = l->next_id;
     req->port = port;

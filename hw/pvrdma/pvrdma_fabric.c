@@ -14,8 +14,9 @@
  * The in-process link runs the responder synchronously on the responder's
  * core (inside pvrdma_core_enter/leave of that core); the payload reads
  * and writes the requester's memory through the requester's core.  Links
- * to other processes (shared memory, TCP) will serialise the same
- * PvrdmaFabricMsg and back the payload with their buffers.
+ * to other processes and hosts (pvrdma_link.c, docs/fabric.md) carry the
+ * same PvrdmaFabricMsg as a REQ frame and its payload as a stream; the
+ * requester chooses them when no local port owns the destination.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -10,8 +10,9 @@
  *    guest's memory;
  *  - links (pvrdma_fabric.c): the fabric object, its registry of ports and
  *    the in-process link that carries a message to the port owning
- *    (DGID, QPN).  Shared-memory and TCP links join behind the same
- *    pvrdma_fabric_deliver().
+ *    (DGID, QPN); links to other processes and hosts (pvrdma_link.c,
+ *    pvrdma_fabric_net.c), which the requester uses when no local port
+ *    owns the destination (docs/fabric.md).
  * pvrdma_fabric_port.c is the PvrdmaBackendOps of one device's port.
  *
  * A message carries no pointer into another device's state: it is a
@@ -247,7 +248,7 @@ int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
                           PvrdmaPeerCopy peer, void *opaque);
 /* All bytes moved: complete the receive side, set ex->ack. */
 void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex);
-/* The QP or memory went away: drop the message (requester times out). */
+/* The QP or memory went away: drop it (RETRY_EXC_ERR when it ends). */
 void pvrdma_fabric_rc_abort(PvrdmaFabricExec *ex);
 /* Does an async exec of @port hold the head of @qp's RQ or SRQ? */
 bool pvrdma_fabric_port_rq_busy(PvrdmaFabricPort *port, PvrdmaQp *qp);

@@ -335,6 +335,18 @@ static void pvrdma_fabric_timer_arm(PvrdmaFabric *fab, int64_t at)
     }
 }
 
+/* Period of the timer while requests wait on links, and peers retry. */
+#define PVRDMA_FABRIC_TICK_NS       (100 * 1000 * 1000LL)
+#define PVRDMA_FABRIC_RETRY_NS      (1000 * 1000 * 1000LL)
+
+void pvrdma_fabric_arm_tick(PvrdmaFabric *fab)
+{
+    if (fab->has_host) {
+        pvrdma_fabric_timer_arm(fab, fab->host.clock_ns(fab->host.opaque) +
+                                     PVRDMA_FABRIC_TICK_NS);
+    }
+}
+
 void pvrdma_fabric_kick(PvrdmaFabric *fab)
 {
     if (fab->has_host) {
@@ -342,9 +354,6 @@ void pvrdma_fabric_kick(PvrdmaFabric *fab)
     }
 }
 
-/* Period of the timer while requests wait on links, and peers retry. */
-#define PVRDMA_FABRIC_TICK_NS       (100 * 1000 * 1000LL)
-#define PVRDMA_FABRIC_RETRY_NS      (1000 * 1000 * 1000LL)
 
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 {

@@ -607,7 +607,8 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
         pvrdma_link_encode_req(b, wr);
         pvrdma_link_flush(l);
     }
-    pvrdma_fabric_kick(l->fab);
+    /* Only for its timeout: no main-loop wakeup per request. */
+    pvrdma_fabric_arm_tick(l->fab);
 }
 
 /* @req leaves the link (answered, failed or cancelled). */

@@ -1,0 +1,332 @@
+/*
+ * libFuzzer harness of a fabric link (hw/pvrdma/pvrdma_link.c, no QEMU):
+ * the input is what a hostile peer writes on a TCP-style link (inline
+ * data) to a fabric whose one device has an RC QP connected to that
+ * peer, with receives posted and a SEND and a READ of its own
+ * outstanding (so that answers, READ responses and DATA for them have
+ * something to hit).  Before the input the harness plays the peer's
+ * HELLO and a GIDS frame announcing the QP's partner; the input follows
+ * in chunks, each followed by the link's I/O and, every few chunks, a
+ * second of the fabric's clock and its timer.  Everything is freed at the
+ * end of each input, so LeakSanitizer sees any leak.
+ *
+ * With -DFUZZ_LINK_SEEDS it is instead a program writing seed inputs
+ * (valid frames for that QP) into the directory given as argument.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "fake_guest.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+#include "pvrdma_link.h"
+
+/* Our QP: port 1, handle 2; the peer's: port 2, handle 2. */
+#define FL_OUR_QPN      0x10002u
+#define FL_PEER_QPN     0x20002u
+#define FL_VA           0x7f0000000000ull
+#define FL_MR_LEN       (16 * 4096ull)
+
+static void put_hdr(GByteArray *b, uint8_t type, uint16_t flags,
+                    uint32_t len, uint32_t id)
+{
+    uint8_t h[PVRDMA_LINK_HDR_SIZE];
+    uint32_t v;
+
+    v = GUINT32_TO_LE(PVRDMA_LINK_MAGIC);
+    memcpy(h, &v, 4);
+    h[4] = PVRDMA_LINK_VERSION;
+    h[5] = type;
+    flags = GUINT16_TO_LE(flags);
+    memcpy(h + 6, &flags, 2);
+    v = GUINT32_TO_LE(len);
+    memcpy(h + 8, &v, 4);
+    v = GUINT32_TO_LE(id);
+    memcpy(h + 12, &v, 4);
+    g_byte_array_append(b, h, sizeof(h));
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    v = GUINT32_TO_LE(v);
+    memcpy(p, &v, 4);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    v = GUINT64_TO_LE(v);
+    memcpy(p, &v, 8);
+}
+
+/* The peer's HELLO and its GIDS (port 2: the test GID 0). */
+static GByteArray *preamble(void)
+{
+    GByteArray *b = g_byte_array_new();
+    uint8_t body[PVRDMA_LINK_GIDS_MIN + 16] = { 2, 0, 1, 0 };
+    uint8_t hello[PVRDMA_LINK_HELLO_SIZE] = { 0x77 };
+
+    put_hdr(b, PVRDMA_LINK_HELLO, 0, sizeof(hello), 0);
+    g_byte_array_append(b, hello, sizeof(hello));
+    fg_test_gid(0, body + 4);
+    put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(body), 0);
+    g_byte_array_append(b, body, sizeof(body));
+    return b;
+}
+
+/* ---- seeds ------------------------------------------------------------- */
+
+#ifdef FUZZ_LINK_SEEDS
+
+static void req(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
+                uint32_t rkey, uint64_t len)
+{
+    uint8_t r[PVRDMA_LINK_REQ_SIZE] = { 0 };
+
+    put32(r, op);
+    put32(r + 4, FL_PEER_QPN);
+    put32(r + 8, FL_OUR_QPN);
+    fg_test_gid(0, r + 12);
+    fg_test_gid(0, r + 28);
+    put32(r + 56, rkey);
+    put64(r + 64, addr);
+    put64(r + 88, len);
+    put_hdr(b, PVRDMA_LINK_REQ, 0, sizeof(r), id);
+    g_byte_array_append(b, r, sizeof(r));
+}
+
+static void data(GByteArray *b, uint32_t id, uint32_t n)
+{
+    uint8_t *z = g_malloc0(n);
+
+    put_hdr(b, PVRDMA_LINK_DATA, 0, n, id);
+    g_byte_array_append(b, z, n);
+    g_free(z);
+}
+
+static void ack(GByteArray *b, uint32_t id, uint32_t status)
+{
+    uint8_t a[PVRDMA_LINK_ACK_SIZE] = { 0 };
+
+    put32(a, status);
+    put_hdr(b, PVRDMA_LINK_ACK, 0, sizeof(a), id);
+    g_byte_array_append(b, a, sizeof(a));
+}
+
+static void save(const char *dir, const char *name, GByteArray *b)
+{
+    char *path = g_strdup_printf("%s/%s", dir, name);
+
+    g_file_set_contents(path, (const char *)b->data, b->len, NULL);
+    g_free(path);
+    g_byte_array_set_size(b, 0);
+}
+
+int main(int argc, char **argv)
+{
+    GByteArray *b = g_byte_array_new();
+    uint8_t resp[8];
+
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    req(b, 1, PVRDMA_WR_SEND, 0, 0, 300);
+    data(b, 1, 300);
+    save(argv[1], "send", b);
+    /* rkey of the first MR: handle 1, key byte 0 (lkey == rkey). */
+    req(b, 2, PVRDMA_WR_RDMA_WRITE, FL_VA + 100, 0x100, 5000);
+    data(b, 2, 4000);
+    data(b, 2, 1000);
+    save(argv[1], "write", b);
+    req(b, 3, PVRDMA_WR_RDMA_READ, FL_VA, 0x100, 4096);
+    req(b, 4, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, FL_VA + 64, 0x100, 8);
+    save(argv[1], "read-atomic", b);
+    /* Answers to our own SEND (id 1) and READ (id 2). */
+    ack(b, 1, 0);
+    put64(resp, 4096);
+    put_hdr(b, PVRDMA_LINK_RESP, 0, 8, 2);
+    g_byte_array_append(b, resp, 8);
+    data(b, 2, 4096);
+    ack(b, 2, 0);
+    save(argv[1], "answers", b);
+    g_byte_array_free(b, true);
+    return 0;
+}
+
+#else /* the harness */
+
+typedef struct FlHost {
+    int64_t now;
+    int64_t timer;
+} FlHost;
+
+static void fl_watch(void *o, int fd, bool w, void *tag)
+{
+    (void)o; (void)fd; (void)w; (void)tag;
+}
+
+static void fl_unwatch(void *o, int fd)
+{
+    (void)o; (void)fd;
+}
+
+static void fl_timer_mod(void *o, int64_t at)
+{
+    ((FlHost *)o)->timer = at;
+}
+
+static int64_t fl_clock(void *o)
+{
+    return ((FlHost *)o)->now;
+}
+
+static void drain(int fd)
+{
+    char buf[65536];
+
+    while (read(fd, buf, sizeof(buf)) > 0) {
+        /* what the fabric answers is not looked at */
+    }
+}
+
+/* Let the link read and write, if it is still alive. */
+static void poke(PvrdmaFabric *fab, PvrdmaLink *l, int peer)
+{
+    if (g_list_find(fab->links, l)) {
+        pvrdma_fabric_fd_ready(fab, l, true, true);
+    }
+    drain(peer);
+}
+
+static void feed(PvrdmaFabric *fab, PvrdmaLink *l, int peer,
+                 const uint8_t *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(peer, p, n);
+
+        if (w < 0) {
+            if (errno != EAGAIN) {
+                return;         /* the link closed its end */
+            }
+            w = 0;
+        }
+        p += w;
+        n -= w;
+        poke(fab, l, peer);
+        if (!g_list_find(fab->links, l)) {
+            return;
+        }
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static const FvConnOpts opts = {
+        .access = PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE |
+                  PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC,
+        .min_rnr_timer = 1, .rnr_retry = 7, .retry_cnt = 7,
+    };
+    FlHost host = { .now = 1000000000LL, .timer = -1 };
+    PvrdmaFabricHost ops = {
+        .watch = fl_watch, .unwatch = fl_unwatch,
+        .timer_mod = fl_timer_mod, .clock_ns = fl_clock, .opaque = &host,
+    };
+    PvrdmaFabric *fab = pvrdma_fabric_new();
+    FakeGuest *fg = fg_new(NULL);
+    PvrdmaFabricPort *port;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s;
+    GByteArray *pre;
+    PvrdmaLink *l;
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *qp;
+    FvMr *mr;
+    char *msg = NULL;
+    size_t off = 0;
+    unsigned chunk = 0;
+    int sv[2];
+
+    pvrdma_fabric_set_host(fab, &ops);
+    port = pvrdma_fabric_port_new(fab, fg->core, 1, &msg);
+    g_assert(port);
+    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
+    fg_setup(fg);
+    g_assert(fg_bind_gid(fg, 0) == 0);
+    g_assert(fg_create_pd(fg, 0, &pd) == 0);
+    cq = fv_cq_new(fg, 0, 64);
+    qp = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 16, 4, true);
+    mr = fv_mr_new(fg, pd, FL_VA, FL_MR_LEN, opts.access);
+    g_assert(qp->qpn == FL_OUR_QPN);
+    g_assert(fv_qp_rts(qp, FL_PEER_QPN, 0, &opts) == 0);
+    s = (struct pvrdma_sge){ .addr = FL_VA, .length = 4096,
+                             .lkey = mr->lkey };
+    fv_post_recv(qp, 1, &s, 1);
+    fv_post_recv(qp, 2, &s, 1);
+    fv_ring_rq(qp);
+
+    g_assert(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    fcntl(sv[1], F_SETFL, O_NONBLOCK);
+    l = pvrdma_fabric_add_link(fab, sv[0], false, "fuzz");
+    pre = preamble();
+    feed(fab, l, sv[1], pre->data, pre->len);
+    g_byte_array_free(pre, true);
+
+    /* Our own requests: a SEND (id 1) and a READ (id 2 once it goes). */
+    memset(&h, 0, sizeof(h));
+    h.wr_id = 10;
+    h.opcode = PVRDMA_WR_SEND;
+    h.num_sge = 1;
+    h.send_flags = PVRDMA_WR_FLAG_SIGNALED;
+    s.length = 300;
+    fv_post_send(qp, &h, &s, 1);
+    h.wr_id = 11;
+    h.opcode = PVRDMA_WR_RDMA_READ;
+    h.wr.rdma.remote_addr = 0x1000;
+    h.wr.rdma.rkey = 0x100;
+    s.length = 4096;
+    fv_post_send(qp, &h, &s, 1);
+    fv_ring_sq(qp);
+    poke(fab, l, sv[1]);
+
+    while (off < size && g_list_find(fab->links, l)) {
+        size_t n = MIN(size - off, 1024);
+
+        feed(fab, l, sv[1], data + off, n);
+        off += n;
+        if (++chunk % 4 == 0) {
+            host.now += 1000000000LL;
+            pvrdma_fabric_timer_expired(fab);
+            if (g_list_find(fab->links, l)) {
+                fv_ring_sq(qp);
+            }
+        }
+    }
+    /* The peer goes away: everything outstanding ends. */
+    close(sv[1]);
+    poke(fab, l, -1);
+    pvrdma_fabric_timer_expired(fab);
+    fg_free(fg);
+    pvrdma_fabric_unref(fab);
+    g_free(cq);
+    g_free(qp);
+    g_free(mr);
+    return 0;
+}
+
+#endif

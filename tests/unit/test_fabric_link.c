@@ -1037,6 +1037,37 @@ static void test_peers_both_ways(void **state)
     host_free(b);
 }
 
+/* The listening side restarts: the peer side reconnects by itself. */
+static void test_peer_reconnects(void **state)
+{
+    Host *a = host_new(), *b = host_new(), *a2;
+    char *err = NULL;
+    unsigned i;
+
+    (void)state;
+    assert_true(pvrdma_fabric_listen(a->fab, "127.0.0.1:17473", &err));
+    assert_true(pvrdma_fabric_add_peer(b->fab, "127.0.0.1:17473", &err));
+    run(a, b, 20);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
+    host_free(a);
+    for (i = 0; i < 15; i++) {
+        b->now += 100000000LL;
+        run(b, NULL, 2);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
+    assert_non_null(strstr(b->last_report, "unreachable"));
+    a2 = host_new();
+    assert_true(pvrdma_fabric_listen(a2->fab, "127.0.0.1:17473", &err));
+    for (i = 0; i < 30; i++) {
+        b->now += 100000000LL;
+        run(a2, b, 2);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a2->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
+    host_free(a2);
+    host_free(b);
+}
+
 /* A directory link that closes with both processes alive comes back. */
 static void test_dir_link_recovers(void **state)
 {
@@ -1131,6 +1162,7 @@ int main(void)
         cmocka_unit_test(test_join_dir),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
+        cmocka_unit_test(test_peer_reconnects),
         cmocka_unit_test(test_read_mr_gone),
     };
 

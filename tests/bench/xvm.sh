@@ -9,7 +9,9 @@
 #             the loopback (fabric-listen / fabric-peer).
 # Rounds alternate the setups so all see the same machine load; the
 # medians are printed with the cross/in-VM ratios (issue 7's targets:
-# latency within 2x, 1 MiB bandwidth at least 1/4 of in-VM).
+# latency within 2x, 1 MiB bandwidth at least 1/4 of in-VM), and beside
+# them the host's own round trip between two processes over a unix
+# socket (tests/bench/ipc_rtt.c): the floor under any cross-process hop.
 #
 #   tests/bench/xvm.sh [-r ROUNDS]
 set -euo pipefail
@@ -76,6 +78,11 @@ for ((r = 1; r <= rounds; r++)); do
     res "$PVRDMA_OUT/vm/bench-tcp-b.log" tcp
 done
 
+# The host's own floor for a hop between processes (no guest at all).
+gcc -O2 -o "$work/ipc_rtt" "$TESTS_TOP/tests/bench/ipc_rtt.c"
+ipc_idle=$("$work/ipc_rtt" 20000 0)
+ipc_busy=$("$work/ipc_rtt" 20000 2)
+
 med() { # SETUP KEY
     awk -v s="$1" -v k="$2" '$1 == s && $2 == k { print $3 }' "$work/all" |
         sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)]; else print "nan" }'
@@ -93,3 +100,7 @@ for k in lat bw64k bw1m; do
         "$(awk -v a="$x" -v b="$i" 'BEGIN { printf "%.2f", a / b }')" \
         "$(awk -v a="$t" -v b="$i" 'BEGIN { printf "%.2f", a / b }')"
 done
+printf '%-26s %12s (idle host), %s (two CPUs spinning, as polling guests do)\n' \
+    "host unix-socket RTT (usec)" "$ipc_idle" "$ipc_busy"
+echo "(ib_send_lat prints half a round trip; every cross-VM one-way crosses"
+echo " at least one such process wakeup, so half that RTT is a floor)"

@@ -50,7 +50,9 @@
 #define PVRDMA_LINK_OBUF_HIGH   (256u << 10)
 #endif
 /* A peer that leaves this much of our output unread is dead to us. */
+#ifndef PVRDMA_LINK_OBUF_MAX                    /* tests use a small one */
 #define PVRDMA_LINK_OBUF_MAX    (64u << 20)
+#endif
 /* Input buffer: at least two of the largest frames. */
 #define PVRDMA_LINK_IBUF_SIZE   (2 * (PVRDMA_LINK_HDR_SIZE + \
                                       PVRDMA_LINK_MAX_INLINE))

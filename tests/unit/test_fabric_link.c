@@ -951,6 +951,33 @@ static void test_req_to_nobody(void **state)
     raw_free(r);
 }
 
+/*
+ * A peer that sends requests but never reads the answers: our output
+ * grows to its bound (64 KiB in this build) and the link is closed.
+ */
+static void test_peer_never_reads(void **state)
+{
+    Raw *r = raw_new();
+    uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_REQ_SIZE] = { 0 };
+    unsigned i, j;
+
+    (void)state;
+    buf[PVRDMA_LINK_HDR_SIZE] = PVRDMA_WR_RDMA_READ;
+    buf[PVRDMA_LINK_HDR_SIZE + 8] = 0x33;           /* to no QP */
+    for (i = 1; i < 100000 && pvrdma_fabric_links_up(r->h->fab); i++) {
+        put_hdr(buf, PVRDMA_LINK_REQ, 0, PVRDMA_LINK_REQ_SIZE, i);
+        for (j = 0; j < 1000 && write(r->fd, buf, sizeof(buf)) < 0; j++) {
+            run(r->h, NULL, 1);
+        }
+        if (i % 64 == 0) {
+            run(r->h, NULL, 1);
+        }
+    }
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 0);
+    assert_non_null(strstr(r->h->last_report, "stopped reading"));
+    raw_free(r);
+}
+
 /* Random bytes after HELLO: the link may close, nothing else happens. */
 static void test_random_frames(void **state)
 {
@@ -1158,6 +1185,7 @@ int main(void)
         cmocka_unit_test(test_hostile_frames),
         cmocka_unit_test(test_req_to_nobody),
         cmocka_unit_test(test_random_frames),
+        cmocka_unit_test(test_peer_never_reads),
         cmocka_unit_test(test_shm_hello_without_ring),
         cmocka_unit_test(test_join_dir),
         cmocka_unit_test(test_peers_both_ways),

@@ -66,10 +66,10 @@ void pvrdma_fabric_unref(PvrdmaFabric *fab)
     if (--fab->refs) {
         return;
     }
-    for (e = fab->links; e; e = e->next) {
-        pvrdma_link_close(e->data, NULL);
+    /* Closing a link takes it off fab->links (onto fab->dead). */
+    while (fab->links) {
+        pvrdma_link_close(fab->links->data, NULL);
     }
-    g_assert(!fab->links);
     for (e = fab->dead; e; e = e->next) {
         pvrdma_link_free(e->data);
     }
@@ -111,10 +111,12 @@ PvrdmaFabricPort *pvrdma_fabric_port_new(PvrdmaFabric *fab, PvrdmaCore *core,
 void pvrdma_fabric_port_free(PvrdmaFabricPort *port)
 {
     PvrdmaFabric *fab = port->fabric;
+    g_autoptr(GList) links = NULL;
     GList *e;
 
     pvrdma_fabric_port_quiesce(port);
-    for (e = fab->links; e; e = e->next) {
+    links = g_list_copy(fab->links);
+    for (e = links; e; e = e->next) {
         pvrdma_link_send_gids(e->data, port, true);
     }
     /* Links still hold the aborted execs: they no longer have a port. */
@@ -359,12 +361,13 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 {
     int64_t now = fab->host.clock_ns(fab->host.opaque);
     bool busy = false;
-    GList *e, *next;
+    g_autoptr(GList) links = NULL;
+    GList *e;
 
     fab->in_timer = true;
     fab->timer_at = -1;
-    for (e = fab->links; e; e = next) {
-        next = e->next;
+    links = g_list_copy(fab->links);
+    for (e = links; e; e = e->next) {
         pvrdma_link_tick(e->data, now, &busy);
     }
     while (fab->dead) {
@@ -480,10 +483,12 @@ void pvrdma_fabric_port_abort(PvrdmaFabricPort *port, PvrdmaQp *qp,
 
 void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr)
 {
+    g_autoptr(GList) links = NULL;
     GList *e;
 
     pvrdma_fabric_port_abort(port, NULL, mr);
-    for (e = port->fabric->links; e; e = e->next) {
+    links = g_list_copy(port->fabric->links);
+    for (e = links; e; e = e->next) {
         pvrdma_link_mr_gone(e->data, port, mr);
     }
 }
@@ -491,10 +496,12 @@ void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr)
 /* Reset or removal: every exec and every link request of @port ends. */
 void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
 {
+    g_autoptr(GList) links = NULL;
     GList *e;
 
     pvrdma_fabric_port_abort(port, NULL, NULL);
-    for (e = port->fabric->links; e; e = e->next) {
+    links = g_list_copy(port->fabric->links);
+    for (e = links; e; e = e->next) {
         pvrdma_link_port_gone(e->data, port);
     }
 }
@@ -519,9 +526,11 @@ void pvrdma_fabric_poll_links(PvrdmaFabric *fab)
 
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)
 {
+    g_autoptr(GList) links = NULL;
     GList *e;
 
-    for (e = port->fabric->links; e; e = e->next) {
+    links = g_list_copy(port->fabric->links);
+    for (e = links; e; e = e->next) {
         pvrdma_link_send_gids(e->data, port, false);
     }
 }

@@ -138,6 +138,7 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
     PvrdmaFabricQp *fqp = qp->be;
     const uint8_t *sgid;
     uint8_t type;
+    g_autoptr(GList) links = NULL;
     GList *e;
 
     if (!fqp->rnr_link && !pvrdma_fabric_rnr_any(port->fabric)) {
@@ -150,7 +151,8 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
     }
     if (fqp->rnr_link) {
         /* A requester behind a link got an RNR NAK from this QP. */
-        for (e = port->fabric->links; e; e = e->next) {
+        links = g_list_copy(port->fabric->links);
+        for (e = links; e; e = e->next) {
             if (pvrdma_link_serial(e->data) == fqp->rnr_link) {
                 pvrdma_link_send_recv_posted(e->data, sgid, qp->qpn,
                                              qp->attr.ah_attr.grh.dgid,

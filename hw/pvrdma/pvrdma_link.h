@@ -81,6 +81,12 @@ struct PvrdmaFabric {
     bool in_timer;
 };
 
+/*
+ * Loops over links run on a copy of fab->links (g_autoptr(GList)): their
+ * body may close links, which takes them off the list (they are freed
+ * only by the timer, and a closed link ignores what is asked of it).
+ */
+
 /* A listening socket, or a peer address kept connected (fabric_net.c). */
 void pvrdma_fabric_net_ready(PvrdmaFabric *fab, void *tag, bool readable,
                              bool writable);

@@ -170,16 +170,13 @@ PvrdmaFabricPort *pvrdma_fabric_lookup(PvrdmaFabric *fab,
     return NULL;
 }
 
-void pvrdma_fabric_deliver(PvrdmaFabric *fab, const PvrdmaFabricMsg *msg,
+void pvrdma_fabric_deliver(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                           const PvrdmaFabricMsg *msg,
                            const PvrdmaFabricPayload *payload,
                            PvrdmaFabricAck *ack)
 {
-    PvrdmaFabricPort *port;
-    PvrdmaQp *qp;
-
     memset(ack, 0, sizeof(*ack));
     ack->status = PVRDMA_WC_RETRY_EXC_ERR;
-    port = pvrdma_fabric_lookup(fab, msg->dgid, msg->dst_qpn, &qp);
     if (!port) {
         return;
     }

@@ -164,11 +164,13 @@ PvrdmaFabricPort *pvrdma_fabric_lookup(PvrdmaFabric *fab,
                                        PvrdmaQp **qp);
 
 /*
- * Carry @msg and @payload to the responder (dgid, dst_qpn) and fill @ack.
- * No such port or QP: the message is dropped and the requester sees
- * RETRY_EXC_ERR (the retries of a real fabric are not simulated).
+ * Carry @msg and @payload to @qp of @port (pvrdma_fabric_lookup() of its
+ * dgid, dst_qpn) and fill @ack.  No such port (NULL): the message is
+ * dropped and the requester sees RETRY_EXC_ERR (the retries of a real
+ * fabric are not simulated).
  */
-void pvrdma_fabric_deliver(PvrdmaFabric *fab, const PvrdmaFabricMsg *msg,
+void pvrdma_fabric_deliver(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                           const PvrdmaFabricMsg *msg,
                            const PvrdmaFabricPayload *payload,
                            PvrdmaFabricAck *ack);
 

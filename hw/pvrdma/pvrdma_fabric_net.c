@@ -304,6 +304,19 @@ bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg)
     return true;
 }
 
+/* A connect to a peer failed with @err: tell the user when it changes. */
+static void pvrdma_peer_failed(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
+                               int err)
+{
+    if (ep->last_error && !strcmp(ep->last_error, g_strerror(err))) {
+        return;
+    }
+    g_free(ep->last_error);
+    ep->last_error = g_strdup(g_strerror(err));
+    pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable (%s); "
+                  "retrying every second", ep->name, ep->last_error);
+}
+
 /* Start a non-blocking connect of a peer endpoint. */
 static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
                             int64_t now)
@@ -320,13 +333,7 @@ static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
         int err = errno;
 
         close(fd);
-        if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
-            g_free(ep->last_error);
-            ep->last_error = g_strdup(g_strerror(err));
-            pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable "
-                          "(%s); retrying every second", ep->name,
-                          ep->last_error);
-        }
+        pvrdma_peer_failed(fab, ep, err);
         return;
     }
     ep->fd = fd;
@@ -392,14 +399,7 @@ static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
     ep->fd = -1;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
         close(fd);
-        err = err ? err : errno;
-        if (!ep->last_error || strcmp(ep->last_error, g_strerror(err))) {
-            g_free(ep->last_error);
-            ep->last_error = g_strdup(g_strerror(err));
-            pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable "
-                          "(%s); retrying every second", ep->name,
-                          ep->last_error);
-        }
+        pvrdma_peer_failed(fab, ep, err ? err : errno);
         pvrdma_fabric_kick(fab);
         return;
     }

@@ -66,11 +66,14 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .swap = wr->swap,
         .length = wr->length,
     };
+    PvrdmaFabricPort *rport;
     PvrdmaSendResult res;
     PvrdmaFabricAck ack;
     PvrdmaQp *rqp;
 
-    if (!pvrdma_fabric_lookup(port->fabric, wr->dgid, wr->dst_qpn, &rqp)) {
+    /* A port of this process first, then the links (one lookup each). */
+    rport = pvrdma_fabric_lookup(port->fabric, wr->dgid, wr->dst_qpn, &rqp);
+    if (!rport) {
         PvrdmaLink *l = pvrdma_fabric_route(port->fabric, wr->dgid,
                                             wr->dst_qpn);
 
@@ -83,7 +86,7 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
     pvrdma_sgl_seek(&cursor, &wr->local, 0);
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
-    pvrdma_fabric_deliver(port->fabric, &msg, &payload, &ack);
+    pvrdma_fabric_deliver(rport, rqp, &msg, &payload, &ack);
     res = (PvrdmaSendResult) {
         .status = ack.status,
         .rnr = ack.rnr,

@@ -915,7 +915,7 @@ static bool pvrdma_link_resp(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, GUINT_TO_POINTER(id));
     uint64_t len = rd64(b);
 
-    if (l->rx.open || !len) {
+    if (l->rx.open || !len || len > PVRDMA_PORT_MAX_MSG_SZ) {
         return false;
     }
     if (req && (req->wr->opcode != PVRDMA_WR_RDMA_READ ||

@@ -3,7 +3,8 @@
 # vmpair.sh): writes the guest scripts of the common suite, in which
 # guest A serves and guest B connects, and checks the result.
 #
-#   xvm_scripts DIR     writes DIR/guest-a.sh and DIR/guest-b.sh
+#   xvm_scripts DIR     writes DIR/guest-a.sh and DIR/guest-b.sh (the same
+#                       script: each guest plays its VMPAIR_ROLE)
 #   xvm_check NAME      prints the measured lines of NAME's logs
 #
 # The suite: ibv_rc_pingpong polling, with events (-e) and with 64 KiB
@@ -14,43 +15,38 @@
 
 xvm_scripts() {
     local dir=$1
+    # One script for both guests: A serves each case, B connects
+    # (VMPAIR_ROLE and PEER_IP come from vmpair.sh).
     cat > "$dir/guest-a.sh" <<'GUEST'
 . ./sync.sh
 gid=1
-for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
-    set -- $t
-    name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
-    shift
-    xpair_server "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $*"
-done
-opts="-d pvrdma0 -x 1 -F"
-for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
-         "read_lat -n 200" "atomic_bw -n 200"; do
-    set -- $t
-    xpair_server "ib_$1$3$5" 300 "ib_$* $opts"
-done
-echo GUEST-OK
-GUEST
-    cat > "$dir/guest-b.sh" <<'GUEST'
-. ./sync.sh
-gid=1
-for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
-    set -- $t
-    name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
-    shift
-    xpair_client "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $* $PEER_IP"
-done
 opts="-d pvrdma0 -x 1 -F"
 num='[0-9.]+|inf|-?nan'
+# xcase NAME TIMEOUT CMD: CMD on both sides, the client's aimed at A
+xcase() {
+    if [ "$VMPAIR_ROLE" = a ]; then
+        xpair_server "$1" "$2" "$3"
+    else
+        xpair_client "$1" "$2" "$3 $PEER_IP"
+    fi
+}
+for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
+    set -- $t
+    name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
+    shift
+    xcase "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $*"
+done
 for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
          "read_lat -n 200" "atomic_bw -n 200"; do
     set -- $t
-    xpair_client "ib_$1$3$5" 300 "ib_$* $opts $PEER_IP"
-    grep -qE "^ *[0-9]+ +$3 +($num)" "/tmp/ib_$1$3$5.cli" ||
+    xcase "ib_$1$3$5" 300 "ib_$* $opts"
+    [ "$VMPAIR_ROLE" = a ] ||
+        grep -qE "^ *[0-9]+ +$3 +($num)" "/tmp/ib_$1$3$5.cli" ||
         fail "ib_$1 printed no result row for $3 iterations"
 done
 echo GUEST-OK
 GUEST
+    cp "$dir/guest-a.sh" "$dir/guest-b.sh"
 }
 
 xvm_check() {

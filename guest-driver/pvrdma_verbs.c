@@ -401,6 +401,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 	uctx->ctx_handle = resp.create_uc_resp.ctx_handle;
 
 	uresp.qp_tab_size = dev->caps.max_qp;
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CQ_POLL_HINT)
+		uresp.reserved |= PVRDMA_UCTX_CQ_POLL_HINT;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)

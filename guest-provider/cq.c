@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Completion queues of the PVRDMA provider: the CQ ring lives in user
- * memory and is polled without a system call or a VM exit.
+ * memory and is polled without a system call.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -241,22 +241,42 @@ static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 }
 
 /*
- * An empty CQ is detected from the ring indices alone: no doorbell, so an
- * empty poll costs no VM exit (the device posts CQEs on its own).
+ * The device writes CQEs on its own; only what a peer in another VM or
+ * host sent may wait in the device's socket until its event loop runs
+ * (docs/fabric.md, "Latency"). A device with such peers says so (the
+ * CQ_POLL hint of the ucontext response), and then an empty poll rings
+ * CQ_POLL (spec §7), and the device takes in what waits before the
+ * second look. Without the hint nothing is rung: each ring is a VM exit
+ * that takes the device's lock, which slows the doorbells of the other
+ * vCPUs of the same VM. PVRDMA_CQ_POLL_EVERY=n in the environment
+ * overrides: ring on the first and every n-th empty poll in a row (0:
+ * never).
  */
 int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 {
 	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvcq->context);
 	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
 	uint32_t drops_left = cq->nelems;
+	bool rang = false;
 	int npolled;
 	int ret = 0;
 
 	pthread_spin_lock(&cq->lock);
 	for (npolled = 0; npolled < num_entries; npolled++) {
 		ret = pvrdma_poll_one(ctx, cq, &wc[npolled], &drops_left);
+		if (ret == 0 && !rang && ctx->cq_poll_every &&
+		    cq->empty_polls++ % ctx->cq_poll_every == 0) {
+			/* Consumed CQEs first: the device may reuse slots. */
+			udma_to_device_barrier();
+			pvrdma_uar_write(ctx, PVRDMA_UAR_CQ_OFFSET,
+					 PVRDMA_UAR_CQ_POLL, cq->cqn);
+			rang = true;
+			ret = pvrdma_poll_one(ctx, cq, &wc[npolled],
+					      &drops_left);
+		}
 		if (ret <= 0)
 			break;
+		cq->empty_polls = 0;
 	}
 	pthread_spin_unlock(&cq->lock);
 

@@ -53,6 +53,22 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
  * offset 0 of the command fd (our driver accepts no other offset; the
  * stock one ignores it), write-only (spec §7).
  */
+/* A decimal environment setting, or @dflt when unset or malformed. */
+static uint32_t pvrdma_env_u32(const char *name, uint32_t dflt)
+{
+	const char *v = getenv(name);
+	unsigned long n;
+	char *end;
+
+	if (!v || !*v)
+		return dflt;
+	errno = 0;
+	n = strtoul(v, &end, 10);
+	if (errno || *end || n > UINT32_MAX)
+		return dflt;
+	return n;
+}
+
 static int pvrdma_map_uar(struct pvrdma_context *ctx, size_t pg_sz)
 {
 	void *uar;
@@ -128,6 +144,10 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	if (err)
 		goto err_free_qp_table;
 
+	/* The device asks for CQ_POLL when a peer is in another process. */
+	ctx->cq_poll_every = pvrdma_env_u32("PVRDMA_CQ_POLL_EVERY",
+					    resp.reserved &
+					    PVRDMA_UCTX_CQ_POLL_HINT ? 1 : 0);
 	verbs_set_ops(&ctx->ibvctx, &pvrdma_ctx_ops);
 
 	return &ctx->ibvctx;

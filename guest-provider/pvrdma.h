@@ -41,6 +41,8 @@ struct pvrdma_context {
 	pthread_spinlock_t qp_table_lock;
 	struct pvrdma_qp **qp_table;
 	uint32_t qp_table_size;
+	/* Ring CQ_POLL on every n-th empty poll; 0: never (cq.c). */
+	uint32_t cq_poll_every;
 };
 
 struct pvrdma_pd {
@@ -62,6 +64,7 @@ struct pvrdma_cq {
 	struct pvrdma_cqe *cqes;
 	uint32_t nelems;		/* power of two, from the kernel */
 	uint32_t cqn;			/* device CQ handle */
+	uint32_t empty_polls;		/* in a row; paces CQ_POLL */
 };
 
 /*

@@ -199,6 +199,19 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_GID_TYPE_FLAG_ROCE_V1    (1u << 0)
 #define PVRDMA_GID_TYPE_FLAG_ROCE_V2    (1u << 1)
 
+/*
+ * Project extensions (docs/abi.md, "Extensions").  The VMware device
+ * leaves caps.ex_comp_mask zero and the stock vmw_pvrdma driver never
+ * reads it; our device sets these bits and our driver passes them on to
+ * our provider in the reserved word of the ALLOC_UCONTEXT response, which
+ * the stock driver leaves zero and the stock provider never reads.
+ */
+/* Completions may wait until a CQ_POLL doorbell takes them in (a fabric
+ * link to another process): a poller should ring it on an empty poll. */
+#define PVRDMA_EX_CAP_CQ_POLL_HINT      (1u << 31)
+/* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
+#define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
+
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {
     uint64_t fw_ver;            /* major << 32 | minor << 16 | sub */

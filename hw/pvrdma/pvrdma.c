@@ -480,6 +480,9 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     PvrdmaState *s = PVRDMA(pdev);
 
     s->cfg.fw_ver = PVRDMA_DEFAULT_FW_VER;
+    /* Peers in other processes: guests' empty polls should ring CQ_POLL. */
+    s->cfg.cq_poll_hint = s->fabric_path || s->fabric_listen ||
+                          s->fabric_peer;
     if (!pvrdma_check_params(s, errp)) {
         return;
     }

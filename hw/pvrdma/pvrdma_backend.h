@@ -185,10 +185,11 @@ typedef struct PvrdmaBackendOps {
      */
     void (*recv_posted)(void *be, PvrdmaQp *qp);
     /*
-     * A send doorbell found the previous request of @qp still outstanding:
-     * if its answer may already be waiting (in a socket the event loop has
-     * not read yet), take it now, so that the new WQEs need not wait for
-     * the event loop to be scheduled.
+     * Take now what may already be waiting for this device (in a socket
+     * the event loop has not read yet), so that the guest need not wait
+     * for the event loop to be scheduled.  @qp: a send doorbell found the
+     * previous request of @qp still outstanding.  NULL: the guest polled
+     * an empty CQ (CQ_POLL doorbell); anything may arrive.
      */
     void (*poll)(void *be, PvrdmaQp *qp);
 } PvrdmaBackendOps;

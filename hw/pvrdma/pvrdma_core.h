@@ -94,6 +94,7 @@ typedef struct PvrdmaCoreConfig {
     uint64_t max_pinned_pages;  /* pages all MRs and rings may describe */
     uint64_t node_guid;         /* host order; written BE into caps */
     uint64_t fw_ver;
+    bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
 } PvrdmaCoreConfig;
 
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */

@@ -503,13 +503,24 @@ void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
     }
 }
 
-void pvrdma_fabric_poll_links(PvrdmaFabric *fab)
+/*
+ * Read the links that may have something for us: those with requests
+ * outstanding and, with @incoming, any that may hold requests to this
+ * process's QPs: a shm link whose peer's counter says that frames wait,
+ * and every inline (TCP) link (a non-blocking read: no counter there).
+ * The vCPU that polls holds the lock the event loop needs, so leaving a
+ * link to the event loop would make it wait all the longer.
+ */
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming)
 {
     GList *busy = NULL, *e;
 
     /* A copy: reading may close a link (and take it off fab->links). */
     for (e = fab->links; e; e = e->next) {
-        if (pvrdma_link_busy(e->data)) {
+        if (pvrdma_link_busy(e->data) ||
+            (incoming && (pvrdma_link_pending_in(e->data) ||
+                          (pvrdma_link_is_up(e->data) &&
+                           !pvrdma_link_shm(e->data))))) {
             busy = g_list_prepend(busy, e->data);
         }
     }

@@ -168,10 +168,12 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
 
 static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp)
 {
-    PvrdmaFabricQp *fqp = qp->be;
+    PvrdmaFabricPort *port = be;
 
-    if (fqp->req) {
-        pvrdma_fabric_poll_links(((PvrdmaFabricPort *)be)->fabric);
+    if (!qp) {
+        pvrdma_fabric_poll_links(port->fabric, true);
+    } else if (((PvrdmaFabricQp *)qp->be)->req) {
+        pvrdma_fabric_poll_links(port->fabric, false);
     }
 }
 

@@ -109,6 +109,10 @@ struct PvrdmaLink {
     const uint8_t *rx_ring;     /* the peer's, read-only */
     uint64_t rx_tail;           /* bytes ever consumed */
     uint64_t rx_uncredited;
+    uint64_t *tx_sent;          /* our socket bytes sent, for the peer */
+    const uint64_t *rx_sent;    /* the peer's socket bytes sent (a hint) */
+    uint64_t sock_out;          /* socket bytes ever sent */
+    uint64_t sock_in;           /* socket bytes ever received */
 
     /* Our requests, by id. */
     GHashTable *reqs;
@@ -254,6 +258,10 @@ static bool pvrdma_link_flush(PvrdmaLink *l)
             l->send_fd = -1;
         }
         l->opos += n;
+        l->sock_out += n;
+        if (l->tx_sent) {
+            __atomic_store_n(l->tx_sent, l->sock_out, __ATOMIC_RELEASE);
+        }
     }
     if (l->opos == l->obuf->len) {
         g_byte_array_set_size(l->obuf, 0);
@@ -763,7 +771,7 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
         return ring == 0;
     }
     if (ring != PVRDMA_LINK_RING_SIZE || l->peer_fd < 0 ||
-        fstat(l->peer_fd, &st) < 0 || st.st_size != PVRDMA_LINK_RING_SIZE) {
+        fstat(l->peer_fd, &st) < 0 || st.st_size != PVRDMA_LINK_RING_MAP) {
         return false;
     }
     /* A ring the peer could shrink would fault (SIGBUS) in our reads. */
@@ -771,7 +779,7 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
         return false;
     }
-    p = mmap(NULL, PVRDMA_LINK_RING_SIZE, PROT_READ, MAP_SHARED, l->peer_fd,
+    p = mmap(NULL, PVRDMA_LINK_RING_MAP, PROT_READ, MAP_SHARED, l->peer_fd,
              0);
     close(l->peer_fd);
     l->peer_fd = -1;
@@ -779,6 +787,7 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
         return false;
     }
     l->rx_ring = p;
+    l->rx_sent = (const uint64_t *)(l->rx_ring + PVRDMA_LINK_RING_SIZE);
     return true;
 }
 
@@ -1237,6 +1246,7 @@ static void pvrdma_link_input(PvrdmaLink *l)
         }
         l->last_rx = h->clock_ns(h->opaque);
         l->ilen += n;
+        l->sock_in += n;
         while (l->ilen - pos >= PVRDMA_LINK_HDR_SIZE && !l->dead) {
             const uint8_t *hdr = l->ibuf + pos;
             uint32_t len = rd32(hdr + 8);
@@ -1299,11 +1309,11 @@ static int pvrdma_link_make_ring(PvrdmaLink *l)
     if (fd < 0) {
         return -1;
     }
-    if (ftruncate(fd, PVRDMA_LINK_RING_SIZE) < 0) {
+    if (ftruncate(fd, PVRDMA_LINK_RING_MAP) < 0) {
         close(fd);
         return -1;
     }
-    p = mmap(NULL, PVRDMA_LINK_RING_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+    p = mmap(NULL, PVRDMA_LINK_RING_MAP, PROT_READ | PROT_WRITE, MAP_SHARED,
              fd, 0);
     if (p == MAP_FAILED) {
         close(fd);
@@ -1312,11 +1322,12 @@ static int pvrdma_link_make_ring(PvrdmaLink *l)
     /* The peer may map it read-only, and never resize it under us. */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
               F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
-        munmap(p, PVRDMA_LINK_RING_SIZE);
+        munmap(p, PVRDMA_LINK_RING_MAP);
         close(fd);
         return -1;
     }
     l->tx_ring = p;
+    l->tx_sent = (uint64_t *)(l->tx_ring + PVRDMA_LINK_RING_SIZE);
     return fd;
 }
 
@@ -1420,10 +1431,10 @@ void pvrdma_link_free(PvrdmaLink *l)
         close(l->peer_fd);
     }
     if (l->tx_ring) {
-        munmap(l->tx_ring, PVRDMA_LINK_RING_SIZE);
+        munmap(l->tx_ring, PVRDMA_LINK_RING_MAP);
     }
     if (l->rx_ring) {
-        munmap((void *)l->rx_ring, PVRDMA_LINK_RING_SIZE);
+        munmap((void *)l->rx_ring, PVRDMA_LINK_RING_MAP);
     }
     g_hash_table_destroy(l->reqs);
     g_byte_array_free(l->obuf, true);
@@ -1450,6 +1461,16 @@ bool pvrdma_link_shm(PvrdmaLink *l)
 bool pvrdma_link_busy(PvrdmaLink *l)
 {
     return !l->dead && g_hash_table_size(l->reqs) > 0;
+}
+
+/*
+ * The peer's counter is only a hint to read: a lying peer gains nothing
+ * but our empty reads, and a read sees whatever the socket really has.
+ */
+bool pvrdma_link_pending_in(PvrdmaLink *l)
+{
+    return !l->dead && l->rx_sent &&
+           __atomic_load_n(l->rx_sent, __ATOMIC_ACQUIRE) != l->sock_in;
 }
 
 const char *pvrdma_link_name(PvrdmaLink *l)

@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         1
+#define PVRDMA_LINK_VERSION         2
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -49,6 +49,14 @@ enum {
 #define PVRDMA_LINK_SHM_CHUNK       (1u << 20)   /* ring bytes per DATA */
 #endif
 #define PVRDMA_LINK_MAX_QUEUED      4096         /* streams waiting to send */
+/*
+ * A shared ring's memfd holds RING_SIZE data bytes, then one page whose
+ * first 8 bytes count the bytes its writer has put in the socket, so the
+ * peer sees pending frames without a system call (pvrdma_link_pending_in).
+ */
+#define PVRDMA_LINK_RING_TAIL       4096
+#define PVRDMA_LINK_RING_MAP        (PVRDMA_LINK_RING_SIZE + \
+                                     PVRDMA_LINK_RING_TAIL)
 
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
 
@@ -121,6 +129,8 @@ bool pvrdma_link_duplicate(PvrdmaLink *l);
 bool pvrdma_link_shm(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
+/* Frames wait in the socket, as the peer's ring counter says (shm only). */
+bool pvrdma_link_pending_in(PvrdmaLink *l);
 /* The fd of @l is ready. */
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
 /* Close @l (the peer is gone or broke the protocol): fail its requests. */
@@ -192,6 +202,7 @@ void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr);
 void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port);
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port);
 /* Read what the links with requests outstanding have received. */
-void pvrdma_fabric_poll_links(PvrdmaFabric *fab);
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming);
+
 
 #endif /* HW_PVRDMA_LINK_H */

@@ -1201,8 +1201,14 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
 
 void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq G_GNUC_UNUSED)
 {
-    /* Completions are written as they happen; only due retries remain. */
+    /*
+     * Completions are written as they happen; what remains is what the
+     * backend has not taken in yet, and due retries.
+     */
     pvrdma_wq_enter(core);
+    if (core->be_ops->poll) {
+        core->be_ops->poll(core->be, NULL);
+    }
     if (core->rnr_qps.length) {
         pvrdma_wq_run_timers(core);
     }

@@ -23,16 +23,24 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # The measurements, one guest script per role; each prints KEY value.
-# KEY:TOOL:ARGS, with _ for spaces in ARGS
-tests='lat:ib_send_lat:-n_5000 bw64k:ib_write_bw:-s_65536_-n_2000 bw1m:ib_write_bw:-s_1048576_-n_500'
+# KEY:ENV:TOOL:ARGS, with _ for spaces in ARGS; ENV is - or VAR=VALUE.
+# lat: as the device asks (CQ_POLL on empty polls with a fabric-* property,
+# so the device takes in what a peer sent without its event loop; never
+# within one VM); lat0 and lat1 force never and always (docs/abi.md §14).
+tests='lat:-:ib_send_lat:-n_5000 lat0:PVRDMA_CQ_POLL_EVERY=0:ib_send_lat:-n_5000 lat1:PVRDMA_CQ_POLL_EVERY=1:ib_send_lat:-n_5000 bw64k:-:ib_write_bw:-s_65536_-n_2000 bw1m:-:ib_write_bw:-s_1048576_-n_500'
+# Sets k, e (env assignment or empty), tool and args from one entry $t.
+split='k=${t%%:*}; r=${t#*:}; e=${r%%:*}; r=${r#*:}; [ "$e" = - ] && e=
+    tool=${r%%:*}; args=$(echo "${r#*:}" | tr _ " ")'
 cat > "$work/one.sh" <<GUEST
 o="-d pvrdma0 -x 1 -F"
 for t in $tests; do
-    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
-    \$tool \$o \$args > /tmp/\$k.s 2>&1 & sleep 1
-    \$tool \$o \$args 127.0.0.1 > /tmp/\$k.c 2>&1; wait
+    $split
+    env \$e \$tool \$o \$args > /tmp/\$k.s 2>&1 & sleep 1
+    env \$e \$tool \$o \$args 127.0.0.1 > /tmp/\$k.c 2>&1; wait
 done
 echo "RES lat \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat.c)"
+echo "RES lat0 \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat0.c)"
+echo "RES lat1 \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat1.c)"
 echo "RES bw64k \$(awk '\$1 == 65536 && \$2 == 2000 { print \$4 }' /tmp/bw64k.c)"
 echo "RES bw1m \$(awk '\$1 == 1048576 && \$2 == 500 { print \$4 }' /tmp/bw1m.c)"
 GUEST
@@ -40,18 +48,20 @@ cat > "$work/a.sh" <<GUEST
 . ./sync.sh
 o="-d pvrdma0 -x 1 -F"
 for t in $tests; do
-    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
-    xpair_server \$k 600 "\$tool \$o \$args" > /dev/null
+    $split
+    xpair_server \$k 600 "env \$e \$tool \$o \$args" > /dev/null
 done
 GUEST
 cat > "$work/b.sh" <<GUEST
 . ./sync.sh
 o="-d pvrdma0 -x 1 -F"
 for t in $tests; do
-    k=\${t%%:*}; r=\${t#*:}; tool=\${r%%:*}; args=\$(echo "\${r#*:}" | tr _ " ")
-    xpair_client \$k 600 "\$tool \$o \$args \$PEER_IP" > /dev/null
+    $split
+    xpair_client \$k 600 "env \$e \$tool \$o \$args \$PEER_IP" > /dev/null
 done
 echo "RES lat \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat.cli)"
+echo "RES lat0 \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat0.cli)"
+echo "RES lat1 \$(awk '\$1 == 2 && \$2 == 5000 { print \$5 }' /tmp/lat1.cli)"
 echo "RES bw64k \$(awk '\$1 == 65536 && \$2 == 2000 { print \$4 }' /tmp/bw64k.cli)"
 echo "RES bw1m \$(awk '\$1 == 1048576 && \$2 == 500 { print \$4 }' /tmp/bw1m.cli)"
 GUEST
@@ -89,10 +99,12 @@ med() { # SETUP KEY
 }
 printf '\n%-26s %12s %12s %12s %10s %10s\n' "median of $rounds" in-VM \
     cross-VM cross-TCP xVM/in TCP/in
-for k in lat bw64k bw1m; do
+for k in lat lat0 lat1 bw64k bw1m; do
     i=$(med invm $k) x=$(med xvm $k) t=$(med tcp $k)
     case $k in
     lat) label="ib_send_lat 2 B (usec)" ;;
+    lat0) label="  same, CQ_POLL never" ;;
+    lat1) label="  same, CQ_POLL always" ;;
     bw64k) label="ib_write_bw 64 KiB (MB/s)" ;;
     bw1m) label="ib_write_bw 1 MiB (MB/s)" ;;
     esac

@@ -329,6 +329,12 @@ void fv_ring_sq(FvQp *qp)
                           PVRDMA_DB_QP_SEND | qp->handle);
 }
 
+void fv_cq_poll_doorbell(FvCq *cq)
+{
+    pvrdma_core_uar_write(cq->fg->core, PVRDMA_UAR_CQ_OFFSET,
+                          PVRDMA_DB_CQ_POLL | cq->handle);
+}
+
 void fv_post_recv(FvQp *qp, uint64_t wr_id, const struct pvrdma_sge *sge,
                   uint32_t nsge)
 {

@@ -66,6 +66,8 @@ typedef struct FvConnOpts {
 FvCq *fv_cq_new(FakeGuest *fg, uint32_t ctx, uint32_t cqe);
 /* Next CQE (advancing cons_head), false if the CQ is empty. */
 bool fv_cq_poll(FvCq *cq, struct pvrdma_cqe *cqe);
+/* Ring CQ_POLL, as a guest's poll of an empty CQ does. */
+void fv_cq_poll_doorbell(FvCq *cq);
 uint32_t fv_cq_count(FvCq *cq);
 /* Set cons_head directly (hostile-guest tests). */
 void fv_cq_set_cons(FvCq *cq, uint32_t cons);

@@ -197,6 +197,7 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_mr_size, 1ull << 30);
     assert_int_equal(c->page_size_cap, 0x1000);
     assert_int_equal(c->atomic_arg_sizes, 0);
+    assert_int_equal(c->ex_comp_mask, 0);      /* no peers elsewhere */
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -229,6 +230,12 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->bmme_flags, 7);
     assert_int_equal(c->gid_types, 2);
     assert_int_equal(c->max_fast_reg_page_list_len, 128);
+    fg_free(fg);
+    /* a device with peers in other processes asks for CQ_POLL */
+    cfg.cq_poll_hint = true;
+    fg = fg_new(&cfg);
+    assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
+    assert_int_equal(fg_caps(fg)->ex_comp_mask, 1u << 31);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);

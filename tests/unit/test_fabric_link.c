@@ -580,6 +580,42 @@ static void test_doorbell_polls_link(void **state)
 }
 
 /*
+ * A guest polling an empty CQ (CQ_POLL doorbell) takes in what its peer
+ * sent, without its event loop: the responder's poll delivers a SEND and
+ * answers it, the requester's poll completes it.  With nothing pending,
+ * a poll reads nothing.
+ */
+static void test_cq_poll_takes_in(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge sa = sge(n->ma, VA_A, 100), sb = sge(n->mb, VA_B, 128);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND, 1);
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < 100; i++) {
+        *fv_mr_ptr(n->ma, VA_A + i) = i * 7 + 1;
+    }
+    fv_post_recv(n->b, 9, &sb, 1);
+    fv_ring_rq(n->b);
+    fv_cq_poll_doorbell(n->cqb);
+    assert_false(fv_cq_poll(n->cqb, &c));
+    fv_post_send(n->a, &h, &sa, 1);
+    fv_ring_sq(n->a);
+    assert_false(fv_cq_poll(n->cqb, &c));
+    fv_cq_poll_doorbell(n->cqb);
+    assert_true(fv_cq_poll(n->cqb, &c));
+    expect(c, 9, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 100);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 100);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    fv_cq_poll_doorbell(n->cqa);
+    assert_true(fv_cq_poll(n->cqa, &c));
+    expect(c, 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 100);
+    net_free(n);
+}
+
+/*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
  */
@@ -1179,6 +1215,7 @@ int main(void)
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
+        cmocka_unit_test(test_cq_poll_takes_in),
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),

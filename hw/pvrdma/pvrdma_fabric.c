@@ -365,7 +365,14 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
     fab->timer_at = -1;
     links = g_list_copy(fab->links);
     for (e = links; e; e = e->next) {
+        /* Frames a kick was spared for, once a polling guest stopped. */
+        if (pvrdma_link_pending_in(e->data)) {
+            pvrdma_link_poll(e->data, -1);
+        }
         pvrdma_link_tick(e->data, now, &busy);
+    }
+    if (fab->poll_until > now) {
+        pvrdma_fabric_timer_arm(fab, fab->poll_until);
     }
     while (fab->dead) {
         PvrdmaLink *l = fab->dead->data;
@@ -504,30 +511,32 @@ void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
 }
 
 /*
- * Read the links that may have something for us: those with requests
- * outstanding and, with @incoming, any that may hold requests to this
- * process's QPs: a shm link whose peer's counter says that frames wait,
- * and every inline (TCP) link (a non-blocking read: no counter there).
- * The vCPU that polls holds the lock the event loop needs, so leaving a
- * link to the event loop would make it wait all the longer.
+ * Take in what the links may hold for us, in the caller's (a vCPU's)
+ * thread.  @incoming (a guest polled an empty CQ): every link, and the
+ * shm links' peers are told that for a while we look without a kick (the
+ * timer looks once more when that ends); otherwise (a send doorbell
+ * behind an outstanding request) only the links with requests of ours.
  */
 void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming)
 {
+    int64_t until = -1;
     GList *busy = NULL, *e;
 
+    if (incoming && fab->has_host) {
+        until = fab->host.clock_ns(fab->host.opaque) +
+                PVRDMA_LINK_POLL_WINDOW_NS;
+        fab->poll_until = until;
+        /* Re-arms only if no earlier expiry is armed: once per window. */
+        pvrdma_fabric_timer_arm(fab, until);
+    }
     /* A copy: reading may close a link (and take it off fab->links). */
     for (e = fab->links; e; e = e->next) {
-        if (pvrdma_link_busy(e->data) ||
-            (incoming && (pvrdma_link_pending_in(e->data) ||
-                          (pvrdma_link_is_up(e->data) &&
-                           !pvrdma_link_shm(e->data))))) {
+        if (incoming || pvrdma_link_busy(e->data)) {
             busy = g_list_prepend(busy, e->data);
         }
     }
     for (e = busy; e; e = e->next) {
-        if (!pvrdma_link_is_dead(e->data)) {
-            pvrdma_link_io(e->data, true, false);
-        }
+        pvrdma_link_poll(e->data, until);
     }
     g_list_free(busy);
 }

@@ -71,6 +71,19 @@ typedef struct PvrdmaLinkTx {
     GList node;
 } PvrdmaLinkTx;
 
+/*
+ * The counters page after a memfd's rings (native order: both ends are
+ * on one host).  Each side writes only its own page; what it reads in
+ * the peer's page is checked (counters) or only decides whether to wake
+ * the peer (poll_until, want_space).
+ */
+typedef struct PvrdmaLinkShared {
+    uint64_t frames;            /* bytes ever written to this frame ring */
+    uint64_t peer_frames;       /* bytes taken from the peer's frame ring */
+    int64_t poll_until;         /* host clock: we look without a kick */
+    uint64_t want_space;        /* we wait for room in our frame ring */
+} PvrdmaLinkShared;
+
 /* The GIDs a remote port announced. */
 typedef struct PvrdmaLinkRPort {
     uint32_t n;
@@ -109,10 +122,13 @@ struct PvrdmaLink {
     const uint8_t *rx_ring;     /* the peer's, read-only */
     uint64_t rx_tail;           /* bytes ever consumed */
     uint64_t rx_uncredited;
-    uint64_t *tx_sent;          /* our socket bytes sent, for the peer */
-    const uint64_t *rx_sent;    /* the peer's socket bytes sent (a hint) */
-    uint64_t sock_out;          /* socket bytes ever sent */
-    uint64_t sock_in;           /* socket bytes ever received */
+    /* Frame rings (shm links): after HELLO, frames go through them. */
+    PvrdmaLinkShared *my;       /* our counters, in our memfd */
+    const PvrdmaLinkShared *peer; /* the peer's, read-only, untrusted */
+    size_t hello_left;          /* HELLO bytes at the head of obuf */
+    uint64_t fr_head;           /* bytes ever put in our frame ring */
+    uint64_t fr_done;           /* of those, consumed by the peer (seen) */
+    uint64_t fr_tail;           /* bytes ever taken from the peer's */
 
     /* Our requests, by id. */
     GHashTable *reqs;
@@ -184,7 +200,7 @@ static inline uint64_t rd64(const uint8_t *p)
 static void pvrdma_link_update_watch(PvrdmaLink *l)
 {
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
-    bool want = l->opos < l->obuf->len;
+    bool want = l->shm ? l->hello_left > 0 : l->opos < l->obuf->len;
 
     if (want != l->want_write && !l->dead) {
         l->want_write = want;
@@ -215,13 +231,100 @@ static size_t pvrdma_link_pending(PvrdmaLink *l)
     return l->obuf->len - l->opos;
 }
 
-/* Write what the socket takes now; false if the link died. */
+/* Wake the peer's event loop (shm links): one byte on the socket. */
+static void pvrdma_link_kick(PvrdmaLink *l)
+{
+    static const uint8_t zero;
+
+    /* A full socket holds kicks already; a dead peer shows on reading. */
+    if (send(l->fd, &zero, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+        errno == EINTR) {
+        send(l->fd, &zero, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+}
+
+static int64_t pvrdma_link_now(PvrdmaLink *l)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+
+    return h->clock_ns(h->opaque);
+}
+
+/*
+ * Room in our frame ring, from what the peer says it consumed: a count
+ * that goes back or past what we wrote is a protocol violation.
+ */
+static bool pvrdma_link_fr_room(PvrdmaLink *l, uint64_t *room)
+{
+    uint64_t done = __atomic_load_n(&l->peer->peer_frames, __ATOMIC_ACQUIRE);
+
+    if (done < l->fr_done || done > l->fr_head) {
+        pvrdma_link_close(l, "the peer's frame ring counter is wrong");
+        return false;
+    }
+    l->fr_done = done;
+    *room = PVRDMA_LINK_FRAME_RING - (l->fr_head - done);
+    return true;
+}
+
+/* Move output into our frame ring while it has room; false if dead. */
+static bool pvrdma_link_flush_ring(PvrdmaLink *l)
+{
+    uint8_t *ring = l->tx_ring + PVRDMA_LINK_RING_SIZE;
+    bool wrote = false;
+
+    while (l->opos < l->obuf->len) {
+        uint64_t room, n, at, first;
+
+        if (!pvrdma_link_fr_room(l, &room)) {
+            return false;
+        }
+        if (!room) {
+            /* Ask for a kick when the peer makes room, then look again. */
+            __atomic_store_n(&l->my->want_space, 1, __ATOMIC_SEQ_CST);
+            if (!pvrdma_link_fr_room(l, &room)) {
+                return false;
+            }
+            if (!room) {
+                break;
+            }
+        }
+        n = MIN(room, l->obuf->len - l->opos);
+        at = l->fr_head % PVRDMA_LINK_FRAME_RING;
+        first = MIN(n, PVRDMA_LINK_FRAME_RING - at);
+        memcpy(ring + at, l->obuf->data + l->opos, first);
+        memcpy(ring, l->obuf->data + l->opos + first, n - first);
+        l->fr_head += n;
+        l->opos += n;
+        __atomic_store_n(&l->my->frames, l->fr_head, __ATOMIC_RELEASE);
+        wrote = true;
+    }
+    if (l->opos == l->obuf->len && l->my->want_space) {
+        __atomic_store_n(&l->my->want_space, 0, __ATOMIC_RELAXED);
+    }
+    /*
+     * Kick unless the peer promised to look on its own; the frames are
+     * published before the promise is read (a peer that stops polling
+     * looks once more when its promise ends).
+     */
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    if (wrote && __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
+                 pvrdma_link_now(l)) {
+        pvrdma_link_kick(l);
+    }
+    return true;
+}
+
+/*
+ * Write what the socket takes now (inline links; HELLO on shm links) or
+ * what our frame ring has room for; false if the link died.
+ */
 static bool pvrdma_link_flush(PvrdmaLink *l)
 {
-    while (l->opos < l->obuf->len) {
+    while (l->opos < l->obuf->len && (!l->shm || l->hello_left)) {
         struct iovec iov = {
             .iov_base = l->obuf->data + l->opos,
-            .iov_len = l->obuf->len - l->opos,
+            .iov_len = l->shm ? l->hello_left : l->obuf->len - l->opos,
         };
         union {
             char buf[CMSG_SPACE(sizeof(int))];
@@ -258,10 +361,13 @@ static bool pvrdma_link_flush(PvrdmaLink *l)
             l->send_fd = -1;
         }
         l->opos += n;
-        l->sock_out += n;
-        if (l->tx_sent) {
-            __atomic_store_n(l->tx_sent, l->sock_out, __ATOMIC_RELEASE);
+        if (l->shm) {
+            l->hello_left -= n;
         }
+    }
+    /* Frames after HELLO: once the peer's HELLO gave us its counters. */
+    if (l->shm && !l->hello_left && l->peer && !pvrdma_link_flush_ring(l)) {
+        return false;
     }
     if (l->opos == l->obuf->len) {
         g_byte_array_set_size(l->obuf, 0);
@@ -787,7 +893,8 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
         return false;
     }
     l->rx_ring = p;
-    l->rx_sent = (const uint64_t *)(l->rx_ring + PVRDMA_LINK_RING_SIZE);
+    l->peer = (const PvrdmaLinkShared *)(l->rx_ring + PVRDMA_LINK_RING_SIZE +
+                                         PVRDMA_LINK_FRAME_RING);
     return true;
 }
 
@@ -1179,13 +1286,10 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
     }
 }
 
-/* Read what the socket has; the fd passed with HELLO is kept. */
-static ssize_t pvrdma_link_read(PvrdmaLink *l)
+/* Read what the socket has into @buf; the fd passed with HELLO is kept. */
+static ssize_t pvrdma_link_read(PvrdmaLink *l, void *buf, size_t size)
 {
-    struct iovec iov = {
-        .iov_base = l->ibuf + l->ilen,
-        .iov_len = PVRDMA_LINK_IBUF_SIZE - l->ilen,
-    };
+    struct iovec iov = { .iov_base = buf, .iov_len = size };
     union {
         char buf[CMSG_SPACE(sizeof(int) * 4)];
         struct cmsghdr align;
@@ -1225,59 +1329,92 @@ static ssize_t pvrdma_link_read(PvrdmaLink *l)
     return n;
 }
 
-static void pvrdma_link_input(PvrdmaLink *l)
+/* Handle the whole frames in ibuf; false if the link died. */
+static bool pvrdma_link_parse(PvrdmaLink *l)
 {
-    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     const char *why = NULL;
+    size_t pos = 0;
 
-    for (;;) {
-        size_t pos = 0;
-        ssize_t n = pvrdma_link_read(l);
+    while (l->ilen - pos >= PVRDMA_LINK_HDR_SIZE && !l->dead) {
+        const uint8_t *hdr = l->ibuf + pos;
+        uint32_t len = rd32(hdr + 8);
+        bool was_up = l->up;
 
-        if (n == 0) {
-            pvrdma_link_close(l, "the peer closed the link");
-            return;
+        if (rd32(hdr) == PVRDMA_LINK_MAGIC &&
+            hdr[4] != PVRDMA_LINK_VERSION) {
+            pvrdma_link_close(l, "the peer speaks another version of "
+                              "the fabric protocol: run the same "
+                              "pvrdma build on both sides");
+            return false;
         }
-        if (n < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                pvrdma_link_close(l, g_strerror(errno));
-            }
+        if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
+            !pvrdma_link_len_ok(l, hdr[5], len)) {
+            pvrdma_link_close(l, "malformed frame header from the peer");
+            return false;
+        }
+        if (l->ilen - pos < PVRDMA_LINK_HDR_SIZE + len) {
             break;
         }
-        l->last_rx = h->clock_ns(h->opaque);
-        l->ilen += n;
-        l->sock_in += n;
-        while (l->ilen - pos >= PVRDMA_LINK_HDR_SIZE && !l->dead) {
-            const uint8_t *hdr = l->ibuf + pos;
-            uint32_t len = rd32(hdr + 8);
-
-            if (rd32(hdr) == PVRDMA_LINK_MAGIC &&
-                hdr[4] != PVRDMA_LINK_VERSION) {
-                pvrdma_link_close(l, "the peer speaks another version of "
-                                  "the fabric protocol: run the same "
-                                  "pvrdma build on both sides");
-                return;
-            }
-            if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
-                !pvrdma_link_len_ok(l, hdr[5], len)) {
-                pvrdma_link_close(l, "malformed frame header from the peer");
-                return;
-            }
-            if (l->ilen - pos < PVRDMA_LINK_HDR_SIZE + len) {
-                break;
-            }
-            if (!pvrdma_link_frame_in(l, hdr, hdr + PVRDMA_LINK_HDR_SIZE,
-                                      &why)) {
-                pvrdma_link_close(l, why);
-                return;
-            }
-            pos += PVRDMA_LINK_HDR_SIZE + len;
+        if (!pvrdma_link_frame_in(l, hdr, hdr + PVRDMA_LINK_HDR_SIZE,
+                                  &why)) {
+            pvrdma_link_close(l, why);
+            return false;
         }
-        if (l->dead) {
+        pos += PVRDMA_LINK_HDR_SIZE + len;
+        if (l->shm && !was_up) {
+            /* After HELLO the socket carries only kicks. */
+            pos = l->ilen;
+        }
+    }
+    if (l->dead) {
+        return false;
+    }
+    memmove(l->ibuf, l->ibuf + pos, l->ilen - pos);
+    l->ilen -= pos;
+    return true;
+}
+
+/* Take in what the peer's frame ring holds (shm links, once up). */
+static void pvrdma_link_drain(PvrdmaLink *l)
+{
+    const uint8_t *ring = l->rx_ring + PVRDMA_LINK_RING_SIZE;
+
+    while (!l->dead && l->peer) {
+        uint64_t head = __atomic_load_n(&l->peer->frames, __ATOMIC_ACQUIRE);
+        uint64_t avail = head - l->fr_tail, n, at, first;
+
+        if (avail > PVRDMA_LINK_FRAME_RING) {
+            pvrdma_link_close(l, "the peer's frame ring counter is wrong");
             return;
         }
-        memmove(l->ibuf, l->ibuf + pos, l->ilen - pos);
-        l->ilen -= pos;
+        n = MIN(avail, PVRDMA_LINK_IBUF_SIZE - l->ilen);
+        if (!n) {
+            break;
+        }
+        /* A copy: the peer may write its ring under us. */
+        at = l->fr_tail % PVRDMA_LINK_FRAME_RING;
+        first = MIN(n, PVRDMA_LINK_FRAME_RING - at);
+        memcpy(l->ibuf + l->ilen, ring + at, first);
+        memcpy(l->ibuf + l->ilen + first, ring, n - first);
+        l->ilen += n;
+        l->fr_tail += n;
+        __atomic_store_n(&l->my->peer_frames, l->fr_tail, __ATOMIC_RELEASE);
+        l->last_rx = pvrdma_link_now(l);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&l->peer->want_space, __ATOMIC_RELAXED)) {
+            pvrdma_link_kick(l);
+        }
+        if (!pvrdma_link_parse(l)) {
+            return;
+        }
+    }
+}
+
+/* After input: give back ring credit, send what became possible. */
+static void pvrdma_link_input_done(PvrdmaLink *l)
+{
+    if (l->dead) {
+        return;
     }
     if (l->rx_uncredited) {
         uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_CREDIT, 0, 0,
@@ -1287,6 +1424,55 @@ static void pvrdma_link_input(PvrdmaLink *l)
         l->rx_uncredited = 0;
     }
     pvrdma_link_pump(l);
+}
+
+static void pvrdma_link_input(PvrdmaLink *l)
+{
+    for (;;) {
+        uint8_t kicks[256];
+        bool frames = !l->shm || !l->up;
+        ssize_t n = frames ?
+                    pvrdma_link_read(l, l->ibuf + l->ilen,
+                                     PVRDMA_LINK_IBUF_SIZE - l->ilen) :
+                    pvrdma_link_read(l, kicks, sizeof(kicks));
+
+        if (n == 0) {
+            pvrdma_link_close(l, "the peer closed the link");
+            return;
+        }
+        if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                pvrdma_link_close(l, g_strerror(errno));
+                return;
+            }
+            break;
+        }
+        if (frames) {
+            l->last_rx = pvrdma_link_now(l);
+            l->ilen += n;
+            if (!pvrdma_link_parse(l)) {
+                return;
+            }
+        }
+    }
+    pvrdma_link_drain(l);
+    pvrdma_link_input_done(l);
+}
+
+void pvrdma_link_poll(PvrdmaLink *l, int64_t until)
+{
+    if (l->dead || !l->up) {
+        return;
+    }
+    if (!l->shm) {
+        pvrdma_link_input(l);
+        return;
+    }
+    if (until >= 0) {
+        __atomic_store_n(&l->my->poll_until, until, __ATOMIC_SEQ_CST);
+    }
+    pvrdma_link_drain(l);
+    pvrdma_link_input_done(l);
 }
 
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable)
@@ -1327,7 +1513,8 @@ static int pvrdma_link_make_ring(PvrdmaLink *l)
         return -1;
     }
     l->tx_ring = p;
-    l->tx_sent = (uint64_t *)(l->tx_ring + PVRDMA_LINK_RING_SIZE);
+    l->my = (PvrdmaLinkShared *)(l->tx_ring + PVRDMA_LINK_RING_SIZE +
+                                 PVRDMA_LINK_FRAME_RING);
     return fd;
 }
 
@@ -1359,6 +1546,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     memset(b, 0, PVRDMA_LINK_HELLO_SIZE);
     wr64(b, pvrdma_fabric_instance(fab));
     wr32(b + 8, l->tx_ring ? PVRDMA_LINK_RING_SIZE : 0);
+    l->hello_left = shm ? l->obuf->len : 0;
     h->watch(h->opaque, fd, false, l);
     if (shm && !l->tx_ring) {
         pvrdma_link_close(l, "cannot make its shared-memory ring (memfd)");
@@ -1463,14 +1651,10 @@ bool pvrdma_link_busy(PvrdmaLink *l)
     return !l->dead && g_hash_table_size(l->reqs) > 0;
 }
 
-/*
- * The peer's counter is only a hint to read: a lying peer gains nothing
- * but our empty reads, and a read sees whatever the socket really has.
- */
 bool pvrdma_link_pending_in(PvrdmaLink *l)
 {
-    return !l->dead && l->rx_sent &&
-           __atomic_load_n(l->rx_sent, __ATOMIC_ACQUIRE) != l->sock_in;
+    return !l->dead && l->peer &&
+           __atomic_load_n(&l->peer->frames, __ATOMIC_ACQUIRE) != l->fr_tail;
 }
 
 const char *pvrdma_link_name(PvrdmaLink *l)

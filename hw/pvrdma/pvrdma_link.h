@@ -50,13 +50,19 @@ enum {
 #endif
 #define PVRDMA_LINK_MAX_QUEUED      4096         /* streams waiting to send */
 /*
- * A shared ring's memfd holds RING_SIZE data bytes, then one page whose
- * first 8 bytes count the bytes its writer has put in the socket, so the
- * peer sees pending frames without a system call (pvrdma_link_pending_in).
+ * A shm link's memfd, one per direction, written by one side: the data
+ * ring, then a ring of frames (everything after HELLO travels there, not
+ * through the socket), then one page of counters (PvrdmaLinkShared).
  */
+#ifndef PVRDMA_LINK_FRAME_RING                  /* tests use a small one */
+#define PVRDMA_LINK_FRAME_RING      (256u << 10)
+#endif
 #define PVRDMA_LINK_RING_TAIL       4096
 #define PVRDMA_LINK_RING_MAP        (PVRDMA_LINK_RING_SIZE + \
+                                     PVRDMA_LINK_FRAME_RING + \
                                      PVRDMA_LINK_RING_TAIL)
+/* How long a guest's poll of an empty CQ promises to look again. */
+#define PVRDMA_LINK_POLL_WINDOW_NS  (1000 * 1000LL)
 
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
 
@@ -87,6 +93,7 @@ struct PvrdmaFabric {
     GList *endpoints;           /* listeners and peers (fabric_net.c) */
     int64_t timer_at;           /* armed expiry, -1 = not armed */
     bool in_timer;
+    int64_t poll_until;         /* latest promise to peers to look */
 };
 
 /*
@@ -129,8 +136,14 @@ bool pvrdma_link_duplicate(PvrdmaLink *l);
 bool pvrdma_link_shm(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
-/* Frames wait in the socket, as the peer's ring counter says (shm only). */
+/* Frames wait in the peer's frame ring (shm links only). */
 bool pvrdma_link_pending_in(PvrdmaLink *l);
+/*
+ * A guest polls: take in what waits in the frame ring without a system
+ * call and, if @until >= 0, tell the peer that until then (host clock) we
+ * look without being woken (shm links; an inline link reads its socket).
+ */
+void pvrdma_link_poll(PvrdmaLink *l, int64_t until);
 /* The fd of @l is ready. */
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
 /* Close @l (the peer is gone or broke the protocol): fail its requests. */

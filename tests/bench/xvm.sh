@@ -112,6 +112,15 @@ for k in lat lat0 lat1 bw64k bw1m; do
         "$(awk -v a="$x" -v b="$i" 'BEGIN { printf "%.2f", a / b }')" \
         "$(awk -v a="$t" -v b="$i" 'BEGIN { printf "%.2f", a / b }')"
 done
+echo "every round (in-VM / cross-VM / cross-TCP):"
+for k in lat lat0 lat1 bw64k bw1m; do
+    printf '  %-6s' "$k"
+    for st in invm xvm tcp; do
+        printf ' %s' "$(awk -v s="$st" -v k="$k" '$1 == s && $2 == k { printf "%s%s", sep, $3; sep = "," }' "$work/all")"
+        [ "$st" = tcp ] || printf ' /'
+    done
+    echo
+done
 printf '%-26s %12s (idle host), %s (two CPUs spinning, as polling guests do)\n' \
     "host unix-socket RTT (usec)" "$ipc_idle" "$ipc_busy"
 echo "(ib_send_lat prints half a round trip; every cross-VM one-way crosses"

@@ -11,6 +11,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#define _GNU_SOURCE             /* memfd_create, F_ADD_SEALS */
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1073,6 +1075,133 @@ static void test_shm_hello_without_ring(void **state)
     host_free(h);
 }
 
+/*
+ * A hostile peer on a shm link: its own memfd (data ring, frame ring,
+ * counters page as in pvrdma_link.c), passed with HELLO.
+ */
+typedef struct RawShm {
+    Host *h;
+    FakeGuest *fg;
+    int fd;
+    uint8_t *map;
+    uint64_t *cnt;              /* frames, peer_frames, poll_until, want */
+} RawShm;
+
+static RawShm *raw_shm_new(void)
+{
+    RawShm *r = g_new0(RawShm, 1);
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE] = { 0 };
+    uint32_t ring = GUINT32_TO_LE(PVRDMA_LINK_RING_SIZE);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = hello, .iov_len = sizeof(hello) };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = u.buf, .msg_controllen = sizeof(u.buf),
+    };
+    struct cmsghdr *c;
+    int sv[2], mfd;
+    unsigned i;
+
+    r->h = host_new();
+    r->fg = guest_on(r->h, 1);
+    mfd = memfd_create("raw-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    assert_true(mfd >= 0);
+    assert_int_equal(ftruncate(mfd, PVRDMA_LINK_RING_MAP), 0);
+    r->map = mmap(NULL, PVRDMA_LINK_RING_MAP, PROT_READ | PROT_WRITE,
+                  MAP_SHARED, mfd, 0);
+    assert_true(r->map != MAP_FAILED);
+    assert_int_equal(fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+    r->cnt = (uint64_t *)(r->map + PVRDMA_LINK_RING_SIZE +
+                          PVRDMA_LINK_FRAME_RING);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+    pvrdma_fabric_add_link(r->h->fab, sv[0], true, "raw-shm");
+    r->fd = sv[1];
+    put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+    hello[PVRDMA_LINK_HDR_SIZE] = 0x5b;     /* instance */
+    memcpy(hello + PVRDMA_LINK_HDR_SIZE + 8, &ring, 4);
+    memset(&u, 0, sizeof(u));
+    c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &mfd, sizeof(int));
+    assert_int_equal(sendmsg(r->fd, &msg, 0), sizeof(hello));
+    close(mfd);
+    for (i = 0; i < 5; i++) {
+        run(r->h, NULL, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    fcntl(r->fd, F_SETFL, O_NONBLOCK);
+    return r;
+}
+
+static void raw_shm_free(RawShm *r)
+{
+    close(r->fd);
+    run(r->h, NULL, 3);
+    fg_free(r->fg);
+    host_free(r->h);
+    munmap(r->map, PVRDMA_LINK_RING_MAP);
+    g_free(r);
+}
+
+/* Put @len bytes in the raw peer's frame ring, publish, kick, run. */
+static void raw_shm_frames(RawShm *r, const void *buf, size_t len)
+{
+    uint8_t *ring = r->map + PVRDMA_LINK_RING_SIZE;
+    uint8_t kick = 0;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        ring[(r->cnt[0] + i) % PVRDMA_LINK_FRAME_RING] =
+            ((const uint8_t *)buf)[i];
+    }
+    r->cnt[0] += len;
+    assert_int_equal(write(r->fd, &kick, 1), 1);
+    for (i = 0; i < 5; i++) {
+        run(r->h, NULL, 1);
+    }
+}
+
+/*
+ * The frame ring's counters come from the peer: a valid frame through
+ * the ring is taken (the fabric consumes it and says so), a producer
+ * count beyond the ring, or a consumer count beyond what the fabric
+ * wrote, closes the link.
+ */
+static void test_shm_hostile_counters(void **state)
+{
+    uint8_t gids[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN] = { 0 };
+    RawShm *r;
+
+    (void)state;
+    /* A valid empty GIDS frame, through the ring. */
+    r = raw_shm_new();
+    put_hdr(gids, PVRDMA_LINK_GIDS, 0, PVRDMA_LINK_GIDS_MIN, 0);
+    raw_shm_frames(r, gids, sizeof(gids));
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    /* The fabric's counters page: it consumed all of ours. */
+    assert_int_equal(pvrdma_link_pending_in(r->h->fab->links->data), false);
+    /* A producer count past the ring. */
+    r->cnt[0] += PVRDMA_LINK_FRAME_RING + 1;
+    raw_shm_frames(r, NULL, 0);
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 0);
+    assert_non_null(strstr(r->h->last_report, "frame ring counter"));
+    raw_shm_free(r);
+
+    /* A consumer count past what the fabric wrote (it sent GIDS). */
+    r = raw_shm_new();
+    r->cnt[1] = 1u << 30;
+    assert_int_equal(fg_bind_gid(r->fg, 1), 0);     /* GIDS goes out */
+    run(r->h, NULL, 3);
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 0);
+    assert_non_null(strstr(r->h->last_report, "frame ring counter"));
+    raw_shm_free(r);
+}
+
 /* ---- discovery through a directory ------------------------------------- */
 
 /* Both sides listen and name each other as peer: one link, no churn. */
@@ -1224,6 +1353,7 @@ int main(void)
         cmocka_unit_test(test_random_frames),
         cmocka_unit_test(test_peer_never_reads),
         cmocka_unit_test(test_shm_hello_without_ring),
+        cmocka_unit_test(test_shm_hostile_counters),
         cmocka_unit_test(test_join_dir),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),

@@ -8,10 +8,14 @@
  * (after each error both QPs are reset and reconnected).
  *
  *   rc_verify -d DEV [-D PEER_DEV] [-g GID_INDEX] [-G PEER_GID_INDEX]
- *             [-t TIMEOUT_S]
+ *             [-t TIMEOUT_S] [-P]
  *   rc_verify -d DEV -c HOST [-p PORT] [-D PEER_DEV] [-g GID_INDEX]
- *             [-G PEER_GID_INDEX] [-t TIMEOUT_S]
+ *             [-G PEER_GID_INDEX] [-t TIMEOUT_S] [-P]
  *   rc_verify -s [-p PORT] [-v]
+ *
+ * -P: the devices have fabric peers in other processes, so our provider
+ * rings CQ_POLL on empty polls (docs/abi.md §14): the check that an empty
+ * poll costs nothing then allows doorbells (still no syscall).
  *
  * The requester QP lives on DEV, the responder on PEER_DEV (default: a
  * second context on DEV). The GID index defaults to the first RoCE v2
@@ -197,6 +201,9 @@ static uint64_t next_wr_id = 1;
 static char why[512];
 static int nr_pass, nr_fail;
 static bool verbose;
+/* -P: the device asks for CQ_POLL doorbells on empty polls (its fabric has
+ * peers in other processes), so the idle-poll check allows them. */
+static bool cq_poll_doorbells;
 
 __attribute__((format(printf, 1, 2)))
 static int bad(const char *fmt, ...)
@@ -2642,7 +2649,8 @@ struct idle_poll {
 /*
  * Runs in a thread under seccomp strict mode (only read, write, exit and
  * sigreturn allowed: anything else kills the process) while every UAR
- * page of the process is PROT_NONE (a doorbell store faults).
+ * page of the process is PROT_NONE (a doorbell store faults), unless the
+ * device asks for CQ_POLL doorbells on empty polls (-P).
  */
 static void *idle_poll_thread(void *arg)
 {
@@ -2686,35 +2694,43 @@ static int protect_uars(int prot)
 }
 
 /*
- * Empty polls of this process's CQs (at most 2) cost no syscall and no
- * doorbell; what was measured goes to note.
+ * Empty polls of this process's CQs (at most 2) cost no syscall and, but
+ * with @doorbells (a device with peers in other processes asks for CQ_POLL
+ * doorbells on empty polls, docs/abi.md §14), no doorbell; what was
+ * measured goes to note.
  */
-static int idle_polls(struct ibv_cq *const *cq, int ncq, char *note,
-		      size_t size)
+static int idle_polls(struct ibv_cq *const *cq, int ncq, bool doorbells,
+		      char *note, size_t size)
 {
 	struct idle_poll ip = { .ncq = ncq, .polls = 100000 };
 	pthread_t t;
 	void *ret = NULL;
-	int uars, i;
+	int uars = 0, i;
 
 	for (i = 0; i < ncq && i < 2; i++)
 		ip.cq[i] = cq[i];
-	uars = protect_uars(PROT_NONE);
-	if (uars < 1)
+	if (!doorbells)
+		uars = protect_uars(PROT_NONE);
+	if (!doorbells && uars < 1)
 		return bad("cannot find or protect the UAR mappings");
 	fflush(stdout);
 	if (pthread_create(&t, NULL, idle_poll_thread, &ip))
 		return bad("pthread_create failed");
 	pthread_join(t, &ret);
-	if (protect_uars(PROT_WRITE) != uars)
+	if (!doorbells && protect_uars(PROT_WRITE) != uars)
 		return bad("cannot restore the UAR mappings");
 	if (ret)
 		return bad("seccomp strict mode is not available");
 	if (ip.found)
 		return bad("an idle CQ returned %d completions", ip.found);
-	snprintf(note, size, "%d empty polls of %d CQ%s: no syscall, no "
-		 "doorbell (%d UAR pages protected)", ip.polls, ncq,
-		 ncq == 1 ? "" : "s", uars);
+	if (doorbells)
+		snprintf(note, size, "%d empty polls of %d CQ%s: no syscall "
+			 "(CQ_POLL doorbells allowed)", ip.polls, ncq,
+			 ncq == 1 ? "" : "s");
+	else
+		snprintf(note, size, "%d empty polls of %d CQ%s: no syscall, "
+			 "no doorbell (%d UAR pages protected)", ip.polls, ncq,
+			 ncq == 1 ? "" : "s", uars);
 	return 0;
 }
 
@@ -2729,7 +2745,7 @@ static int empty_poll_is_free(struct pair *p)
 
 	drain_cq(&p->a);
 	drain_cq(&p->b);
-	if (idle_polls(cq, ag ? 1 : 2, note, sizeof(note)))
+	if (idle_polls(cq, ag ? 1 : 2, cq_poll_doorbells, note, sizeof(note)))
 		return -1;
 	printf("measured: %s\n", note);
 	if (!ag)
@@ -2737,6 +2753,7 @@ static int empty_poll_is_free(struct pair *p)
 	m = req();
 	put_u32(m, 1);
 	put_u32(m, p->b.id);
+	put_u32(m, cq_poll_doorbells);
 	if (rpc(ag, OP_IDLE_POLLS, 30000) < 0)
 		return annotate("in the responder's process");
 	n = rs.len < sizeof(note) - 1 ? rs.len : sizeof(note) - 1;
@@ -3271,9 +3288,10 @@ static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
 				return -1;
 			cq[i] = s->cq;
 		}
-		if (in->bad)
+		a2 = get_u32(in);
+		if (in->bad || a2 > 1)
 			break;
-		if (idle_polls(cq, a1, note, sizeof(note)))
+		if (idle_polls(cq, a1, a2, note, sizeof(note)))
 			return -1;
 		printf("measured: %s\n", note);
 		put(out, note, strlen(note));
@@ -3407,7 +3425,8 @@ static int run_agent(int port)
 static void usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s -d DEV [-D PEER_DEV] [-g GID_INDEX] "
-		"[-G PEER_GID_INDEX] [-t TIMEOUT_S] [-c AGENT_HOST [-p PORT]]\n"
+		"[-G PEER_GID_INDEX] [-t TIMEOUT_S] [-c AGENT_HOST [-p PORT]] "
+		"[-P]\n"
 		"       %s -s [-p PORT] [-v]\n", prog, prog);
 	exit(2);
 }
@@ -3456,7 +3475,7 @@ int main(int argc, char **argv)
 	struct pair p = {};
 	bool serve = false;
 
-	while ((opt = getopt(argc, argv, "d:D:g:G:t:c:p:sv")) != -1) {
+	while ((opt = getopt(argc, argv, "d:D:g:G:t:c:p:Psv")) != -1) {
 		switch (opt) {
 		case 'd':
 			dev_a = optarg;
@@ -3478,6 +3497,9 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			port = atoi(optarg);
+			break;
+		case 'P':
+			cq_poll_doorbells = true;
 			break;
 		case 's':
 			serve = true;

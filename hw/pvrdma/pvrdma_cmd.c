@@ -925,9 +925,12 @@ static bool pvrdma_gid_index_bound(PvrdmaCore *core, uint32_t index)
 static bool pvrdma_ah_attr_ok(PvrdmaCore *core,
                               const struct pvrdma_ah_attr *ah)
 {
+    /*
+     * The flow label is a 20-bit field; like real RoCE devices we keep
+     * the low 20 bits of what we are given (UCX passes 0xffffffff).
+     */
     return ah->ah_flags == PVRDMA_AH_FLAG_GRH && ah->port_num == 1 &&
            pvrdma_gid_index_bound(core, ah->grh.sgid_index) &&
-           ah->grh.flow_label <= PVRDMA_FLOW_LABEL_MAX &&
            ah->sl <= PVRDMA_MAX_SL && ah->grh.reserved == 0 &&
            ah->reserved == 0;
 }
@@ -1018,6 +1021,7 @@ static void pvrdma_qp_attr_store(PvrdmaQp *qp, const struct pvrdma_qp_attr *a,
     }
     if (mask & PVRDMA_QP_AV) {
         s->ah_attr = a->ah_attr;
+        s->ah_attr.grh.flow_label &= PVRDMA_FLOW_LABEL_MAX;
     }
     if (mask & PVRDMA_QP_PATH_MTU) {
         s->path_mtu = a->path_mtu;

@@ -48,8 +48,9 @@
 void pvrdma_core_default_config(PvrdmaCoreConfig *cfg)
 {
     /*
-     * max_qp_wr: 4096 WRs of the largest SQ WQE (max_sge 4: 256 bytes)
-     * take 256 pages; rings may span several page tables, so this is
+     * max_sge 32 as Soft-RoCE offers (UCX asks for 5 send SGEs on RC, 6
+     * on UD). max_qp_wr: 4096 WRs of the largest SQ WQE (32 SGEs: 1 KiB)
+     * take 1024 pages; rings may span several page tables, so this is
      * reachable. max_cqe 4096 is 64 pages + ring state.
      */
     *cfg = (PvrdmaCoreConfig) {

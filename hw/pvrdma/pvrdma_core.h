@@ -100,14 +100,14 @@ typedef struct PvrdmaCoreConfig {
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */
 #define PVRDMA_DEFAULT_MAX_QP               1024
 #define PVRDMA_DEFAULT_MAX_QP_WR            4096
-#define PVRDMA_DEFAULT_MAX_SGE              4
+#define PVRDMA_DEFAULT_MAX_SGE              32
 #define PVRDMA_DEFAULT_MAX_CQ               2048
 #define PVRDMA_DEFAULT_MAX_CQE              4096
 #define PVRDMA_DEFAULT_MAX_MR               4096
 #define PVRDMA_DEFAULT_MAX_PD               1024
 #define PVRDMA_DEFAULT_MAX_SRQ              512
 #define PVRDMA_DEFAULT_MAX_SRQ_WR           4096
-#define PVRDMA_DEFAULT_MAX_SRQ_SGE          4
+#define PVRDMA_DEFAULT_MAX_SRQ_SGE          32
 #define PVRDMA_DEFAULT_MAX_AH               1024
 #define PVRDMA_DEFAULT_MAX_UC               255
 #define PVRDMA_DEFAULT_UAR_PAGES            256

@@ -40,14 +40,14 @@ static void test_config_defaults(void **state)
     assert_null(err);
     assert_int_equal(cfg.max_qp, 1024);
     assert_int_equal(cfg.max_qp_wr, 4096);
-    assert_int_equal(cfg.max_sge, 4);
+    assert_int_equal(cfg.max_sge, 32);
     assert_int_equal(cfg.max_cq, 2048);
     assert_int_equal(cfg.max_cqe, 4096);
     assert_int_equal(cfg.max_mr, 4096);
     assert_int_equal(cfg.max_pd, 1024);
     assert_int_equal(cfg.max_srq, 512);
     assert_int_equal(cfg.max_srq_wr, 4096);
-    assert_int_equal(cfg.max_srq_sge, 4);
+    assert_int_equal(cfg.max_srq_sge, 32);
     assert_int_equal(cfg.max_ah, 1024);
     assert_int_equal(cfg.max_uc, 255);
     assert_int_equal(cfg.uar_pages, 256);
@@ -205,8 +205,8 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_qp_wr, 4096);
     assert_int_equal(c->device_cap_flags,
                      (1u << 7) | (1u << 10) | (1u << 11) | (1u << 12));
-    assert_int_equal(c->max_sge, 4);
-    assert_int_equal(c->max_sge_rd, 4);
+    assert_int_equal(c->max_sge, 32);
+    assert_int_equal(c->max_sge_rd, 32);
     assert_int_equal(c->max_cq, 2048);
     assert_int_equal(c->max_cqe, 4096);
     assert_int_equal(c->max_mr, 4096);
@@ -219,7 +219,7 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_ah, 1024);
     assert_int_equal(c->max_srq, 512);
     assert_int_equal(c->max_srq_wr, 4096);
-    assert_int_equal(c->max_srq_sge, 4);
+    assert_int_equal(c->max_srq_sge, 32);
     assert_int_equal(c->max_uar, 256);
     assert_int_equal(c->gid_tbl_len, 16);
     assert_int_equal(c->max_pkeys, 1);

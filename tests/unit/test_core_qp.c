@@ -240,7 +240,7 @@ static void b_ssge0(Env *e, struct pvrdma_cmd_create_qp *c)
 static void b_ssge_big(Env *e, struct pvrdma_cmd_create_qp *c)
 {
     (void)e;
-    c->max_send_sge = 5;
+    c->max_send_sge = 33;     /* max-sge is 32 */
 }
 static void b_rsge_big(Env *e, struct pvrdma_cmd_create_qp *c)
 {
@@ -1239,7 +1239,7 @@ static void test_srq_bad_create(void **state)
         case 1: c.attrs.max_wr = 48; break;
         case 2: c.attrs.max_wr = 8192; break;
         case 3: c.attrs.max_sge = 0; break;
-        case 4: c.attrs.max_sge = 5; break;
+        case 4: c.attrs.max_sge = 33; break;
         case 5: c.attrs.srq_limit = 65; break;
         case 6: c.srq_type = 1; break;
         case 7: c.reserved[6] = 1; break;

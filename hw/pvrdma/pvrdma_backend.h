@@ -67,13 +67,14 @@ typedef struct PvrdmaSgl {
 } PvrdmaSgl;
 
 /*
- * A validated send work request of an RC QP: opcode is one of the remote
+ * A validated send work request: on an RC QP, opcode is one of the remote
  * operations (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE[_WITH_IMM],
- * RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD); local operations
- * (LOCAL_INV, FAST_REG_MR) never reach a backend.  @local passed the lkey,
- * PD, range and LOCAL_WRITE checks; the address fields come from the QP's
- * attributes.  The request stays valid until pvrdma_core_send_done() or
- * the backend's cancel op.
+ * RDMA_READ, ATOMIC_CMP_AND_SWP, ATOMIC_FETCH_AND_ADD) and the address
+ * fields come from the QP's attributes; on a UD or GSI QP (@ud), SEND or
+ * SEND_WITH_IMM of at most the MTU, addressed by the WR's address vector.
+ * Local operations (LOCAL_INV, FAST_REG_MR) never reach a backend.
+ * @local passed the lkey, PD, range and LOCAL_WRITE checks.  The request
+ * stays valid until pvrdma_core_send_done() or the backend's cancel op.
  */
 typedef struct PvrdmaSendWr {
     uint32_t opcode;            /* PVRDMA_WR_* */
@@ -92,6 +93,12 @@ typedef struct PvrdmaSendWr {
     uint8_t sgid[16];
     uint8_t dgid[16];
     uint8_t sl;
+    /* UD and GSI: datagram fields (the GRH the receiver sees). */
+    bool ud;
+    uint32_t qkey;              /* the WR's, or the QP's if bit 31 set */
+    uint32_t flow_label;        /* 20 bits */
+    uint8_t tclass;
+    uint8_t hop_limit;
 } PvrdmaSendWr;
 
 /* What became of a PvrdmaSendWr (the responder's ACK or NAK). */

@@ -46,7 +46,6 @@
 #include "pvrdma_core_int.h"
 
 #define PVRDMA_PSN_MASK                 0xFFFFFFu
-#define PVRDMA_QPN_MASK                 0xFFFFFFu
 #define PVRDMA_FLOW_LABEL_MAX           0xFFFFFu
 #define PVRDMA_MAX_SL                   15
 #define PVRDMA_VLAN_NONE                0xFFFu

@@ -54,6 +54,12 @@
 
 /* QUERY_PORT max_msg_sz: the data path fails longer messages. */
 #define PVRDMA_PORT_MAX_MSG_SZ          0x80000000u
+/* A UD message fits one packet of the port's MTU (active_mtu 4096). */
+#define PVRDMA_PORT_UD_MAX_MSG          4096u
+/* The GRH (or IPv4 header in its last 20 bytes) before UD payload. */
+#define PVRDMA_GRH_SIZE                 40u
+/* Wire QPNs are 24 bits. */
+#define PVRDMA_QPN_MASK                 0xFFFFFFu
 
 /* Values advertised in caps (see pvrdma_core_fill_caps()). */
 #define PVRDMA_CAP_VENDOR_ID            0x15AD

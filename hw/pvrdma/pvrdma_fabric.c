@@ -432,6 +432,18 @@ void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
         .fatal = fatal,
     };
 
+    if (req->wr->ud) {
+        /*
+         * A datagram is sent once it left: whatever became of it (no
+         * peer, a closed link, no answer) completes it successfully,
+         * but for a fault in our own memory.
+         */
+        res = (PvrdmaSendResult) {
+            .status = ack->status == PVRDMA_WC_LOC_PROT_ERR ?
+                      ack->status : PVRDMA_WC_SUCCESS,
+        };
+    }
+
     pvrdma_core_enter(port->core);
     if (ack->rnr && !fqp->rnr) {
         fqp->rnr = true;

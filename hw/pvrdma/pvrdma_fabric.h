@@ -63,6 +63,12 @@ typedef struct PvrdmaFabricMsg {
     uint64_t compare_add;
     uint64_t swap;
     uint64_t length;            /* payload bytes (8 for atomics) */
+    /* A datagram (UD or GSI SEND): no connection, no NAK. */
+    bool ud;
+    uint32_t qkey;
+    uint32_t flow_label;
+    uint8_t tclass;
+    uint8_t hop_limit;
 } PvrdmaFabricMsg;
 
 /* The responder's answer: an ACK, a NAK with a status, or an RNR NAK. */
@@ -101,6 +107,7 @@ typedef struct PvrdmaFabricExec {
     PvrdmaRecvWr rwr;
     PvrdmaSgl sgl;              /* WRITE target, READ source */
     PvrdmaSgl *mem;             /* the payload's memory: rwr.sgl or sgl */
+    uint64_t mem_off;           /* where in mem the payload goes (GRH) */
     bool done;                  /* ack is final; later data is dropped */
     PvrdmaFabricAck ack;
     GList node;                 /* on port->execs while async */

@@ -65,6 +65,11 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .compare_add = wr->compare_add,
         .swap = wr->swap,
         .length = wr->length,
+        .ud = wr->ud,
+        .qkey = wr->qkey,
+        .flow_label = wr->flow_label,
+        .tclass = wr->tclass,
+        .hop_limit = wr->hop_limit,
     };
     PvrdmaFabricPort *rport;
     PvrdmaSendResult res;
@@ -93,6 +98,14 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .rnr_timer = ack.rnr_timer,
         .atomic_orig = ack.atomic_orig,
     };
+    if (wr->ud) {
+        /* A datagram is sent once it leaves; only local faults count. */
+        res = (PvrdmaSendResult) {
+            .status = ack.status == PVRDMA_WC_LOC_PROT_ERR ?
+                      ack.status : PVRDMA_WC_SUCCESS,
+        };
+        ack.rnr = false;
+    }
     pvrdma_core_send_done(port->core, qp, &res);
     return ack.rnr;
 }
@@ -351,6 +364,152 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
     pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
 }
 
+/* ---- datagrams (UD, GSI) ------------------------------------------------- */
+
+static uint16_t pvrdma_ipv4_csum(const uint8_t *h)
+{
+    uint32_t sum = 0;
+    unsigned i;
+
+    for (i = 0; i < 20; i += 2) {
+        sum += (uint32_t)h[i] << 8 | h[i + 1];
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    return ~sum;
+}
+
+/*
+ * The 40 bytes a UD receive buffer starts with on RoCE v2 (IBA annex
+ * A17): the IPv6 header, or for IPv4-mapped GIDs 20 zero bytes and the
+ * IPv4 header, as the packet would have carried them (UDP, BTH, DETH and
+ * ICRC counted in the lengths).
+ */
+static void pvrdma_fabric_grh(const PvrdmaFabricMsg *msg,
+                              uint8_t grh[PVRDMA_GRH_SIZE])
+{
+    static const uint8_t v4mapped[12] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+    };
+    uint32_t rest = 8 + 12 + 8 + msg->length + 4;  /* UDP BTH DETH .. ICRC */
+    uint16_t csum;
+
+    memset(grh, 0, PVRDMA_GRH_SIZE);
+    if (!memcmp(msg->sgid, v4mapped, 12) && !memcmp(msg->dgid, v4mapped, 12)) {
+        uint8_t *ip = grh + 20;
+        uint32_t total = 20 + rest;
+
+        ip[0] = 0x45;
+        ip[1] = msg->tclass;
+        ip[2] = total >> 8;
+        ip[3] = total;
+        ip[6] = 0x40;           /* don't fragment */
+        ip[8] = msg->hop_limit;
+        ip[9] = 17;             /* UDP */
+        memcpy(ip + 12, msg->sgid + 12, 4);
+        memcpy(ip + 16, msg->dgid + 12, 4);
+        csum = pvrdma_ipv4_csum(ip);
+        ip[10] = csum >> 8;
+        ip[11] = csum;
+        return;
+    }
+    grh[0] = 0x60 | msg->tclass >> 4;
+    grh[1] = (msg->tclass & 0xF) << 4 | (msg->flow_label >> 16 & 0xF);
+    grh[2] = msg->flow_label >> 8;
+    grh[3] = msg->flow_label;
+    grh[4] = rest >> 8;
+    grh[5] = rest;
+    grh[6] = 17;                /* next header: UDP */
+    grh[7] = msg->hop_limit;
+    memcpy(grh + 8, msg->sgid, 16);
+    memcpy(grh + 24, msg->dgid, 16);
+}
+
+static int pvrdma_fabric_grh_read(void *opaque, uint64_t off, void *buf,
+                                  uint64_t n)
+{
+    memcpy(buf, (const uint8_t *)opaque + off, n);
+    return 0;
+}
+
+/*
+ * A datagram for @ex->qp: every outcome answers SUCCESS (a datagram has no
+ * NAK); what does not fit is dropped, as rxe does (IBA classes D and E).
+ */
+static bool pvrdma_fabric_begin_ud(PvrdmaFabricExec *ex)
+{
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    PvrdmaQp *qp = ex->qp;
+    uint8_t grh[PVRDMA_GRH_SIZE];
+    struct pvrdma_cqe cqe;
+    int ret;
+
+    pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
+    /* Q_Key violation, wrong QP type or state: silently dropped. */
+    if ((qp->type != PVRDMA_QPT_UD && qp->type != PVRDMA_QPT_GSI) ||
+        qp->state < PVRDMA_QPS_RTR || qp->state > PVRDMA_QPS_SQE ||
+        msg->qkey != qp->attr.qkey ||
+        (msg->opcode != PVRDMA_WR_SEND &&
+         msg->opcode != PVRDMA_WR_SEND_WITH_IMM) ||
+        msg->length > PVRDMA_PORT_UD_MAX_MSG) {
+        return false;
+    }
+    ex->done = false;
+    if (!pvrdma_fabric_take_recv(ex, true)) {
+        /* No receive WQE: no RNR for datagrams, the message is lost. */
+        pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
+        ex->ack.rnr = false;
+        return false;
+    }
+    if (ex->rwr.status != PVRDMA_WC_SUCCESS) {
+        /* The receive WQE itself is bad: it fails, the QP goes to ERR. */
+        pvrdma_fabric_recv_fail(ex, ex->rwr.status, PVRDMA_WC_SUCCESS, -1);
+        return false;
+    }
+    if (PVRDMA_GRH_SIZE + msg->length > ex->rwr.sgl.total) {
+        ex->recv = false;
+        if (qp->has_srq) {
+            /* Class E: the SRQ's WQE completes in error, the QP lives. */
+            pvrdma_core_cqe_init(&cqe, qp, ex->rwr.wr_id, PVRDMA_WC_RECV,
+                                 PVRDMA_WC_REM_INV_REQ_ERR);
+            pvrdma_core_recv_done(ex->port->core, qp, &cqe, false);
+        }
+        /* Class D: dropped, the WQE stays. */
+        pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
+        return false;
+    }
+    pvrdma_fabric_grh(msg, grh);
+    ret = pvrdma_sgl_xfer(&ex->rwr.sgl, 0, PVRDMA_GRH_SIZE, true,
+                          pvrdma_fabric_grh_read, grh);
+    if (ret != PVRDMA_COPY_OK) {
+        pvrdma_fabric_recv_fail(ex, PVRDMA_WC_LOC_PROT_ERR,
+                                PVRDMA_WC_SUCCESS, -1);
+        return false;
+    }
+    ex->mem = &ex->rwr.sgl;
+    ex->mem_off = PVRDMA_GRH_SIZE;
+    return true;
+}
+
+static void pvrdma_fabric_end_ud(PvrdmaFabricExec *ex)
+{
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    struct pvrdma_cqe cqe;
+
+    pvrdma_core_cqe_init(&cqe, ex->qp, ex->rwr.wr_id, PVRDMA_WC_RECV,
+                         PVRDMA_WC_SUCCESS);
+    pvrdma_fabric_recv_cqe(ex->port->core, ex->qp, msg, &cqe);
+    cqe.byte_len = PVRDMA_GRH_SIZE + msg->length;
+    cqe.wc_flags |= PVRDMA_WC_GRH;
+    if (msg->opcode == PVRDMA_WR_SEND_WITH_IMM) {
+        cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
+        cqe.imm_data = msg->imm_data;
+    }
+    pvrdma_core_recv_done(ex->port->core, ex->qp, &cqe, msg->solicited);
+    ex->recv = false;
+}
+
 bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex)
 {
@@ -362,6 +521,9 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     ex->port = port;
     ex->qp = qp;
     ex->msg = *msg;
+    if (msg->ud) {
+        return pvrdma_fabric_begin_ud(ex);
+    }
     /*
      * Not an RC QP able to receive, or not connected back to the sender
      * (IBA 9.6.1.5 checks, rxe check_addr): silently dropped, so the
@@ -447,7 +609,7 @@ int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
         pvrdma_fabric_rc_abort(ex);
         return PVRDMA_COPY_OK;
     }
-    ret = pvrdma_sgl_xfer(ex->mem, off, n, !out, peer, opaque);
+    ret = pvrdma_sgl_xfer(ex->mem, ex->mem_off + off, n, !out, peer, opaque);
     if (ret == (out ? PVRDMA_COPY_DST_FAULT : PVRDMA_COPY_SRC_FAULT)) {
         /* The requester's memory: nothing was placed, the WQE stays. */
         pvrdma_fabric_answer(ex, PVRDMA_WC_LOC_PROT_ERR);
@@ -474,7 +636,10 @@ void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex)
         pvrdma_fabric_rc_abort(ex);
         return;
     }
-    switch (ex->msg.opcode) {
+    switch (ex->msg.ud ? -1 : (int)ex->msg.opcode) {
+    case -1:
+        pvrdma_fabric_end_ud(ex);
+        break;
     case PVRDMA_WR_SEND:
     case PVRDMA_WR_SEND_WITH_IMM:
     case PVRDMA_WR_SEND_WITH_INV:

@@ -339,8 +339,8 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_QP_RECEIVE_WQE_SGES_MAX:
         trace_pvrdma_err_qp_receive_wqe_sges_max(a[0].u, a[1].u, a[2].u);
         break;
-    case PVRDMA_GERR_QP_SEND_QP_TYPE_NOT_SUPPORTED:
-        trace_pvrdma_err_qp_send_qp_type_not_supported(a[0].u, a[1].u);
+    case PVRDMA_GERR_QP_SEND_UD_OPCODE:
+        trace_pvrdma_err_qp_send_ud_opcode(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_QP_SEND_OPCODE_NOT_SUPPORTED:
         trace_pvrdma_err_qp_send_opcode_not_supported(a[0].u, a[1].u);

@@ -447,6 +447,11 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaSendWr *wr)
     wr64(b + 72, wr->compare_add);
     wr64(b + 80, wr->swap);
     wr64(b + 88, wr->length);
+    wr32(b + 96, wr->qkey);
+    wr32(b + 100, wr->flow_label);
+    b[104] = wr->tclass;
+    b[105] = wr->hop_limit;
+    b[106] = wr->ud;
 }
 
 static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
@@ -684,6 +689,10 @@ static int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
     uint32_t t = qp->attr.timeout & 31;
     int64_t ns;
 
+    if (qp->type != PVRDMA_QPT_RC) {
+        /* A datagram is not retried: past this it counts as lost. */
+        return PVRDMA_LINK_MIN_TIMEOUT_NS;
+    }
     if (!t) {
         return 0;
     }
@@ -935,6 +944,19 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     msg->compare_add = rd64(b + 72);
     msg->swap = rd64(b + 80);
     msg->length = rd64(b + 88);
+    msg->qkey = rd32(b + 96);
+    msg->flow_label = rd32(b + 100);
+    msg->tclass = b[104];
+    msg->hop_limit = b[105];
+    msg->ud = b[106] != 0;
+    /* A datagram: SEND or SEND_WITH_IMM of at most one MTU. */
+    if (b[106] > 1 || (msg->ud &&
+        ((msg->opcode != PVRDMA_WR_SEND &&
+          msg->opcode != PVRDMA_WR_SEND_WITH_IMM) ||
+         msg->length > PVRDMA_PORT_UD_MAX_MSG ||
+         msg->flow_label > 0xFFFFF))) {
+        return false;
+    }
     /* Remote operations only, 24-bit QPNs, lengths a port accepts. */
     switch (msg->opcode) {
     case PVRDMA_WR_SEND:
@@ -1377,9 +1399,13 @@ static bool pvrdma_link_parse(PvrdmaLink *l)
 /* Take in what the peer's frame ring holds (shm links, once up). */
 static void pvrdma_link_drain(PvrdmaLink *l)
 {
-    const uint8_t *ring = l->rx_ring + PVRDMA_LINK_RING_SIZE;
+    const uint8_t *ring;
 
-    while (!l->dead && l->peer) {
+    if (!l->peer) {
+        return;                 /* an inline link, or not up yet */
+    }
+    ring = l->rx_ring + PVRDMA_LINK_RING_SIZE;
+    while (!l->dead) {
         uint64_t head = __atomic_load_n(&l->peer->frames, __ATOMIC_ACQUIRE);
         uint64_t avail = head - l->fr_tail, n, at, first;
 

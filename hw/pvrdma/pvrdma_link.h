@@ -35,7 +35,7 @@ enum {
 
 #define PVRDMA_LINK_HELLO_SIZE      24
 #define PVRDMA_LINK_GIDS_MIN        4   /* + 16 per GID */
-#define PVRDMA_LINK_REQ_SIZE        96
+#define PVRDMA_LINK_REQ_SIZE        112
 #define PVRDMA_LINK_RESP_SIZE       8
 #define PVRDMA_LINK_SHM_DATA_SIZE   4   /* byte count in the ring */
 #define PVRDMA_LINK_ACK_SIZE        16

@@ -852,6 +852,79 @@ static bool pvrdma_wq_is_atomic(uint32_t op)
 }
 
 /*
+ * The send WQE of a UD or GSI QP: SEND or SEND_WITH_IMM of at most the
+ * port MTU (UD has no segmentation), to the WR's address vector.
+ */
+static bool pvrdma_wq_prepare_ud(PvrdmaCore *core, PvrdmaQp *qp,
+                                 const uint8_t *wqe, PvrdmaSendWr *wr,
+                                 uint32_t *status)
+{
+    const struct pvrdma_sq_wqe_hdr *hdr = (const void *)wqe;
+    const struct pvrdma_sge *sges =
+        (const void *)(wqe + sizeof(struct pvrdma_sq_wqe_hdr));
+    uint32_t op = GUINT32_FROM_LE(hdr->opcode);
+    uint32_t nsge = GUINT32_FROM_LE(hdr->num_sge);
+    uint32_t stf = GUINT32_FROM_LE(hdr->wr.ud.av.sl_tclass_flowlabel);
+    const uint8_t *sgid;
+    uint8_t gid_type;
+    uint32_t st;
+
+    if (op != PVRDMA_WR_SEND && op != PVRDMA_WR_SEND_WITH_IMM) {
+        GERR(core, QP_SEND_UD_OPCODE,
+             "QP %u: opcode %u on a UD/GSI QP (SEND and SEND_WITH_IMM "
+             "only)", qp->handle, op);
+        *status = PVRDMA_WC_LOC_QP_OP_ERR;
+        return false;
+    }
+    if (nsge > qp->attr.cap.max_send_sge ||
+        nsge > (qp->sq_wqe_size - sizeof(*hdr)) / sizeof(struct pvrdma_sge)) {
+        GERR(core, QP_SEND_WQE_SGES_MAX,
+             "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
+             nsge, qp->attr.cap.max_send_sge);
+        *status = PVRDMA_WC_LOC_LEN_ERR;
+        return false;
+    }
+    st = pvrdma_wq_build_sgl(core, qp->pd_handle, sges, nsge, false,
+                             &wr->local);
+    if (st == PVRDMA_WC_SUCCESS &&
+        wr->local.total > PVRDMA_PORT_UD_MAX_MSG) {
+        st = PVRDMA_WC_LOC_LEN_ERR;
+    }
+    if (st != PVRDMA_WC_SUCCESS) {
+        *status = st;
+        return false;
+    }
+    /* An address vector whose source GID is not bound cannot be sent. */
+    sgid = pvrdma_core_sgid(core, hdr->wr.ud.av.gid_index, &gid_type);
+    if (!sgid) {
+        *status = PVRDMA_WC_LOC_QP_OP_ERR;
+        return false;
+    }
+    memset(wr, 0, offsetof(PvrdmaSendWr, local));
+    wr->opcode = op;
+    wr->solicited = GUINT32_FROM_LE(hdr->send_flags) &
+                    PVRDMA_WR_FLAG_SOLICITED;
+    wr->imm_data = hdr->ex.imm_data;
+    wr->length = wr->local.total;
+    wr->src_qpn = qp->qpn;
+    wr->dst_qpn = GUINT32_FROM_LE(hdr->wr.ud.remote_qpn) &
+                  PVRDMA_QPN_MASK;
+    memcpy(wr->sgid, sgid, sizeof(wr->sgid));
+    memcpy(wr->dgid, hdr->wr.ud.av.dgid, sizeof(wr->dgid));
+    wr->sl = 0;                 /* the AV does not carry it (spec §8.2) */
+    wr->ud = true;
+    /* IBA 10.2.5: a WR Q_Key with bit 31 set means the QP's own. */
+    wr->qkey = GUINT32_FROM_LE(hdr->wr.ud.remote_qkey);
+    if (wr->qkey & 0x80000000u) {
+        wr->qkey = qp->attr.qkey;
+    }
+    wr->flow_label = stf & 0xFFFFF;
+    wr->tclass = (stf >> 20) & 0xFF;
+    wr->hop_limit = hdr->wr.ud.av.hop_limit;
+    return true;
+}
+
+/*
  * Validate the send WQE in @wqe (a private copy of one SQ slot) of @qp.
  * Local operations and every local error finish here: returns false with
  * *@status set.  Otherwise fills @wr for the backend and returns true.
@@ -871,12 +944,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     uint32_t st;
 
     if (qp->type != PVRDMA_QPT_RC) {
-        /* UD/GSI sends are a later issue. */
-        GERR(core, QP_SEND_QP_TYPE_NOT_SUPPORTED,
-             "QP %u: send on a QP of type %u is not supported yet",
-             qp->handle, qp->type);
-        *status = PVRDMA_WC_LOC_QP_OP_ERR;
-        return false;
+        return pvrdma_wq_prepare_ud(core, qp, wqe, wr, status);
     }
     if (op == PVRDMA_WR_LOCAL_INV) {
         *status = pvrdma_wq_local_inv(core, qp,
@@ -945,6 +1013,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     memcpy(wr->sgid, sgid, sizeof(wr->sgid));
     memcpy(wr->dgid, qp->attr.ah_attr.grh.dgid, sizeof(wr->dgid));
     wr->sl = qp->attr.ah_attr.sl;
+    wr->ud = false;
     return true;
 }
 

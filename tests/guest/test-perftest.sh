@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # perftest between two processes of one guest on one pvrdma device: every
-# RC latency and bandwidth test must finish and print its result table.
+# RC latency and bandwidth test, and the UD send tests (-c UD), must finish
+# and print its result table.
 . "$(dirname "$0")/lib.sh"
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
@@ -20,6 +21,12 @@ for t in send_bw write_bw read_bw atomic_bw; do
     grep -qE "^ *[0-9]+ +200 +($num) +($num)" "/tmp/ib_$t.cli" ||
         fail "ib_$t printed no result row for 200 iterations"
 done
+for t in send_lat send_bw; do
+    pair "ib_${t}_ud" 300 "ib_$t $opts -c UD -n 200" \
+        "ib_$t $opts -c UD -n 200 127.0.0.1"
+    grep -qE "^ *[0-9]+ +200 +($num) +($num)" "/tmp/ib_${t}_ud.cli" ||
+        fail "ib_$t -c UD printed no result row for 200 iterations"
+done
 echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1200 --smp 2 \
@@ -27,4 +34,4 @@ GUEST
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 grep -A3 "#bytes" "$PVRDMA_OUT/vm/$TEST_NAME.log" | grep -E "client\]" |
     sed 's/^/  /' | head -40
-pass "ib_{send,write,read,atomic}_{lat,bw} completed with results"
+pass "ib_{send,write,read,atomic}_{lat,bw} and ib_send_{lat,bw} -c UD completed with results"

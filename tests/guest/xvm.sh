@@ -8,8 +8,9 @@
 #   xvm_check NAME      prints the measured lines of NAME's logs
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
-# messages and without CQ_POLL doorbells, ibv_srq_pingpong (each checks
-# its data, -c), then perftest's
+# messages and without CQ_POLL doorbells, ibv_srq_pingpong,
+# ibv_ud_pingpong (polling; events at the MTU) (each checks its data,
+# -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw
 # (result rows required; times may read inf/nan under TCG, as in
 # test-perftest.sh: perftest's clock, not RDMA).
@@ -31,7 +32,8 @@ xcase() {
         xpair_client "$1" "$2" "$3 $PEER_IP"
     fi
 }
-for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100"; do
+for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100" \
+         "ud -n 200" "ud -n 100 -s 4096 -e"; do
     set -- $t
     name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
     shift
@@ -43,7 +45,7 @@ done
 xcase rc_pingpong_nopoll 180 \
     "env PVRDMA_CQ_POLL_EVERY=0 ibv_rc_pingpong -d pvrdma0 -g $gid -c -n 100"
 for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
-         "read_lat -n 200" "atomic_bw -n 200"; do
+         "read_lat -n 200" "atomic_bw -n 200" "send_lat -n 200 -c UD"; do
     set -- $t
     xcase "ib_$1$3$5" 300 "ib_$* $opts"
     [ "$VMPAIR_ROLE" = a ] ||

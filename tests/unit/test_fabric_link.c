@@ -546,6 +546,73 @@ static void test_rnr_then_recv(void **state)
 }
 
 /*
+ * Datagrams across a link: a UD SEND_WITH_IMM lands with its GRH, the
+ * sender completes; one to a QP the peer does not have is lost and still
+ * completes successfully at the sender.
+ */
+static void do_ud_link(bool shm)
+{
+    Net *n = net_new(shm);
+    FvQp *ua = fv_qp_new(n->fa, PVRDMA_QPT_UD, n->pda, n->cqa, n->cqa, NULL,
+                         16, 2, false);
+    FvQp *ub = fv_qp_new(n->fb, PVRDMA_QPT_UD, n->pdb, n->cqb, n->cqb, NULL,
+                         16, 2, false);
+    struct pvrdma_sge sa = sge(n->ma, VA_A, 1000);
+    struct pvrdma_sge sb = sge(n->mb, VA_B, 40 + 1000);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND_WITH_IMM, 1);
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    assert_int_equal(fg_qp_to_rts(n->fa, ua->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(n->fb, ub->handle, PVRDMA_QPT_UD), 0);
+    for (i = 0; i < 1000; i++) {
+        *fv_mr_ptr(n->ma, VA_A + i) = i * 3 + 1;
+    }
+    fv_post_recv(ub, 7, &sb, 1);
+    fv_ring_rq(ub);
+    h.ex.imm_data = 0x5a5a;
+    h.wr.ud.remote_qpn = ub->qpn;
+    h.wr.ud.remote_qkey = 0x11111111;
+    h.wr.ud.av.hop_limit = 9;
+    fg_test_gid(0, h.wr.ud.av.dgid);
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    c = wait_cqe(n, n->cqb);
+    expect(c, 7, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 40 + 1000);
+    assert_int_equal(c.src_qp, ua->qpn);
+    assert_int_equal(c.wc_flags, PVRDMA_WC_GRH | PVRDMA_WC_WITH_IMM |
+                                 PVRDMA_WC_WITH_NETWORK_HDR_TYPE);
+    assert_int_equal(c.imm_data, 0x5a5a);
+    assert_int_equal(*fv_mr_ptr(n->mb, VA_B) >> 4, 6);     /* IPv6 */
+    assert_int_equal(*fv_mr_ptr(n->mb, VA_B + 7), 9);       /* hop limit */
+    expect_same(n->ma, VA_A, n->mb, VA_B + 40, 1000);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 1000);
+    /* No such QP over there: lost, and a success here. */
+    h.wr_id = 2;
+    h.wr.ud.remote_qpn = ub->qpn + 77;
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 1000);
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqb, &c));
+    g_free(ua);
+    g_free(ub);
+    net_free(n);
+}
+
+static void test_ud_link_shm(void **state)
+{
+    (void)state;
+    do_ud_link(true);
+}
+
+static void test_ud_link_inline(void **state)
+{
+    (void)state;
+    do_ud_link(false);
+}
+
+/*
  * A send doorbell behind an outstanding request reads the link itself:
  * the answer waiting in the socket completes the request and lets the
  * next one go without the requester's event loop.
@@ -905,7 +972,7 @@ static void test_hostile_frames(void **state)
         uint16_t flags;
         uint32_t len;
         uint32_t id;
-        uint8_t body[96];
+        uint8_t body[PVRDMA_LINK_REQ_SIZE];
         uint32_t body_len;
     } cases[] = {
         { "bad type", 99, 0, 0, 0, { 0 }, 0 },
@@ -926,6 +993,20 @@ static void test_hostile_frames(void **state)
         { "REQ with a 2^40-byte length", PVRDMA_LINK_REQ, 0,
           PVRDMA_LINK_REQ_SIZE, 1,
           { [88] = 0, [93] = 1 }, PVRDMA_LINK_REQ_SIZE },
+        { "UD REQ with RDMA_WRITE", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1,
+          { PVRDMA_WR_RDMA_WRITE, [106] = 1 }, PVRDMA_LINK_REQ_SIZE },
+        { "UD REQ longer than the MTU", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1,
+          { PVRDMA_WR_SEND, [88] = 1, [89] = 0x10, [106] = 1 },
+          PVRDMA_LINK_REQ_SIZE },
+        { "UD REQ with a 21-bit flow label", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1,
+          { PVRDMA_WR_SEND, [102] = 0x10, [106] = 1 },
+          PVRDMA_LINK_REQ_SIZE },
+        { "REQ with datagram flag 2", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_SEND, [106] = 2 },
+          PVRDMA_LINK_REQ_SIZE },
         { "RESP never asked for", PVRDMA_LINK_RESP, 0,
           PVRDMA_LINK_RESP_SIZE, 77, { 5 }, PVRDMA_LINK_RESP_SIZE },
         { "RECV_POSTED with a 32-bit QPN", PVRDMA_LINK_RECV_POSTED, 0,
@@ -937,7 +1018,7 @@ static void test_hostile_frames(void **state)
     (void)state;
     for (i = 0; i < G_N_ELEMENTS(cases); i++) {
         Raw *r = raw_new();
-        uint8_t buf[PVRDMA_LINK_HDR_SIZE + 96];
+        uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_REQ_SIZE];
 
         put_hdr(buf, cases[i].type, cases[i].flags, cases[i].len,
                 cases[i].id);
@@ -1344,6 +1425,8 @@ int main(void)
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
+        cmocka_unit_test(test_ud_link_shm),
+        cmocka_unit_test(test_ud_link_inline),
         cmocka_unit_test(test_cq_poll_takes_in),
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_silent),

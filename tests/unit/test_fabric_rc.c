@@ -656,33 +656,281 @@ static void test_bad_opcodes(void **state)
     }
 }
 
-static void test_ud_send_rejected(void **state)
+/* ---- UD and GSI ---------------------------------------------------------- */
+
+typedef struct Ud {
+    FakeGuest *fa, *fb;
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+} Ud;
+
+/* UD QPs a (on fa) and b (on fb, == fa unless @two) in RTS, Q_Key 0x11111111. */
+static Ud *ud_new(bool two, FvSrq **srq)
 {
-    FakeGuest *fg = dev_new();
-    uint32_t pd;
-    FvCq *cq;
-    FvQp *qp;
-    struct pvrdma_sq_wqe_hdr h;
+    Ud *u = g_new0(Ud, 1);
+
+    u->fa = dev_new();
+    u->fb = two ? dev_new() : u->fa;
+    assert_int_equal(fg_create_pd(u->fa, 0, &u->pda), 0);
+    u->pdb = u->pda;
+    if (two) {
+        assert_int_equal(fg_create_pd(u->fb, 0, &u->pdb), 0);
+    }
+    u->cqa = fv_cq_new(u->fa, 0, 64);
+    u->cqb = fv_cq_new(u->fb, 0, 64);
+    if (srq) {
+        *srq = fv_srq_new(u->fb, u->pdb, 16, 2, 0);
+    }
+    u->a = fv_qp_new(u->fa, PVRDMA_QPT_UD, u->pda, u->cqa, u->cqa, NULL, 16,
+                     2, false);
+    u->b = fv_qp_new(u->fb, PVRDMA_QPT_UD, u->pdb, u->cqb, u->cqb,
+                     srq ? *srq : NULL, 16, 2, false);
+    assert_int_equal(fg_qp_to_rts(u->fa, u->a->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(u->fb, u->b->handle, PVRDMA_QPT_UD), 0);
+    u->ma = fv_mr_new(u->fa, u->pda, VA_A, MR_LEN, ALL_ACCESS);
+    u->mb = fv_mr_new(u->fb, u->pdb, VA_B, MR_LEN, ALL_ACCESS);
+    return u;
+}
+
+static void ud_free(Ud *u)
+{
+    fg_free(u->fa);
+    if (u->fb != u->fa) {
+        fg_free(u->fb);
+    }
+    g_free(u->cqa);
+    g_free(u->cqb);
+    g_free(u->a);
+    g_free(u->b);
+    g_free(u->ma);
+    g_free(u->mb);
+    g_free(u);
+}
+
+/* Send @len pattern bytes from a (VA_A) to @qpn, GID index @gid. */
+static void ud_send(Ud *u, uint64_t id, uint32_t op, uint32_t len,
+                    uint32_t qpn, uint32_t qkey, uint32_t gid)
+{
+    struct pvrdma_sge s = sge(u->ma, VA_A, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, PVRDMA_WR_FLAG_SIGNALED, 1);
+    uint32_t i;
+
+    for (i = 0; i < len; i++) {
+        *fv_mr_ptr(u->ma, VA_A + i) = (uint8_t)(i * 13 + id);
+    }
+    h.ex.imm_data = 0xabcd0000 | (uint32_t)id;
+    h.wr.ud.remote_qpn = qpn;
+    h.wr.ud.remote_qkey = qkey;
+    h.wr.ud.av.port_pd = u->pda | 1u << 24;
+    h.wr.ud.av.sl_tclass_flowlabel = 0x12u << 20 | 0x34567;
+    h.wr.ud.av.gid_index = gid;
+    h.wr.ud.av.hop_limit = 64;
+    fg_test_gid(gid, h.wr.ud.av.dgid);
+    if (gid == 1) {
+        /* ::ffff:10.1.2.3 */
+        memset(h.wr.ud.av.dgid, 0, 16);
+        h.wr.ud.av.dgid[10] = h.wr.ud.av.dgid[11] = 0xff;
+        h.wr.ud.av.dgid[12] = 10;
+        h.wr.ud.av.dgid[13] = 1;
+        h.wr.ud.av.dgid[14] = 2;
+        h.wr.ud.av.dgid[15] = 3;
+    }
+    fv_post_send(u->a, &h, len ? &s : NULL, len ? 1 : 0);
+    fv_ring_sq(u->a);
+}
+
+/* The sender's successful completion (a datagram is gone once sent). */
+static void ud_sent(Ud *u, uint64_t id, uint32_t len)
+{
+    struct pvrdma_cqe c = expect_cqe(u->cqa, id, u->a->handle,
+                                     PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, len);
+
+    assert_int_equal(c.wc_flags, 0);
+}
+
+static void ud_post_recv(Ud *u, FvSrq *srq, uint64_t id, uint32_t len)
+{
+    struct pvrdma_sge s = sge(u->mb, VA_B, len);
+
+    memset(fv_mr_ptr(u->mb, VA_B), 0xee, len);
+    if (srq) {
+        fv_srq_post(srq, id, &s, 1);
+        fv_srq_ring(srq);
+    } else {
+        fv_post_recv(u->b, id, &s, 1);
+        fv_ring_rq(u->b);
+    }
+}
+
+/* Receive @id of @len bytes sent by ud_send(@sid, SEND_WITH_IMM). */
+static void ud_expect_recv(Ud *u, uint64_t id, uint64_t sid, uint32_t len,
+                           bool ipv4)
+{
+    struct pvrdma_cqe c = expect_cqe(u->cqb, id, u->b->handle,
+                                     PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS,
+                                     40 + len);
+    uint8_t *g = fv_mr_ptr(u->mb, VA_B);
+    uint32_t i, rest = 8 + 12 + 8 + len + 4;
+
+    assert_int_equal(c.src_qp, u->a->qpn);
+    assert_int_equal(c.wc_flags, PVRDMA_WC_GRH | PVRDMA_WC_WITH_IMM |
+                                 PVRDMA_WC_WITH_NETWORK_HDR_TYPE);
+    assert_int_equal(c.imm_data, 0xabcd0000 | (uint32_t)sid);
+    assert_int_equal(c.network_hdr_type,
+                     ipv4 ? PVRDMA_NETWORK_IPV4 : PVRDMA_NETWORK_IPV6);
+    if (ipv4) {
+        uint32_t sum = 0;
+
+        for (i = 0; i < 20; i++) {
+            assert_int_equal(g[i], 0);
+        }
+        g += 20;
+        assert_int_equal(g[0], 0x45);
+        assert_int_equal(g[1], 0x12);                   /* tclass */
+        assert_int_equal(g[2] << 8 | g[3], 20 + rest);
+        assert_int_equal(g[8], 64);
+        assert_int_equal(g[9], 17);
+        assert_int_equal(g[16], 10);                    /* daddr */
+        assert_int_equal(g[19], 3);
+        for (i = 0; i < 20; i += 2) {
+            sum += g[i] << 8 | g[i + 1];
+        }
+        while (sum >> 16) {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_int_equal(sum, 0xffff);                  /* checksum */
+    } else {
+        uint8_t dgid[16];
+
+        assert_int_equal(g[0], 0x61);                   /* 6, tclass 0x1. */
+        assert_int_equal(g[1], 0x23);                   /* .2, flow 0x3.. */
+        assert_int_equal(g[2] << 8 | g[3], 0x4567);
+        assert_int_equal(g[4] << 8 | g[5], rest);
+        assert_int_equal(g[6], 17);
+        assert_int_equal(g[7], 64);
+        fg_test_gid(0, dgid);
+        assert_memory_equal(g + 8, dgid, 16);           /* sgid */
+        assert_memory_equal(g + 24, dgid, 16);
+    }
+    for (i = 0; i < len; i++) {
+        assert_int_equal(*fv_mr_ptr(u->mb, VA_B + 40 + i),
+                         (uint8_t)(i * 13 + sid));
+    }
+}
+
+static void do_ud(bool two)
+{
+    Ud *u = ud_new(two, NULL);
+    struct pvrdma_cqe c;
+    uint32_t qk = 0x11111111;
+
+    /* One MTU of payload, with its GRH. */
+    ud_post_recv(u, NULL, 100, 40 + 4096);
+    ud_send(u, 1, PVRDMA_WR_SEND_WITH_IMM, 4096, u->b->qpn, qk, 0);
+    ud_sent(u, 1, 4096);
+    ud_expect_recv(u, 100, 1, 4096, false);
+    /* A Q_Key with bit 31 set means the sender QP's own (0x11111111). */
+    ud_post_recv(u, NULL, 101, 40 + 64);
+    ud_send(u, 2, PVRDMA_WR_SEND_WITH_IMM, 64, u->b->qpn, 0x80000000u, 0);
+    ud_sent(u, 2, 64);
+    ud_expect_recv(u, 101, 2, 64, false);
+    /*
+     * Lost datagrams complete successfully at the sender and leave the
+     * receive WQE posted: a wrong Q_Key, no such QP, longer than the
+     * receive buffer; an empty receive queue is no RNR either.
+     */
+    ud_post_recv(u, NULL, 102, 40 + 64);
+    ud_send(u, 3, PVRDMA_WR_SEND, 16, u->b->qpn, 0x22222222, 0);
+    ud_send(u, 4, PVRDMA_WR_SEND, 16, u->b->qpn + 77, qk, 0);
+    ud_send(u, 5, PVRDMA_WR_SEND, 65, u->b->qpn, qk, 0);
+    ud_send(u, 6, PVRDMA_WR_SEND, 16, u->b->qpn, qk, 5);   /* unbound */
+    ud_sent(u, 3, 16);
+    ud_sent(u, 4, 16);
+    ud_sent(u, 5, 65);
+    /* An address vector with an unbound source GID: a local error. */
+    expect_cqe(u->cqa, 6, u->a->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_false(fv_cq_poll(u->cqb, &c));
+    /* The QP is not in ERR after a datagram's local error. */
+    ud_send(u, 7, PVRDMA_WR_SEND_WITH_IMM, 64, u->b->qpn, qk, 0);
+    ud_sent(u, 7, 64);
+    ud_expect_recv(u, 102, 7, 64, false);
+    /* Nothing posted: dropped, no RNR. */
+    ud_send(u, 8, PVRDMA_WR_SEND, 64, u->b->qpn, qk, 0);
+    ud_sent(u, 8, 64);
+    assert_false(fv_cq_poll(u->cqb, &c));
+    /* Local errors: longer than the MTU; an opcode UD does not have. */
+    ud_send(u, 9, PVRDMA_WR_SEND, 4097, u->b->qpn, qk, 0);
+    expect_cqe(u->cqa, 9, u->a->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_LOC_LEN_ERR, 0);
+    ud_send(u, 10, PVRDMA_WR_RDMA_WRITE, 16, u->b->qpn, qk, 0);
+    expect_cqe(u->cqa, 10, u->a->handle, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_int_equal(u->fa->guest_errors, 1);
+    assert_int_equal(fv_qp_state(u->a), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_qp_state(u->b), PVRDMA_QPS_RTS);
+    ud_free(u);
+}
+
+static void test_ud_loopback(void **state)
+{
+    (void)state;
+    do_ud(false);
+}
+
+static void test_ud_two_devices(void **state)
+{
+    (void)state;
+    do_ud(true);
+}
+
+/* IPv4-mapped GIDs: the IPv4 header in the last 20 bytes of the GRH. */
+static void test_ud_ipv4(void **state)
+{
+    struct pvrdma_cmd_create_bind c = { .hdr.cmd = PVRDMA_CMD_CREATE_BIND };
+    Ud *u = ud_new(false, NULL);
+
+    (void)state;
+    c.mtu = 1024;
+    c.vlan = 0xfff;
+    c.index = 1;
+    c.new_gid[10] = c.new_gid[11] = 0xff;
+    c.new_gid[12] = 10;
+    c.new_gid[13] = 1;
+    c.new_gid[14] = 2;
+    c.new_gid[15] = 3;
+    c.gid_type = PVRDMA_GID_TYPE_FLAG_ROCE_V2;
+    assert_int_equal(fg_cmd(u->fa, &c, sizeof(c), NULL), 0);
+    ud_post_recv(u, NULL, 100, 40 + 300);
+    ud_send(u, 1, PVRDMA_WR_SEND_WITH_IMM, 300, u->b->qpn, 0x11111111, 1);
+    ud_sent(u, 1, 300);
+    ud_expect_recv(u, 100, 1, 300, true);
+    ud_free(u);
+}
+
+/* UD on an SRQ: a message too long for the WQE fails it (class E). */
+static void test_ud_srq(void **state)
+{
+    FvSrq *srq;
+    Ud *u = ud_new(true, &srq);
     struct pvrdma_cqe c;
 
     (void)state;
-    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
-    cq = fv_cq_new(fg, 0, 16);
-    qp = fv_qp_new(fg, PVRDMA_QPT_UD, pd, cq, cq, NULL, 4, 1, false);
-    assert_int_equal(fg_qp_to_rts(fg, qp->handle, PVRDMA_QPT_UD), 0);
-    h = wqe(1, PVRDMA_WR_SEND, 0, 0);
-    fv_post_send(qp, &h, NULL, 0);
-    fv_post_send(qp, &h, NULL, 0);
-    fv_ring_sq(qp);
-    assert_true(fv_cq_poll(cq, &c));
-    assert_int_equal(c.status, PVRDMA_WC_LOC_QP_OP_ERR);
-    assert_true(fv_cq_poll(cq, &c));
-    assert_int_equal(c.status, PVRDMA_WC_LOC_QP_OP_ERR);
-    /* UD is a later issue: no state change */
-    assert_int_equal(fv_qp_state(qp), PVRDMA_QPS_RTS);
-    fg_free(fg);
-    g_free(cq);
-    g_free(qp);
+    ud_post_recv(u, srq, 100, 40 + 64);
+    ud_send(u, 1, PVRDMA_WR_SEND, 65, u->b->qpn, 0x11111111, 0);
+    ud_sent(u, 1, 65);
+    c = expect_cqe(u->cqb, 100, u->b->handle, PVRDMA_WC_RECV,
+                   PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    (void)c;
+    ud_post_recv(u, srq, 101, 40 + 64);
+    ud_send(u, 2, PVRDMA_WR_SEND_WITH_IMM, 64, u->b->qpn, 0x11111111, 0);
+    ud_sent(u, 2, 64);
+    ud_expect_recv(u, 101, 2, 64, false);
+    assert_int_equal(fv_qp_state(u->b), PVRDMA_QPS_RTS);
+    ud_free(u);
+    g_free(srq);
 }
 
 /* ---- remote errors ------------------------------------------------------ */
@@ -1849,7 +2097,10 @@ int main(void)
         cmocka_unit_test(test_loc_prot_err),
         cmocka_unit_test(test_loc_len_err),
         cmocka_unit_test(test_bad_opcodes),
-        cmocka_unit_test(test_ud_send_rejected),
+        cmocka_unit_test(test_ud_loopback),
+        cmocka_unit_test(test_ud_two_devices),
+        cmocka_unit_test(test_ud_ipv4),
+        cmocka_unit_test(test_ud_srq),
         cmocka_unit_test(test_rem_access_err),
         cmocka_unit_test(test_rem_inv_req_recv_too_small),
         cmocka_unit_test(test_recv_wqe_bad),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the guest initramfs: Debian 12's kernel modules for RDMA and
-# virtio-net, our pvrdma.ko, rdma-core (with our provider) from the staging
+# Build the guest initramfs: Debian 12's kernel modules for RDMA,
+# virtio-net and NVMe over RDMA (host and target, brd for a RAM disk), our
+# pvrdma.ko, rdma-core (with our provider) from the staging
 # tree, perftest from Debian 12, busybox and iproute2, plus their shared
 # libraries. The image is cached under $PVRDMA_CACHE/image keyed by the
 # hash of every input; the path of the image is printed on stdout.
@@ -25,7 +26,7 @@ fi
 
 # Kernel modules we load in the guest; dependencies are resolved below.
 KMODS=(virtio_pci virtio_net vmxnet3 ib_core ib_uverbs ib_umad rdma_ucm
-       crc32_generic rdma_rxe)
+       crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd)
 
 key=$( { echo "$abi"; printf '%s\n' "${KMODS[@]}";
          hash_inputs "${modules[@]}" "$stage" "$debdir" \
@@ -78,6 +79,9 @@ mv "$root/etc/libibverbs.d/vmw_pvrdma.driver" \
 for d in "$debdir"/*.deb; do
     dpkg-deb -x "$d" "$root"
 done
+# glibc loads libgcc_s when a thread exits or is cancelled (rping's
+# threads do); ldd cannot see it.
+cp -L /lib/x86_64-linux-gnu/libgcc_s.so.1 "$root/usr/lib/x86_64-linux-gnu/"
 # iproute2's rdma and ip tools from the host (Debian 12).
 for tool in rdma ip; do
     path=$(PATH=/usr/sbin:/usr/bin:/sbin:/bin command -v "$tool") ||

@@ -5,13 +5,17 @@
 #
 #   xvm_scripts DIR     writes DIR/guest-a.sh and DIR/guest-b.sh (the same
 #                       script: each guest plays its VMPAIR_ROLE)
-#   xvm_check NAME      prints the measured lines of NAME's logs
+#   xvm_check NAME      checks that the RAM disk of A holds what B wrote over
+#                       NVMe-oF, prints the measured lines of NAME's logs
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
 # messages and without CQ_POLL doorbells, ibv_srq_pingpong,
 # ibv_ud_pingpong (polling; events at the MTU) (each checks its data,
 # -c), then perftest's
-# ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw
+# ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
+# ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, ib_send_lat
+# -R); NVMe over RDMA (A the target, B the host; xvm_check compares the
+# MD5 of what B wrote with what A's RAM disk holds)
 # (result rows required; times may read inf/nan under TCG, as in
 # test-perftest.sh: perftest's clock, not RDMA).
 
@@ -52,13 +56,51 @@ for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
         grep -qE "^ *[0-9]+ +$3 +($num)" "/tmp/ib_$1$3$5.cli" ||
         fail "ib_$1 printed no result row for $3 iterations"
 done
+# RDMA CM (QP1 MADs between the VMs, address resolution over eth0): the
+# server listens on any address, the client names A's (appended).
+xcm() {
+    if [ "$VMPAIR_ROLE" = a ]; then
+        xpair_server "$1" "$2" "$3"
+    else
+        xpair_client "$1" "$2" "$4 $PEER_IP"
+    fi
+}
+xcm rping 120 "rping -s -a 0.0.0.0 -C 20 -V" "rping -c -C 20 -V -v -a"
+[ "$VMPAIR_ROLE" = a ] || grep -q "rdma-ping-19: " /tmp/rping.cli ||
+    fail "rping: 20 pings not seen"
+xcm ucmatose 120 "ucmatose" "ucmatose -s"
+xcm udaddy 120 "udaddy" "udaddy -s"
+xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"
+# NVMe over RDMA: A exports a RAM disk, B writes 4 MiB through nvme-rdma
+# and reads it back; both print the data's MD5 (the host compares them).
+. ./nvmeof.sh
+nvmeof_dmesg_mark
+if [ "$VMPAIR_ROLE" = a ]; then
+    nvmeof_target "$SELF_IP"
+    sync_signal nvme-up 120
+    sync_wait "$PEER_IP" nvme-done 300
+    echo "nvmet: RAM disk holds $(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)"
+    nvmeof_target_down
+else
+    sync_wait "$PEER_IP" nvme-up 120
+    nvmeof_host "$PEER_IP"
+    sync_signal nvme-done 120
+fi
+nvmeof_dmesg_clean
 echo GUEST-OK
 GUEST
     cp "$dir/guest-a.sh" "$dir/guest-b.sh"
 }
 
 xvm_check() {
-    local name=$1
+    local name=$1 wrote held
+    wrote=$(sed -n 's/.*nvme-rdma: 4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-b.log")
+    held=$(sed -n 's/.*nvmet: RAM disk holds \([0-9a-f]*\).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-a.log")
+    [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
+        fail "NVMe over RDMA: B wrote MD5 '$wrote', A's RAM disk holds '$held'"
+    echo "  NVMe over RDMA: 4 MiB from B in A's RAM disk, MD5 $held"
     grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
         "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'
 }

@@ -296,7 +296,9 @@ struct pvrdma_sgid {
  * @num_ahs: AHs allocated, against caps.max_ah
  * @ib_active: the IB device is registered; events may be dispatched
  * @fn0: PCI function 0 of our slot, if that is another function
- * @netdev: paired net_device (RTNL), referenced while paired
+ * @netdev_lock: taken to change @netdev, and by readers without RTNL
+ * @netdev: paired net_device (changed under RTNL and @netdev_lock),
+ *          referenced while paired
  * @netdev_nb: netdevice notifier
  * @rescan_work: asks the IB core to rebuild GIDs after a late pairing
  * @stats: error and event counters (rdma_hw_stats)
@@ -349,6 +351,7 @@ struct pvrdma_dev {
 	bool ib_active;
 
 	struct pci_dev *fn0;
+	spinlock_t netdev_lock;
 	struct net_device *netdev;
 	struct notifier_block netdev_nb;
 	struct work_struct rescan_work;

@@ -581,13 +581,16 @@ static void pvrdma_port_up(struct pvrdma_dev *dev)
 
 static void pvrdma_netdev_unpair(struct pvrdma_dev *dev)
 {
+	struct net_device *ndev = dev->netdev;
+
 	ASSERT_RTNL();
 
-	dev_info(&dev->pdev->dev, "unpaired from %s\n",
-		 netdev_name(dev->netdev));
+	dev_info(&dev->pdev->dev, "unpaired from %s\n", netdev_name(ndev));
 	ib_device_set_netdev(&dev->ibdev, NULL, PVRDMA_PORT);
-	dev_put(dev->netdev);
+	spin_lock(&dev->netdev_lock);
 	dev->netdev = NULL;
+	spin_unlock(&dev->netdev_lock);
+	dev_put(ndev);
 }
 
 /*
@@ -614,7 +617,9 @@ static void pvrdma_netdev_try_pair(struct pvrdma_dev *dev, bool activate)
 		return;
 	}
 	dev_hold(ndev);
+	spin_lock(&dev->netdev_lock);
 	dev->netdev = ndev;
+	spin_unlock(&dev->netdev_lock);
 	dev_info(&dev->pdev->dev, "paired with %s\n", netdev_name(ndev));
 
 	if (!READ_ONCE(dev->ib_active))
@@ -804,6 +809,7 @@ static int pvrdma_probe(struct pci_dev *pdev, const struct pci_device_id *id)
 	mutex_init(&dev->qp_handle_lock);
 	spin_lock_init(&dev->tbl_lock);
 	INIT_WORK(&dev->rescan_work, pvrdma_rescan_work);
+	spin_lock_init(&dev->netdev_lock);
 	dev->fn0 = pvrdma_get_fn0(pdev);
 
 	ret = pci_enable_device(pdev);

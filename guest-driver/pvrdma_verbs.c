@@ -4,6 +4,7 @@
  * protection domains, and the ib_device_ops tables.
  */
 #include <linux/if_vlan.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_mad.h>
 #include <rdma/uverbs_ioctl.h>
@@ -168,6 +169,32 @@ static enum ib_mtu pvrdma_to_ib_mtu(u32 mtu)
 	return mtu >= IB_MTU_256 && mtu <= IB_MTU_4096 ? mtu : IB_MTU_256;
 }
 
+/*
+ * RoCE: the port is as up as its paired netdev, and its active MTU is
+ * what an Ethernet frame of the netdev's MTU carries after the RoCE v2
+ * headers (as rxe reports it).
+ */
+static void pvrdma_port_follow_netdev(struct pvrdma_dev *dev,
+				      struct ib_port_attr *props)
+{
+	struct net_device *ndev;
+
+	spin_lock(&dev->netdev_lock);
+	ndev = dev->netdev;
+	if (ndev)
+		dev_hold(ndev);
+	spin_unlock(&dev->netdev_lock);
+	if (!ndev)
+		return;
+	if (!netif_running(ndev) || !netif_carrier_ok(ndev)) {
+		props->state = IB_PORT_DOWN;
+		props->phys_state = IB_PORT_PHYS_STATE_DISABLED;
+	}
+	props->active_mtu = min(props->active_mtu,
+				iboe_get_mtu(READ_ONCE(ndev->mtu)));
+	dev_put(ndev);
+}
+
 static int pvrdma_query_port(struct ib_device *ibdev, u32 port,
 			     struct ib_port_attr *props)
 {
@@ -204,6 +231,7 @@ static int pvrdma_query_port(struct ib_device *ibdev, u32 port,
 	props->active_width = attr.active_width;
 	props->active_speed = attr.active_speed;
 	props->phys_state = attr.phys_state;
+	pvrdma_port_follow_netdev(dev, props);
 	return 0;
 }
 

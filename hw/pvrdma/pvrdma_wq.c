@@ -382,14 +382,15 @@ static void pvrdma_wq_flush_ring(PvrdmaCore *core, PvrdmaQp *qp,
 
 static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
 {
-    if (qp->state != PVRDMA_QPS_ERR) {
+    if (qp->state != PVRDMA_QPS_ERR && qp->state != PVRDMA_QPS_SQE) {
         return;
     }
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons,
                          pvrdma_qp_send_cq(core, qp), true);
-    if (!qp->has_srq) {
+    /* SQE (UD, GSI): only the send queue stops; receives go on. */
+    if (qp->state == PVRDMA_QPS_ERR && !qp->has_srq) {
         pvrdma_wq_flush_ring(core, qp, &qp->rq, &qp->wq.rq_cons,
                              pvrdma_qp_recv_cq(core, qp), false);
     }
@@ -1047,9 +1048,21 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
         pvrdma_wq_post_cqe(core, pvrdma_qp_send_cq(core, qp), cqe, false);
     }
     pvrdma_wq_sq_drained(core, qp);
-    if (cqe->status != PVRDMA_WC_SUCCESS && qp->type == PVRDMA_QPT_RC) {
+    if (cqe->status == PVRDMA_WC_SUCCESS) {
+        return;
+    }
+    if (qp->type == PVRDMA_QPT_RC) {
         /* IBA 10.8.3.3: a requester error moves the QP to ERR. */
         pvrdma_core_qp_error(core, qp, -1);
+    } else if (qp->state == PVRDMA_QPS_RTS || qp->state == PVRDMA_QPS_SQD) {
+        /*
+         * UD/GSI (IBA 10.3.1): the send queue stops in SQ Error, later
+         * WQEs are flushed, receives go on; MODIFY_QP SQE -> RTS resumes
+         * (the MAD layer recovers QP1 so).
+         */
+        qp->state = PVRDMA_QPS_SQE;
+        pvrdma_wq_rnr_clear(core, qp);
+        pvrdma_wq_work_add(core, qp);
     }
 }
 
@@ -1111,7 +1124,7 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
     PvrdmaQpWq *wq = &qp->wq;
     uint32_t budget, prod;
 
-    if (qp->state == PVRDMA_QPS_ERR) {
+    if (qp->state == PVRDMA_QPS_ERR || qp->state == PVRDMA_QPS_SQE) {
         pvrdma_wq_work_add(core, qp);
         return;
     }
@@ -1196,7 +1209,8 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
                 pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
             }
         }
-        if (qp->state == PVRDMA_QPS_ERR || wq->rnr_pending) {
+        if (qp->state == PVRDMA_QPS_ERR || qp->state == PVRDMA_QPS_SQE ||
+            wq->rnr_pending) {
             break;
         }
     }

@@ -5,7 +5,9 @@
 # user: NVMe over RDMA, target (nvmet-rdma, a RAM disk) and host
 # (nvme-rdma) in the same guest, 4 MiB written and read back, compared
 # with the source and with the target's RAM disk, then disconnect and
-# target teardown with no NVMe/RDMA error in the kernel log.
+# target teardown with no NVMe/RDMA error in the kernel log. Last, the
+# port follows eth0: active MTU from its MTU, GIDs from its addresses,
+# PORT_DOWN with the link down (PORT_ERR / PORT_ACTIVE async events).
 . "$(dirname "$0")/lib.sh"
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
@@ -34,12 +36,52 @@ dd if=/dev/ram0 of=/tmp/ram bs=65536 count=64 2>/dev/null
 cmp /tmp/nvme.data /tmp/ram || fail "the target's RAM disk does not hold the data"
 nvmeof_target_down
 nvmeof_dmesg_clean
+echo "=== the port follows eth0"
+state() {
+    ibv_devinfo -d pvrdma0 | sed -n 's/^[[:space:]]*state:[[:space:]]*\(PORT_[A-Z]*\).*/\1/p'
+}
+mtu() {
+    ibv_devinfo -d pvrdma0 | sed -n 's/^[[:space:]]*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p'
+}
+gid_of() { # the port's GID table holds ::ffff:$1
+    cat /sys/class/infiniband/pvrdma0/ports/1/gids/* 2>/dev/null |
+        grep -q "0000:0000:0000:0000:0000:ffff:$1"
+}
+# Its console output is line-buffered: the host checks the events.
+ibv_asyncwatch -d pvrdma0 &
+watch=$!
+sleep 1
+[ "$(state)" = PORT_ACTIVE ] || fail "port not active with eth0 up"
+[ "$(mtu)" = 1024 ] || fail "active_mtu $(mtu) with eth0 MTU 1500, not 1024"
+ip link set eth0 mtu 9000
+[ "$(mtu)" = 4096 ] || fail "active_mtu $(mtu) with eth0 MTU 9000, not 4096"
+ip addr add 10.0.3.5/24 dev eth0
+sleep 1
+gid_of 0a00:0305 || fail "no GID for 10.0.3.5 after adding the address"
+ip addr del 10.0.3.5/24 dev eth0
+sleep 1
+gid_of 0a00:0305 && fail "the GID of 10.0.3.5 stayed after deleting it"
+ip link set eth0 down
+sleep 1
+[ "$(state)" = PORT_DOWN ] || fail "port $(state) with eth0 down"
+ip link set eth0 up
+sleep 2
+[ "$(state)" = PORT_ACTIVE ] || fail "port $(state) after eth0 came back"
+gid_of 0a00:020f || fail "no GID for 10.0.2.15 after eth0 came back"
+kill $watch
+echo "port: ACTIVE, MTU 1024/4096 with eth0 MTU 1500/9000, GIDs follow addresses, DOWN and back"
 echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 900 --smp 2 \
     --add "$TESTS_TOP/tests/guest/pair.sh" \
     --add "$TESTS_TOP/tests/guest/nvmeof.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "nvme-rdma: 4 MiB|usec/iter|^\[send_lat_R client\] +2 " \
-    "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe over RDMA (one guest)"
+log=$PVRDMA_OUT/vm/$TEST_NAME.log
+for ev in IBV_EVENT_PORT_ERR IBV_EVENT_PORT_ACTIVE; do
+    sed -n '/^=== the port follows eth0/,$p' "$log" |
+        grep -q "event_type $ev (.*), port 1" ||
+        fail "no $ev async event when eth0 went down and up (log $log)"
+done
+grep -hE "nvme-rdma: 4 MiB|usec/iter|^\[send_lat_R client\] +2 |^port: " \
+    "$log" | sed 's/^/  /'
+pass "rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe over RDMA, the port following eth0 (one guest)"

@@ -10,7 +10,7 @@
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
 # messages and without CQ_POLL doorbells, ibv_srq_pingpong,
-# ibv_ud_pingpong (polling; events at the MTU) (each checks its data,
+# ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
 # ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, ib_send_lat
@@ -37,7 +37,7 @@ xcase() {
     fi
 }
 for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100" \
-         "ud -n 200" "ud -n 100 -s 4096 -e"; do
+         "ud -n 200" "ud -n 100 -s 1024 -e"; do
     set -- $t
     name=$1_pingpong$(echo "$*" | tr -cd 'es0-9' | cut -c1-12)
     shift

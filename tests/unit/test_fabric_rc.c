@@ -741,6 +741,20 @@ static void ud_send(Ud *u, uint64_t id, uint32_t op, uint32_t len,
     fv_ring_sq(u->a);
 }
 
+/* SQE -> RTS, as ib_mad.c recovers QP1 (STATE | CUR_STATE). */
+static void ud_recover(Ud *u)
+{
+    struct pvrdma_qp_attr a;
+
+    assert_int_equal(fv_qp_state(u->a), PVRDMA_QPS_SQE);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_RTS;
+    a.cur_qp_state = PVRDMA_QPS_SQE;
+    assert_int_equal(fg_modify_qp(u->fa, u->a->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_CUR_STATE, &a), 0);
+    assert_int_equal(fv_qp_state(u->a), PVRDMA_QPS_RTS);
+}
+
 /* The sender's successful completion (a datagram is gone once sent). */
 static void ud_sent(Ud *u, uint64_t id, uint32_t len)
 {
@@ -849,25 +863,36 @@ static void do_ud(bool two)
     ud_sent(u, 3, 16);
     ud_sent(u, 4, 16);
     ud_sent(u, 5, 65);
-    /* An address vector with an unbound source GID: a local error. */
+    /*
+     * An address vector with an unbound source GID: a local error, and
+     * the QP's send queue stops in SQE (IBA 10.3.1): a WQE posted then
+     * is flushed, receives go on, MODIFY_QP SQE -> RTS (as the MAD layer
+     * sends it, with CUR_STATE) resumes.
+     */
     expect_cqe(u->cqa, 6, u->a->handle, PVRDMA_WC_SEND,
                PVRDMA_WC_LOC_QP_OP_ERR, 0);
     assert_false(fv_cq_poll(u->cqb, &c));
-    /* The QP is not in ERR after a datagram's local error. */
+    assert_int_equal(fv_qp_state(u->a), PVRDMA_QPS_SQE);
     ud_send(u, 7, PVRDMA_WR_SEND_WITH_IMM, 64, u->b->qpn, qk, 0);
-    ud_sent(u, 7, 64);
-    ud_expect_recv(u, 102, 7, 64, false);
-    /* Nothing posted: dropped, no RNR. */
-    ud_send(u, 8, PVRDMA_WR_SEND, 64, u->b->qpn, qk, 0);
+    expect_cqe(u->cqa, 7, u->a->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    ud_recover(u);
+    ud_send(u, 8, PVRDMA_WR_SEND_WITH_IMM, 64, u->b->qpn, qk, 0);
     ud_sent(u, 8, 64);
+    ud_expect_recv(u, 102, 8, 64, false);
+    /* Nothing posted: dropped, no RNR. */
+    ud_send(u, 9, PVRDMA_WR_SEND, 64, u->b->qpn, qk, 0);
+    ud_sent(u, 9, 64);
     assert_false(fv_cq_poll(u->cqb, &c));
     /* Local errors: longer than the MTU; an opcode UD does not have. */
-    ud_send(u, 9, PVRDMA_WR_SEND, 4097, u->b->qpn, qk, 0);
-    expect_cqe(u->cqa, 9, u->a->handle, PVRDMA_WC_SEND,
+    ud_send(u, 10, PVRDMA_WR_SEND, 4097, u->b->qpn, qk, 0);
+    expect_cqe(u->cqa, 10, u->a->handle, PVRDMA_WC_SEND,
                PVRDMA_WC_LOC_LEN_ERR, 0);
-    ud_send(u, 10, PVRDMA_WR_RDMA_WRITE, 16, u->b->qpn, qk, 0);
-    expect_cqe(u->cqa, 10, u->a->handle, PVRDMA_WC_RDMA_WRITE,
+    ud_recover(u);
+    ud_send(u, 11, PVRDMA_WR_RDMA_WRITE, 16, u->b->qpn, qk, 0);
+    expect_cqe(u->cqa, 11, u->a->handle, PVRDMA_WC_RDMA_WRITE,
                PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    ud_recover(u);
     assert_int_equal(u->fa->guest_errors, 1);
     assert_int_equal(fv_qp_state(u->a), PVRDMA_QPS_RTS);
     assert_int_equal(fv_qp_state(u->b), PVRDMA_QPS_RTS);

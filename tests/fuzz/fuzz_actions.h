@@ -87,7 +87,9 @@ enum {
     /* dev[1] qp-sel op[1] flags[1] nsge[1] {mr-sel off[2] len[2]}* rdev[1]
      * rmr-sel roff[2] a[8] b[8] imm[4] ring[1]: post one send WQE.  An
      * SGE off >= 0xFF00 addresses the last bytes of the MR (DMA MR: of
-     * RAM). */
+     * RAM).  SEND: the rkey (a raw rmr-sel) or a QP of rdev is the UD
+     * remote QPN, imm the Q_Key, a and b the address vector
+     * (fz_post_send). */
     FZ_OP_POST_SEND,
     /* dev[1] qp-sel nsge[1] {mr-sel off[2] len[2]}* ring[1]: receive. */
     FZ_OP_POST_RECV,

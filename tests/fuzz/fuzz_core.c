@@ -1053,9 +1053,27 @@ static void fz_post_send(FzIn *in)
         }
         break;
     default:
+        /*
+         * SEND on any QP; on UD/GSI the address vector: a = flow/tclass
+         * (high half), hop limit, gid_index; b with bit 63 clear names a
+         * test GID (b % 256), else b and a are the DGID's bytes; b's bits
+         * 63..62 = 01: the remote QPN is that of rdev's QP (b >> 8) % 256.
+         */
         w.ex.imm_data = imm;
         w.wr.ud.remote_qpn = rkey;
         w.wr.ud.remote_qkey = imm;
+        w.wr.ud.av.gid_index = a & 0xff;
+        w.wr.ud.av.hop_limit = a >> 8;
+        w.wr.ud.av.sl_tclass_flowlabel = a >> 32;
+        if (b >> 63) {
+            memcpy(w.wr.ud.av.dgid, &b, 8);
+            memcpy(w.wr.ud.av.dgid + 8, &a, 8);
+        } else {
+            fg_test_gid(b & 0xff, w.wr.ud.av.dgid);
+        }
+        if ((b >> 62) == 1 && ((b >> 8) & 0xff) < rd->nqp) {
+            w.wr.ud.remote_qpn = rd->qp[(b >> 8) & 0xff].qpn;
+        }
         break;
     }
     if (!q) {

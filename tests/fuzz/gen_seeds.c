@@ -369,7 +369,7 @@ int main(int argc, char **argv)
     consume(0);
     finish("rtr-comm-est");
 
-    /* UD and GSI QPs through RTS, a UD send (not supported yet). */
+    /* UD and GSI QPs through RTS, sends from both (to nobody). */
     begin(0);
     load_dsr(0);
     bind_gid(0, 0);
@@ -387,6 +387,42 @@ int main(int argc, char **argv)
     post_send(0, 1, 3, 0, 0, 64, 0, 0, 0, 0, 0, 0);
     consume(0);
     finish("ud-gsi");
+
+    /*
+     * UD datagrams that land: QP 0 (UD, Q_Key 0x11111111 from the
+     * connect action) sends to itself, with and without immediate, then
+     * with a wrong Q_Key and beyond its receive buffer.
+     */
+    begin(0);
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 4);
+    create_user_mr(0, 0, VA_A, 8192);
+    u8(FZ_OP_CREATE_QP); u8(0); u8(0xC0); u8(0); u8(0); u8(0);
+    u8(SEL_KERNEL); u8(3); u8(0); u8(1); u8(0);
+    connect_qp(0, 0, 0, 0, 0, 0);
+    post_recv(0, 0, 0, 4096, 40 + 100);
+    post_recv(0, 0, 0, 4096, 40 + 100);
+    post_recv(0, 0, 0, 4096, 40 + 100);
+    {
+        static const uint32_t qkey[] = {
+            0x11111111, 0x80000000, 0x22222222, 0x11111111
+        };
+        static const uint8_t op[] = { 2, 3, 2, 2 };    /* SEND, .._IMM */
+        static const uint16_t len[] = { 100, 60, 16, 200 };
+        unsigned i;
+
+        for (i = 0; i < 4; i++) {
+            u8(FZ_OP_POST_SEND); u8(0); u8(0); u8(op[i]); u8(2);
+            u8(1); u8(0); u16(0); u16(len[i]);
+            u8(0); u8(0);                       /* rdev 0, MR 0 */
+            u16(0); u64(64 << 8); u64(1ull << 62); u32(qkey[i]); /* QP 0 */
+            u8(1);
+        }
+    }
+    consume(0);
+    finish("ud-datagrams");
 
     /* Hostile registers: REQUEST before a DSR, bad CTL, IMR games. */
     begin(FZ_CFG_TWO_DEVICES);

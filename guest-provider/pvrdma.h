@@ -101,7 +101,19 @@ struct pvrdma_qp {
 	size_t sbuf_size;
 	void *rbuf;			/* NULL with an SRQ */
 	size_t rbuf_size;
+	/*
+	 * Inline data: the WQE has no room for payload, so an inline WR's
+	 * bytes are copied to its SQ slot's PVRDMA_MAX_INLINE bytes of this
+	 * buffer (registered, read by the device like any SGE) at post time.
+	 */
+	uint32_t max_inline;
+	void *inl_buf;
+	size_t inl_buf_size;
+	struct ibv_mr *inl_mr;
 };
+
+/* Inline bytes a send WR may carry (and the per-slot buffer stride). */
+#define PVRDMA_MAX_INLINE 256
 
 /*
  * An SRQ buffer is the ring-state page (indices at offset 8) followed by

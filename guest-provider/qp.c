@@ -119,8 +119,36 @@ static void pvrdma_qp_caps(const struct pvrdma_qp *qp, struct ibv_qp_cap *cap)
 	cap->max_send_sge = qp->sq.max_sge;
 	cap->max_recv_wr = qp->rbuf ? qp->rq.nelems : 0;
 	cap->max_recv_sge = qp->rbuf ? qp->rq.max_sge : 0;
-	/* WQEs have no room for payload: SGEs always point at memory. */
-	cap->max_inline_data = 0;
+	cap->max_inline_data = qp->max_inline;
+}
+
+/* The inline buffer and its MR (a QP that asked for inline data). */
+static int pvrdma_qp_alloc_inline(struct pvrdma_qp *qp, struct ibv_pd *pd,
+				  size_t pg_sz)
+{
+	qp->inl_buf_size = align((size_t)qp->sq.nelems * PVRDMA_MAX_INLINE,
+				 pg_sz);
+	qp->inl_buf = pvrdma_alloc_ring_buf(qp->inl_buf_size);
+	if (!qp->inl_buf)
+		return errno;
+	qp->inl_mr = ibv_reg_mr(pd, qp->inl_buf, qp->inl_buf_size, 0);
+	if (!qp->inl_mr) {
+		int err = errno;
+
+		pvrdma_free_ring_buf(qp->inl_buf, qp->inl_buf_size);
+		qp->inl_buf = NULL;
+		return err;
+	}
+	return 0;
+}
+
+static void pvrdma_qp_free_inline(struct pvrdma_qp *qp)
+{
+	if (!qp->inl_mr)
+		return;
+	ibv_dereg_mr(qp->inl_mr);
+	pvrdma_free_ring_buf(qp->inl_buf, qp->inl_buf_size);
+	qp->inl_mr = NULL;
 }
 
 /*
@@ -222,6 +250,10 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if (attr->cap.max_inline_data > PVRDMA_MAX_INLINE) {
+		errno = EINVAL;
+		return NULL;
+	}
 
 	qp = calloc(1, sizeof(*qp));
 	if (!qp) {
@@ -232,6 +264,12 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 	err = pvrdma_qp_alloc_bufs(qp, dev->pg_sz, attr);
 	if (err)
 		goto err_free_qp;
+	if (attr->cap.max_inline_data) {
+		err = pvrdma_qp_alloc_inline(qp, ibvpd, dev->pg_sz);
+		if (err)
+			goto err_free_bufs;
+		qp->max_inline = PVRDMA_MAX_INLINE;
+	}
 
 	cmd.sbuf_addr = (uintptr_t)qp->sbuf;
 	cmd.sbuf_size = qp->sbuf_size;
@@ -242,14 +280,13 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 	/*
 	 * The device sizes the rings from these caps with the formulas of
 	 * spec §8.1, so they must describe the buffers exactly. Inline data
-	 * is not supported: a request for it gets a QP without it, reported
-	 * in the caps (as with the stock provider, so that applications that
-	 * check the caps fall back to SGEs).
+	 * never reaches the device (it gets an SGE into inl_buf): 0 there.
 	 */
 	memcpy(&attr_ex, attr, sizeof(*attr));
 	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
 	attr_ex.pd = ibvpd;
 	pvrdma_qp_caps(qp, &attr_ex.cap);
+	attr_ex.cap.max_inline_data = 0;
 
 	err = ibv_cmd_create_qp_ex(ibvpd->context, &qp->vqp, &attr_ex,
 				   &cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
@@ -277,6 +314,7 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 err_destroy_qp:
 	ibv_cmd_destroy_qp(&qp->vqp.qp);
 err_free_bufs:
+	pvrdma_qp_free_inline(qp);
 	pvrdma_qp_free_bufs(qp);
 err_free_qp:
 	free(qp);
@@ -314,6 +352,7 @@ int pvrdma_destroy_qp(struct ibv_qp *ibvqp)
 	pvrdma_clean_cqs_locked(qp);
 	pvrdma_unlock_cqs(qp);
 
+	pvrdma_qp_free_inline(qp);
 	pvrdma_qp_free_bufs(qp);
 	free(qp);
 	return 0;
@@ -445,15 +484,15 @@ static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
 		*num_sge = 0;
 
 	/*
-	 * max_inline_data is 0: an inline WR can only carry nothing, and
-	 * then its SGEs (whose lkeys need not be valid) are not passed on.
+	 * Inline: the bytes go to the slot's inline buffer (one SGE, or none
+	 * for an empty WR); the WR's own lkeys need not be valid.
 	 */
 	if (wr->send_flags & IBV_SEND_INLINE) {
 		for (i = 0; i < wr->num_sge; i++)
 			len += wr->sg_list[i].length;
-		if (len)
+		if (len > qp->max_inline)
 			return EINVAL;
-		*num_sge = 0;
+		*num_sge = len ? 1 : 0;
 	}
 	return 0;
 }
@@ -461,6 +500,7 @@ static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
 static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 				  struct pvrdma_sq_wqe_hdr *wqe,
 				  const struct ibv_send_wr *wr,
+				  const struct ibv_sge *sgl,
 				  uint32_t opcode, uint32_t num_sge)
 {
 	const struct pvrdma_ah *ah;
@@ -515,8 +555,27 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 		}
 	}
 
-	pvrdma_write_sges((struct pvrdma_sge *)(wqe + 1), wr->sg_list,
-			  num_sge);
+	pvrdma_write_sges((struct pvrdma_sge *)(wqe + 1), sgl, num_sge);
+}
+
+/* Copy an inline WR's bytes to @slot's inline buffer: its one SGE. */
+static void pvrdma_inline_sge(struct pvrdma_qp *qp, uint32_t slot,
+			      const struct ibv_send_wr *wr,
+			      struct ibv_sge *sge)
+{
+	uint8_t *dst = (uint8_t *)qp->inl_buf +
+		       (size_t)slot * PVRDMA_MAX_INLINE;
+	uint32_t len = 0;
+	int i;
+
+	for (i = 0; i < wr->num_sge; i++) {
+		memcpy(dst + len, (void *)(uintptr_t)wr->sg_list[i].addr,
+		       wr->sg_list[i].length);
+		len += wr->sg_list[i].length;
+	}
+	sge->addr = (uintptr_t)dst;
+	sge->length = len;
+	sge->lkey = qp->inl_mr->lkey;
 }
 
 /*
@@ -553,8 +612,19 @@ int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 			break;
 		}
 
-		pvrdma_write_send_wqe(qp, pvrdma_wq_get_wqe(&qp->sq, slot), wr,
-				      opcode, num_sge);
+		if (wr->send_flags & IBV_SEND_INLINE) {
+			struct ibv_sge sge = {};
+
+			if (num_sge)
+				pvrdma_inline_sge(qp, slot, wr, &sge);
+			pvrdma_write_send_wqe(qp,
+					      pvrdma_wq_get_wqe(&qp->sq, slot),
+					      wr, &sge, opcode, num_sge);
+		} else {
+			pvrdma_write_send_wqe(qp,
+					      pvrdma_wq_get_wqe(&qp->sq, slot),
+					      wr, wr->sg_list, opcode, num_sge);
+		}
 		udma_to_device_barrier();
 		pvrdma_ring_publish(qp->sq.ring, qp->sq.nelems);
 		nposted++;

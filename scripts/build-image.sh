@@ -15,9 +15,12 @@ modules=("$@")
 abi=$(basename "$ktree")
 kroot=$ktree/root
 
-# Debian 12 packages unpacked into the image (not installed on the host).
-GUEST_DEBS=(perftest libpci3)
-debdir=$PVRDMA_CACHE/image/debs
+# Debian 12 packages unpacked into the image (not installed on the host):
+# perftest, UCX (libucx0's transports, ucx_info, ucx_perftest) and what
+# they need beyond the host's libraries.
+GUEST_DEBS=(perftest libpci3 libucx0 ucx-utils libnuma1 libgomp1)
+debdir=$PVRDMA_CACHE/image/debs-$(printf '%s\n' "${GUEST_DEBS[@]}" |
+                                    sha256sum | cut -c1-12)
 if [ ! -e "$debdir/.done" ]; then
     rm -rf "$debdir" && mkdir -p "$debdir"
     fetch_deb "$debdir" "${GUEST_DEBS[@]}"
@@ -92,6 +95,7 @@ done
 # Shared libraries: resolve every ELF file against the image first, then
 # the host (also Debian 12).
 libpath=$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu
+libpath=$libpath:$root/usr/lib/x86_64-linux-gnu/ucx      # UCX's modules
 find "$root" -type f -perm -u+x -o -type f -name '*.so*' |
 while read -r f; do
     file -b "$f" | grep -q '^ELF' || continue
@@ -109,7 +113,7 @@ while read -r lib; do
 done
 [ -e "$root/lib64/ld-linux-x86-64.so.2" ] ||
     cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
-printf "/usr/lib/x86_64-linux-gnu\\n" \
+printf "/usr/lib/x86_64-linux-gnu\\n/usr/lib/x86_64-linux-gnu/ucx\\n" \
     > "$root/etc/ld.so.conf"
 rm -f "$root/.ldd"
 ldconfig -r "$root"

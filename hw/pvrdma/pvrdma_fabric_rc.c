@@ -502,6 +502,12 @@ static void pvrdma_fabric_end_ud(PvrdmaFabricExec *ex)
     pvrdma_fabric_recv_cqe(ex->port->core, ex->qp, msg, &cqe);
     cqe.byte_len = PVRDMA_GRH_SIZE + msg->length;
     cqe.wc_flags |= PVRDMA_WC_GRH;
+    /*
+     * RoCE has no SL; like ConnectX (which UCX's UD transport relies on
+     * to find the DGID in the GRH), a RoCE v2 datagram's sl says UDP
+     * (bit 3) and the L3 header: 1 IPv6, 2 IPv4.
+     */
+    cqe.sl = 0x8 | (cqe.network_hdr_type == PVRDMA_NETWORK_IPV4 ? 2 : 1);
     if (msg->opcode == PVRDMA_WR_SEND_WITH_IMM) {
         cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
         cqe.imm_data = msg->imm_data;

@@ -34,4 +34,4 @@ vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
     --a-arg -d --a-arg ",fabric-listen=192.168.77.1:7471" \
     --b-arg -d --b-arg ",fabric-peer=192.168.77.1:7471"
 xvm_check "$TEST_NAME"
-pass "ping-pongs, perftest, RDMA CM and NVMe over RDMA between two VMs over TCP between namespaces"
+pass "ping-pongs, perftest, RDMA CM, UCX and NVMe over RDMA between two VMs over TCP between namespaces"

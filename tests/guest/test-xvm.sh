@@ -13,4 +13,4 @@ xvm_scripts "$TEST_OUT"
 vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
     --arg -d --arg ",fabric-path=$fdir"
 xvm_check "$TEST_NAME"
-pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), NVMe over RDMA between two VMs"
+pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe over RDMA between two VMs"

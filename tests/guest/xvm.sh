@@ -14,7 +14,8 @@
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
 # ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, ib_send_lat
-# -R); NVMe over RDMA (A the target, B the host; xvm_check compares the
+# -R); UCX (ucx_perftest tag_lat, ucp_put_bw, tag_bw 64 KiB over
+# rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
 # MD5 of what B wrote with what A's RAM disk holds)
 # (result rows required; times may read inf/nan under TCG, as in
 # test-perftest.sh: perftest's clock, not RDMA).
@@ -71,6 +72,15 @@ xcm rping 120 "rping -s -a 0.0.0.0 -C 20 -V" "rping -c -C 20 -V -v -a"
 xcm ucmatose 120 "ucmatose" "ucmatose -s"
 xcm udaddy 120 "udaddy" "udaddy -s"
 xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"
+# UCX over rc_verbs and ud_verbs only (ucx_perftest: A serves).
+ucx="env UCX_NET_DEVICES=pvrdma0:1 UCX_TLS=rc_verbs,ud_verbs ucx_perftest"
+for t in "tag_lat -n 1000" "ucp_put_bw -n 1000" "tag_bw -s 65536 -n 200"; do
+    set -- $t
+    xcm "ucx_$1" 180 "$ucx -t $t" "$ucx -t $t"
+    [ "$VMPAIR_ROLE" = a ] ||
+        grep -qE "^Final: +${t##* } " "/tmp/ucx_$1.cli" ||
+        fail "ucx_perftest -t $1: no final line"
+done
 # NVMe over RDMA: A exports a RAM disk, B writes 4 MiB through nvme-rdma
 # and reads it back; both print the data's MD5 (the host compares them).
 . ./nvmeof.sh

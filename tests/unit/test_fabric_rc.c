@@ -794,6 +794,8 @@ static void ud_expect_recv(Ud *u, uint64_t id, uint64_t sid, uint32_t len,
     assert_int_equal(c.imm_data, 0xabcd0000 | (uint32_t)sid);
     assert_int_equal(c.network_hdr_type,
                      ipv4 ? PVRDMA_NETWORK_IPV4 : PVRDMA_NETWORK_IPV6);
+    /* RoCE v2 packet type in sl, as ConnectX reports it (UCX reads it) */
+    assert_int_equal(c.sl, ipv4 ? 0xa : 0x9);
     if (ipv4) {
         uint32_t sum = 0;
 

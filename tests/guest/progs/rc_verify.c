@@ -85,6 +85,8 @@
 #define GUARD		64		/* canary bytes around pieces */
 #define CANARY		0xA5
 #define QP_DEPTH	64
+/* Inline bytes the requester QP asks for (the responder asks for none). */
+#define INLINE_WANT	64
 #define CQ_DEPTH	256
 #define MAX_SGE		16		/* most SGEs a test uses */
 #define PSN_A		0x1234
@@ -1624,6 +1626,8 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 	s->dev = d;
 	s->srq = srq;
 	s->psn = psn;
+	if (!strcmp(name, "requester"))
+		init.cap.max_inline_data = INLINE_WANT;
 	if (d->remote) {
 		struct msg *m = req();
 
@@ -2316,7 +2320,8 @@ static void test_unconnected(struct pair *p)
 
 static int reject_inline(struct pair *p)
 {
-	struct ibv_sge sge = { .addr = p->a.addr, .length = 16,
+	struct ibv_sge sge = { .addr = p->a.addr,
+			       .length = p->a.cap.max_inline_data + 1,
 			       .lkey = p->a.lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = next_wr_id++, .sg_list = &sge, .num_sge = 1,
@@ -2324,12 +2329,39 @@ static int reject_inline(struct pair *p)
 		.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE,
 	};
 
-	if (p->a.cap.max_inline_data >= sge.length)
-		return bad("QP reports %u bytes of inline data; expected none",
-			   p->a.cap.max_inline_data);
+	if (p->a.cap.max_inline_data < INLINE_WANT)
+		return bad("QP reports %u bytes of inline data; asked for %u",
+			   p->a.cap.max_inline_data, INLINE_WANT);
 	if (expect_send_rejected(&p->a, &wr, &wr))
 		return -1;
 	return expect_quiet_cq(&p->a);
+}
+
+/*
+ * Inline SEND and RDMA WRITE up to max_inline_data, in one and in three
+ * SGEs: every byte arrives (transfer() compares them).
+ */
+static void test_inline(struct pair *p)
+{
+	static const enum ibv_wr_opcode ops[] = {
+		IBV_WR_SEND, IBV_WR_SEND_WITH_IMM, IBV_WR_RDMA_WRITE,
+	};
+	size_t sizes[] = { 1, 33, p->a.cap.max_inline_data };
+	size_t k, s;
+	int n;
+
+	for (k = 0; k < sizeof(ops) / sizeof(ops[0]); k++)
+		for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+			for (n = 1; n <= 3; n += 2) {
+				if ((size_t)n > sizes[s])
+					continue;
+				report(p, transfer(p, ops[k], sizes[s], 0, 0,
+						   n, 1, IBV_SEND_INLINE),
+				       "%s: inline %s len %zu in %d SGE%s",
+				       p->name, op_name(ops[k]), sizes[s], n,
+				       n > 1 ? "s" : "");
+				recover(p, op_name(ops[k]));
+			}
 }
 
 static int reject_too_many_sges(struct pair *p)
@@ -2382,8 +2414,8 @@ static int reject_bad_opcode_in_chain(struct pair *p)
 
 static void test_rejections(struct pair *p)
 {
-	report(p, reject_inline(p), "%s: max_inline_data 0, inline data is "
-	       "refused (EINVAL)", p->name);
+	report(p, reject_inline(p), "%s: inline data beyond max_inline_data "
+	       "is refused (EINVAL)", p->name);
 	report(p, reject_too_many_sges(p), "%s: num_sge above max_send_sge "
 	       "is refused (EINVAL)", p->name);
 	report(p, reject_bad_opcode_in_chain(p), "%s: BIND_MW is refused, "
@@ -3553,6 +3585,7 @@ int main(int argc, char **argv)
 	report(&p, query_caps(&p.a, IBV_QPS_RTS), "rc: query_qp in RTS");
 
 	test_opcodes(&p);
+	test_inline(&p);
 	test_sges(&p);
 	test_atomics(&p);
 

@@ -13,8 +13,8 @@
 # ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
-# ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, ib_send_lat
-# -R); UCX (ucx_perftest tag_lat, ucp_put_bw, tag_bw 64 KiB over
+# ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
+# rdma_client, ib_send_lat -R); UCX (ucx_perftest tag_lat, ucp_put_bw, tag_bw 64 KiB over
 # rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
 # MD5 of what B wrote with what A's RAM disk holds)
 # (result rows required; times may read inf/nan under TCG, as in
@@ -71,6 +71,7 @@ xcm rping 120 "rping -s -a 0.0.0.0 -C 20 -V" "rping -c -C 20 -V -v -a"
     fail "rping: 20 pings not seen"
 xcm ucmatose 120 "ucmatose" "ucmatose -s"
 xcm udaddy 120 "udaddy" "udaddy -s"
+xcm rdma_server 120 "rdma_server" "rdma_client -s"
 xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"
 # UCX over rc_verbs and ud_verbs only (ucx_perftest: A serves).
 ucx="env UCX_NET_DEVICES=pvrdma0:1 UCX_TLS=rc_verbs,ud_verbs ucx_perftest"

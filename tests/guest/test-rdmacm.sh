@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # RDMA CM within one guest (connection setup through QP1 MADs and UD):
-# rping with data verification (-V), ucmatose, udaddy, rdma_server /
+# a rejected connection and an unresolvable address end in the CM errors
+# rxe gives; then rping with data verification (-V), ucmatose, udaddy, rdma_server /
 # rdma_client, perftest with -R (ib_send_lat, ib_write_bw); then a kernel
 # user: NVMe over RDMA, target (nvmet-rdma, a RAM disk) and host
 # (nvme-rdma) in the same guest, 4 MiB written and read back, compared
@@ -15,6 +16,19 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./nvmeof.sh
 ip=10.0.2.15
 num='[0-9.]+|inf|-?nan'
+# A port nobody listens on: the CM's REQ is rejected; an address nobody
+# has: address resolution fails. Both end with an error, not a hang.
+for t in "reject 7999 $ip RDMA_CM_EVENT_REJECTED" \
+         "unreachable 7174 10.0.2.99 RDMA_CM_EVENT_ADDR_ERROR"; do
+    set -- $t
+    rc=0
+    timeout 120 rping -c -a "$3" -p "$2" -C 1 -v > /tmp/cm_$1 2>&1 || rc=$?
+    cat /tmp/cm_$1
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] ||
+        fail "rping to $3:$2: exit status $rc, expected a CM error"
+    grep -q "$4" /tmp/cm_$1 || fail "rping to $3:$2: no $4"
+    echo "=== rping $1: $4"
+done
 pair rping 120 "rping -s -a $ip -C 20 -V" "rping -c -a $ip -C 20 -V -v"
 grep -q "rdma-ping-19: " /tmp/rping.cli || fail "rping: 20 pings not seen"
 pair ucmatose 120 "ucmatose -b $ip" "ucmatose -s $ip -b $ip"
@@ -84,4 +98,4 @@ for ev in IBV_EVENT_PORT_ERR IBV_EVENT_PORT_ACTIVE; do
 done
 grep -hE "nvme-rdma: 4 MiB|usec/iter|^\[send_lat_R client\] +2 |^port: " \
     "$log" | sed 's/^/  /'
-pass "rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe over RDMA, the port following eth0 (one guest)"
+pass "CM rejection and address errors, rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe over RDMA, the port following eth0 (one guest)"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # RDMA CM within one guest (connection setup through QP1 MADs and UD):
 # a rejected connection and an unresolvable address end in the CM errors
-# rxe gives; then rping with data verification (-V), ucmatose, udaddy, rdma_server /
+# rxe gives; 600 hostile datagrams at QP1 (tests/guest/progs/
+# mad_garbage.c) change nothing; then rping with data verification (-V), ucmatose, udaddy, rdma_server /
 # rdma_client, perftest with -R (ib_send_lat, ib_write_bw); then a kernel
 # user: NVMe over RDMA, target (nvmet-rdma, a RAM disk) and host
 # (nvme-rdma) in the same guest, 4 MiB written and read back, compared
@@ -10,6 +11,7 @@
 # port follows eth0: active MTU from its MTU, GIDs from its addresses,
 # PORT_DOWN with the link down (PORT_ERR / PORT_ACTIVE async events).
 . "$(dirname "$0")/lib.sh"
+mad_garbage=$(build_prog mad_garbage)
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
@@ -29,6 +31,9 @@ for t in "reject 7999 $ip RDMA_CM_EVENT_REJECTED" \
     grep -q "$4" /tmp/cm_$1 || fail "rping to $3:$2: no $4"
     echo "=== rping $1: $4"
 done
+# Hostile datagrams at QP1 (random bytes, some with a CM MAD header; half
+# with QP1's Q_Key): all sent, and the CM below still works.
+./mad_garbage pvrdma0 1 300 7 || fail "mad_garbage failed"
 pair rping 120 "rping -s -a $ip -C 20 -V" "rping -c -a $ip -C 20 -V -v"
 grep -q "rdma-ping-19: " /tmp/rping.cli || fail "rping: 20 pings not seen"
 pair ucmatose 120 "ucmatose -b $ip" "ucmatose -s $ip -b $ip"
@@ -50,6 +55,9 @@ dd if=/dev/ram0 of=/tmp/ram bs=65536 count=64 2>/dev/null
 cmp /tmp/nvme.data /tmp/ram || fail "the target's RAM disk does not hold the data"
 nvmeof_target_down
 nvmeof_dmesg_clean
+if dmesg | grep -E "BUG|Oops|WARNING: |Call Trace"; then
+    fail "kernel errors (above)"
+fi
 echo "=== the port follows eth0"
 state() {
     ibv_devinfo -d pvrdma0 | sed -n 's/^[[:space:]]*state:[[:space:]]*\(PORT_[A-Z]*\).*/\1/p'
@@ -88,7 +96,8 @@ echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 900 --smp 2 \
     --add "$TESTS_TOP/tests/guest/pair.sh" \
-    --add "$TESTS_TOP/tests/guest/nvmeof.sh" --add "$TEST_OUT/guest.sh" \
+    --add "$TESTS_TOP/tests/guest/nvmeof.sh" --add "$mad_garbage" \
+    --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 log=$PVRDMA_OUT/vm/$TEST_NAME.log
 for ev in IBV_EVENT_PORT_ERR IBV_EVENT_PORT_ACTIVE; do

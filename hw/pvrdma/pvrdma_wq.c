@@ -852,6 +852,22 @@ static bool pvrdma_wq_is_atomic(uint32_t op)
            op == PVRDMA_WR_ATOMIC_FETCH_AND_ADD;
 }
 
+/* The SGEs of a send WQE must fit the QP's limit, hence the WQE slot. */
+static bool pvrdma_wq_send_sges_ok(PvrdmaCore *core, PvrdmaQp *qp,
+                                   uint32_t nsge, uint32_t *status)
+{
+    if (nsge > qp->attr.cap.max_send_sge ||
+        nsge > (qp->sq_wqe_size - sizeof(struct pvrdma_sq_wqe_hdr)) /
+               sizeof(struct pvrdma_sge)) {
+        GERR(core, QP_SEND_WQE_SGES_MAX,
+             "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
+             nsge, qp->attr.cap.max_send_sge);
+        *status = PVRDMA_WC_LOC_LEN_ERR;
+        return false;
+    }
+    return true;
+}
+
 /*
  * The send WQE of a UD or GSI QP: SEND or SEND_WITH_IMM of at most the
  * port MTU (UD has no segmentation), to the WR's address vector.
@@ -877,12 +893,7 @@ static bool pvrdma_wq_prepare_ud(PvrdmaCore *core, PvrdmaQp *qp,
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
         return false;
     }
-    if (nsge > qp->attr.cap.max_send_sge ||
-        nsge > (qp->sq_wqe_size - sizeof(*hdr)) / sizeof(struct pvrdma_sge)) {
-        GERR(core, QP_SEND_WQE_SGES_MAX,
-             "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
-             nsge, qp->attr.cap.max_send_sge);
-        *status = PVRDMA_WC_LOC_LEN_ERR;
+    if (!pvrdma_wq_send_sges_ok(core, qp, nsge, status)) {
         return false;
     }
     st = pvrdma_wq_build_sgl(core, qp->pd_handle, sges, nsge, false,
@@ -963,13 +974,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
         return false;
     }
-    /* The SGEs must fit the QP's limit, hence the WQE slot. */
-    if (nsge > qp->attr.cap.max_send_sge ||
-        nsge > (qp->sq_wqe_size - sizeof(*hdr)) / sizeof(struct pvrdma_sge)) {
-        GERR(core, QP_SEND_WQE_SGES_MAX,
-             "QP %u: send WQE with %u SGEs (max %u)", qp->handle,
-             nsge, qp->attr.cap.max_send_sge);
-        *status = PVRDMA_WC_LOC_LEN_ERR;
+    if (!pvrdma_wq_send_sges_ok(core, qp, nsge, status)) {
         return false;
     }
     st = pvrdma_wq_build_sgl(core, qp->pd_handle, sges, nsge,

@@ -16,9 +16,15 @@ abi=$(basename "$ktree")
 kroot=$ktree/root
 
 # Debian 12 packages unpacked into the image (not installed on the host):
-# perftest, UCX (libucx0's transports, ucx_info, ucx_perftest) and what
-# they need beyond the host's libraries.
-GUEST_DEBS=(perftest libpci3 libucx0 ucx-utils libnuma1 libgomp1)
+# perftest, UCX (libucx0's transports, ucx_info, ucx_perftest), Open MPI
+# (mpirun, UCX PML), the NFS server and client tools, and what they need
+# beyond the host's libraries.
+GUEST_DEBS=(perftest libpci3 libucx0 ucx-utils libnuma1 libgomp1
+            openmpi-bin libopenmpi3 openmpi-common libevent-core-2.1-7
+            libevent-pthreads-2.1-7 libfabric1 libhwloc15 libpmix2
+            libmunge2 libpsm-infinipath1 libpsm2-2
+            nfs-kernel-server nfs-common libnfsidmap1 libtirpc3
+            libtirpc-common libwrap0 keyutils)
 debdir=$PVRDMA_CACHE/image/debs-$(printf '%s\n' "${GUEST_DEBS[@]}" |
                                     sha256sum | cut -c1-12)
 if [ ! -e "$debdir/.done" ]; then
@@ -29,7 +35,7 @@ fi
 
 # Kernel modules we load in the guest; dependencies are resolved below.
 KMODS=(virtio_pci virtio_net vmxnet3 ib_core ib_uverbs ib_umad rdma_ucm
-       crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd)
+       crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd nfsd nfsv4 rpcrdma)
 
 key=$( { echo "$abi"; printf '%s\n' "${KMODS[@]}";
          hash_inputs "${modules[@]}" "$stage" "$debdir" \
@@ -81,6 +87,12 @@ mv "$root/etc/libibverbs.d/vmw_pvrdma.driver" \
 # perftest from Debian 12.
 for d in "$debdir"/*.deb; do
     dpkg-deb -x "$d" "$root"
+done
+# libpsm-infinipath1 names its library through update-alternatives, which
+# unpacking does not run.
+for f in "$root"/usr/lib/libpsm1/libpsm_infinipath.so.1.*; do
+    ln -sf "../libpsm1/${f##*/}" \
+        "$root/usr/lib/x86_64-linux-gnu/libpsm_infinipath.so.1"
 done
 # glibc loads libgcc_s when a thread exits or is cancelled (rping's
 # threads do); ldd cannot see it.

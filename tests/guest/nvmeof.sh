@@ -4,8 +4,9 @@
 #   nvmeof_target_down   remove it again
 #   nvmeof_host IP       connect, write 4 MiB of random data, drop the page
 #                        cache, read it back and compare; disconnect
-#   nvmeof_dmesg_mark, nvmeof_dmesg_clean
-#                        fail on NVMe/RDMA errors logged in between
+#   dmesg_mark, dmesg_clean [WORDS]
+#                        fail on errors of NVMe, NFS or RDMA (or of the
+#                        extended regex WORDS) logged in between
 # Each calls fail() (pair.sh or sync.sh) on any error; the caller checks
 # the target's RAM disk itself where it can (same guest).
 NQN=testnqn
@@ -68,15 +69,16 @@ nvmeof_host() {
     echo "nvme-rdma: $dev disconnected"
 }
 
-# Kernel messages of the NVMe and RDMA stacks, since nvmeof_dmesg_mark,
-# that mean something broke.
-nvmeof_dmesg_mark() {
-    NVMEOF_MARK=$(dmesg | wc -l)
+# Kernel messages of the storage and RDMA stacks, since dmesg_mark, that
+# mean something broke.
+dmesg_mark() {
+    DMESG_MARK=$(dmesg | wc -l)
 }
 
-nvmeof_dmesg_clean() {
-    if dmesg | tail -n +$((NVMEOF_MARK + 1)) | grep -iE "nvme|rdma" |
+dmesg_clean() {
+    if dmesg | tail -n +$((DMESG_MARK + 1)) |
+       grep -iE "${1:-nvme|nfs|rpc|rdma}" |
        grep -iE "error|fail|timeout|timed out|reset|warn"; then
-        fail "kernel reported NVMe/RDMA errors (above)"
+        fail "kernel reported errors (above)"
     fi
 }

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # RDMA CM within one guest (connection setup through QP1 MADs and UD):
-# a rejected connection and an unresolvable address end in the CM errors
-# rxe gives; 600 hostile datagrams at QP1 (tests/guest/progs/
+# a rejected connection, an unresolvable address and an address whose
+# host answers ARP but has no RDMA (QEMU's user-net gateway: the CM's REQ
+# goes unanswered) end in the CM errors rxe gives; 600 hostile datagrams at QP1 (tests/guest/progs/
 # mad_garbage.c) change nothing; then rping with data verification (-V), ucmatose, udaddy, rdma_server /
 # rdma_client, perftest with -R (ib_send_lat, ib_write_bw); then a kernel
 # user: NVMe over RDMA, target (nvmet-rdma, a RAM disk) and host
 # (nvme-rdma) in the same guest, 4 MiB written and read back, compared
 # with the source and with the target's RAM disk, then disconnect and
-# target teardown with no NVMe/RDMA error in the kernel log. Last, the
+# target teardown with no NVMe/RDMA error in the kernel log; NFS over
+# RDMA, nfsd and the NFSv4.2 client (tests/guest/nfs.sh), 16 MiB written,
+# read back after a remount, compared on both sides. Last, the
 # port follows eth0: active MTU from its MTU, GIDs from its addresses,
 # PORT_DOWN with the link down (PORT_ERR / PORT_ACTIVE async events).
 . "$(dirname "$0")/lib.sh"
@@ -16,8 +19,13 @@ mad_garbage=$(build_prog mad_garbage)
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
 . ./nvmeof.sh
+. ./nfs.sh
 ip=10.0.2.15
 num='[0-9.]+|inf|-?nan'
+# 10.0.2.2 answers ARP but no CM: the REQ is retried until the CM gives up
+# (UNREACHABLE, ETIMEDOUT, about 100 s); in the background meanwhile.
+timeout 300 rping -c -a 10.0.2.2 -p 7999 -C 1 -v > /tmp/cm_timeout 2>&1 &
+cm_timeout=$!
 # A port nobody listens on: the CM's REQ is rejected; an address nobody
 # has: address resolution fails. Both end with an error, not a hang.
 for t in "reject 7999 $ip RDMA_CM_EVENT_REJECTED" \
@@ -48,13 +56,29 @@ pair write_bw_R 300 "ib_write_bw -d pvrdma0 -R -n 200" \
 grep -qE "^ *[0-9]+ +200 +($num) +($num)" /tmp/write_bw_R.cli ||
     fail "ib_write_bw -R printed no result row"
 echo "=== NVMe over RDMA"
-nvmeof_dmesg_mark
+dmesg_mark
 nvmeof_target $ip
 nvmeof_host $ip
 dd if=/dev/ram0 of=/tmp/ram bs=65536 count=64 2>/dev/null
 cmp /tmp/nvme.data /tmp/ram || fail "the target's RAM disk does not hold the data"
 nvmeof_target_down
-nvmeof_dmesg_clean
+dmesg_clean
+echo "=== NFS over RDMA"
+dmesg_mark
+nfs_server $ip
+nfs_client $ip
+[ "$(nfs_server_md5)" = "$(md5sum < /tmp/nfs.data | cut -c1-32)" ] ||
+    fail "the exported file does not hold the data the client wrote"
+nfs_server_down
+dmesg_clean
+rc=0
+wait $cm_timeout || rc=$?
+cat /tmp/cm_timeout
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$rc" -ne 143 ] ||
+    fail "rping to 10.0.2.2: exit status $rc, expected a CM error"
+grep -q "RDMA_CM_EVENT_UNREACHABLE, error -110" /tmp/cm_timeout ||
+    fail "rping to 10.0.2.2 (no RDMA): no UNREACHABLE/ETIMEDOUT"
+echo "=== rping timeout: RDMA_CM_EVENT_UNREACHABLE"
 if dmesg | grep -E "BUG|Oops|WARNING: |Call Trace"; then
     fail "kernel errors (above)"
 fi
@@ -96,7 +120,8 @@ echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 900 --smp 2 \
     --add "$TESTS_TOP/tests/guest/pair.sh" \
-    --add "$TESTS_TOP/tests/guest/nvmeof.sh" --add "$mad_garbage" \
+    --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
+    --add "$TESTS_TOP/tests/guest/nfs.sh" --add "$mad_garbage" \
     --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 log=$PVRDMA_OUT/vm/$TEST_NAME.log
@@ -105,6 +130,6 @@ for ev in IBV_EVENT_PORT_ERR IBV_EVENT_PORT_ACTIVE; do
         grep -q "event_type $ev (.*), port 1" ||
         fail "no $ev async event when eth0 went down and up (log $log)"
 done
-grep -hE "nvme-rdma: 4 MiB|usec/iter|^\[send_lat_R client\] +2 |^port: " \
+grep -hE "nvme-rdma: 4 MiB|nfs-rdma: 16 MiB|usec/iter|^\[send_lat_R client\] +2 |^port: " \
     "$log" | sed 's/^/  /'
-pass "CM rejection and address errors, rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe over RDMA, the port following eth0 (one guest)"
+pass "CM rejection, timeout and address errors, rping -V, ucmatose, udaddy, rdma_server/client, perftest -R, NVMe and NFS over RDMA, CM timeout, the port following eth0 (one guest)"

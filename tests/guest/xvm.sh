@@ -85,7 +85,7 @@ done
 # NVMe over RDMA: A exports a RAM disk, B writes 4 MiB through nvme-rdma
 # and reads it back; both print the data's MD5 (the host compares them).
 . ./nvmeof.sh
-nvmeof_dmesg_mark
+dmesg_mark
 if [ "$VMPAIR_ROLE" = a ]; then
     nvmeof_target "$SELF_IP"
     sync_signal nvme-up 120
@@ -97,7 +97,7 @@ else
     nvmeof_host "$PEER_IP"
     sync_signal nvme-done 120
 fi
-nvmeof_dmesg_clean
+dmesg_clean
 echo GUEST-OK
 GUEST
     cp "$dir/guest-a.sh" "$dir/guest-b.sh"

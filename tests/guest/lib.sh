@@ -22,3 +22,25 @@ build_prog() {
         fail "cannot compile $src"
     echo "$bin"
 }
+
+# build_mpi_prog NAME: compile tests/guest/progs/NAME.c against Debian 12's
+# Open MPI (mpi.h from libopenmpi-dev, libmpi from libopenmpi3, unpacked
+# into the cache, not installed; the guest image carries the runtime);
+# prints the binary's path.
+build_mpi_prog() {
+    local dev src bin
+    dev=$PVRDMA_CACHE/image/mpi-dev
+    if [ ! -e "$dev/.done" ]; then
+        rm -rf "$dev" && mkdir -p "$dev/debs"
+        fetch_deb "$dev/debs" libopenmpi-dev libopenmpi3 >&2 &&
+            for d in "$dev"/debs/*.deb; do dpkg-deb -x "$d" "$dev/root"; done &&
+            touch "$dev/.done" || fail "cannot fetch Open MPI's headers"
+    fi
+    src=$TESTS_TOP/tests/guest/progs/$1.c
+    bin=$TEST_OUT/$1
+    gcc -O2 -g -Wall -Wextra -Werror -o "$bin" "$src" \
+        -I"$dev/root/usr/lib/x86_64-linux-gnu/openmpi/include" \
+        -L"$dev/root/usr/lib/x86_64-linux-gnu/openmpi/lib" \
+        -Wl,--allow-shlib-undefined -lmpi >&2 || fail "cannot compile $src"
+    echo "$bin"
+}

@@ -11,6 +11,7 @@ fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
 trap 'rm -rf "$fdir"' EXIT
 xvm_scripts "$TEST_OUT"
 vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
+    "${XVM_ARGS[@]}" \
     --arg -d --arg ",fabric-path=$fdir"
 xvm_check "$TEST_NAME"
-pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe over RDMA between two VMs"
+pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe and NFS over RDMA, Open MPI between two VMs"

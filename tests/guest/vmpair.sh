@@ -7,7 +7,7 @@
 # boots guest A (eth0 10.9.0.1/24) and guest B (10.9.0.2/24) concurrently
 # with scripts/vm.sh, each running `sh ./SCRIPT` (a host file copied in)
 # with tests/guest/sync.sh (barriers, xpair_server/xpair_client),
-# pair.sh and nvmeof.sh beside it and PEER_IP, SELF_IP and VMPAIR_ROLE (a or b) in its
+# pair.sh, nvmeof.sh and nfs.sh beside it and PEER_IP, SELF_IP and VMPAIR_ROLE (a or b) in its
 # environment. Their NICs are joined by QEMU's -netdev dgram over two unix
 # datagram sockets in a temporary directory: each QEMU binds its own and
 # sends to the other's, so neither has to start first. The guests get
@@ -152,6 +152,7 @@ _vmpair_args() {
         --add "$TESTS_TOP/tests/guest/sync.sh"
         --add "$TESTS_TOP/tests/guest/pair.sh"
         --add "$TESTS_TOP/tests/guest/nvmeof.sh"
+        --add "$TESTS_TOP/tests/guest/nfs.sh"
         --add "$script"
         "$@"
         -- "VMPAIR_ROLE=$role SELF_IP=$self PEER_IP=$peer sh ./${script##*/}")

@@ -4,9 +4,12 @@
 # guest A serves and guest B connects, and checks the result.
 #
 #   xvm_scripts DIR     writes DIR/guest-a.sh and DIR/guest-b.sh (the same
-#                       script: each guest plays its VMPAIR_ROLE)
+#                       script: each guest plays its VMPAIR_ROLE), builds
+#                       the MPI ping-pong; vmpair_run needs "${XVM_ARGS[@]}"
+#                       (files the guests need beyond vmpair's own)
 #   xvm_check NAME      checks that the RAM disk of A holds what B wrote over
-#                       NVMe-oF, prints the measured lines of NAME's logs
+#                       NVMe-oF and A's NFS export what B wrote over NFS,
+#                       prints the measured lines of NAME's logs
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
 # messages and without CQ_POLL doorbells, ibv_srq_pingpong,
@@ -16,12 +19,17 @@
 # ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
 # rdma_client, ib_send_lat -R); UCX (ucx_perftest tag_lat, ucp_put_bw, tag_bw 64 KiB over
 # rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
-# MD5 of what B wrote with what A's RAM disk holds)
+# MD5 of what B wrote with what A's RAM disk holds); NFS over RDMA (A the
+# server, B the client; MD5s compared the same way); Open MPI over UCX
+# (tests/guest/progs/mpi_pingpong.c, data verified in the program)
 # (result rows required; times may read inf/nan under TCG, as in
 # test-perftest.sh: perftest's clock, not RDMA).
 
 xvm_scripts() {
-    local dir=$1
+    local dir=$1 mpi_prog
+    mpi_prog=$(build_mpi_prog mpi_pingpong)
+    XVM_ARGS=(--arg --add --arg "$TESTS_TOP/tests/guest/mpi.sh"
+              --arg --add --arg "$mpi_prog")
     # One script for both guests: A serves each case, B connects
     # (VMPAIR_ROLE and PEER_IP come from vmpair.sh).
     cat > "$dir/guest-a.sh" <<'GUEST'
@@ -98,6 +106,39 @@ else
     sync_signal nvme-done 120
 fi
 dmesg_clean
+# NFS over RDMA: A serves, B writes 16 MiB and reads it back after a
+# remount; both print the data's MD5 (the host compares them).
+. ./nfs.sh
+dmesg_mark
+if [ "$VMPAIR_ROLE" = a ]; then
+    nfs_server "$SELF_IP"
+    sync_signal nfs-up 120
+    sync_wait "$PEER_IP" nfs-done 300
+    echo "nfsd: exported file holds $(nfs_server_md5)"
+    nfs_server_down
+else
+    sync_wait "$PEER_IP" nfs-up 120
+    nfs_client "$PEER_IP"
+    sync_signal nfs-done 120
+fi
+dmesg_clean
+# Open MPI (UCX PML over rc_verbs/ud_verbs only): A launches one rank per
+# guest (B's daemon through mpi.sh's remote shell); the ping-pong checks
+# every byte both ways, 1 B to 4 MiB, and an allreduce.
+. ./mpi.sh
+mpi_hosts
+if [ "$VMPAIR_ROLE" = a ]; then
+    sync_wait "$PEER_IP" mpi-rshd 120
+    mpi_run 2 vm-a:1,vm-b:1 ./mpi_pingpong 20 > /tmp/mpi.out 2>&1 ||
+        { cat /tmp/mpi.out; fail "mpirun failed"; }
+    cat /tmp/mpi.out
+    grep -q "^mpi_pingpong: OK" /tmp/mpi.out || fail "mpi_pingpong: no OK line"
+    sync_signal mpi-done 120
+else
+    mpi_rshd
+    sync_signal mpi-rshd 120
+    sync_wait "$PEER_IP" mpi-done 400
+fi
 echo GUEST-OK
 GUEST
     cp "$dir/guest-a.sh" "$dir/guest-b.sh"
@@ -112,6 +153,16 @@ xvm_check() {
     [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
         fail "NVMe over RDMA: B wrote MD5 '$wrote', A's RAM disk holds '$held'"
     echo "  NVMe over RDMA: 4 MiB from B in A's RAM disk, MD5 $held"
+    wrote=$(sed -n 's/.*nfs-rdma: 16 MiB written and read back equal in [0-9]* READs (\([0-9a-f]*\)).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-b.log")
+    held=$(sed -n 's/.*nfsd: exported file holds \([0-9a-f]*\).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-a.log")
+    [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
+        fail "NFS over RDMA: B wrote MD5 '$wrote', A's export holds '$held'"
+    echo "  NFS over RDMA: 16 MiB from B in A's export, MD5 $held"
+    grep -q "mpi_pingpong: OK" "$PVRDMA_OUT/vm/$name-a.log" ||
+        fail "Open MPI: no verified ping-pong in A's log"
+    grep -h "^mpi_pingpong: " "$PVRDMA_OUT/vm/$name-a.log" | sed 's/^/  /'
     grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
         "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'
 }

@@ -16,9 +16,9 @@
 # ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
-# ib_send_lat -c UD; RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
-# rdma_client, ib_send_lat -R); UCX (ucx_perftest tag_lat, ucp_put_bw, tag_bw 64 KiB over
-# rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
+# ib_send_lat -c UD, ib_send_bw -c UD; RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
+# rdma_client, ib_send_lat -R, ib_write_bw -R); UCX (ucx_perftest tag_lat, tag_bw 64 KiB,
+# ucp_am_lat, ucp_put_bw, ucp_get over rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
 # MD5 of what B wrote with what A's RAM disk holds); NFS over RDMA (A the
 # server, B the client; MD5s compared the same way); Open MPI over UCX
 # (tests/guest/progs/mpi_pingpong.c, data verified in the program)
@@ -58,7 +58,8 @@ done
 xcase rc_pingpong_nopoll 180 \
     "env PVRDMA_CQ_POLL_EVERY=0 ibv_rc_pingpong -d pvrdma0 -g $gid -c -n 100"
 for t in "send_lat -n 200" "write_bw -n 200" "write_bw -n 50 -s 1048576" \
-         "read_lat -n 200" "atomic_bw -n 200" "send_lat -n 200 -c UD"; do
+         "read_lat -n 200" "atomic_bw -n 200" "send_lat -n 200 -c UD" \
+         "send_bw -n 200 -c UD"; do
     set -- $t
     xcase "ib_$1$3$5" 300 "ib_$* $opts"
     [ "$VMPAIR_ROLE" = a ] ||
@@ -81,9 +82,14 @@ xcm ucmatose 120 "ucmatose" "ucmatose -s"
 xcm udaddy 120 "udaddy" "udaddy -s"
 xcm rdma_server 120 "rdma_server" "rdma_client -s"
 xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"
+xcm write_bw_R 300 "ib_write_bw $opts -R -n 200" "ib_write_bw $opts -R -n 200"
+[ "$VMPAIR_ROLE" = a ] ||
+    grep -qE "^ *[0-9]+ +200 +($num) +($num)" /tmp/write_bw_R.cli ||
+    fail "ib_write_bw -R printed no result row"
 # UCX over rc_verbs and ud_verbs only (ucx_perftest: A serves).
 ucx="env UCX_NET_DEVICES=pvrdma0:1 UCX_TLS=rc_verbs,ud_verbs ucx_perftest"
-for t in "tag_lat -n 1000" "ucp_put_bw -n 1000" "tag_bw -s 65536 -n 200"; do
+for t in "tag_lat -n 1000" "tag_bw -s 65536 -n 200" "ucp_am_lat -n 1000" \
+         "ucp_put_bw -n 1000" "ucp_get -n 1000"; do
     set -- $t
     xcm "ucx_$1" 180 "$ucx -t $t" "$ucx -t $t"
     [ "$VMPAIR_ROLE" = a ] ||

@@ -28,7 +28,7 @@ nfs_server() {
     # Shortest grace period after start (10 s), so no OPEN waits long.
     echo 10 > /proc/fs/nfsd/nfsv4gracetime &&
         echo 10 > /proc/fs/nfsd/nfsv4leasetime || fail "nfsd: grace time"
-    rpc.nfsd -N 3 --no-udp --rdma=$NFS_PORT 4 || fail "rpc.nfsd failed"
+    rpc.nfsd -N 3 --no-udp --port 2049 --rdma=$NFS_PORT 4 || fail "rpc.nfsd failed"
     grep -qx "rdma $NFS_PORT" /proc/fs/nfsd/portlist ||
         fail "nfsd does not listen for RDMA ($(cat /proc/fs/nfsd/portlist))"
     echo "nfsd: $NFS_EXPORT exported, listening on rdma $NFS_PORT ($1)"

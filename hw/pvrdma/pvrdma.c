@@ -15,13 +15,16 @@
  *                 [,max-pinned-pages=N][,node-guid=GUID]
  *                 [,backend=fabric][,fabric-path=DIR]
  *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
+ *   -device pvrdma,backend=ibverbs,ibdev=NAME[,ibport=N][,gid-index=N]
  *
  * All properties are per-device limits advertised to the guest as the
  * device capabilities; they also bound the host resources a guest can
  * consume. See README.md for the defaults and the allowed ranges.
  * The fabric-* properties join the device to pvrdma devices of other
  * QEMU processes and hosts (pvrdma_fabric_glue.c); without them it
- * reaches the pvrdma devices of this process only.
+ * reaches the pvrdma devices of this process only.  backend=ibverbs puts
+ * the guest's verbs on a host RDMA device (pvrdma_ibverbs.c,
+ * docs/ibverbs.md).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -31,6 +34,7 @@
 #include "qemu/module.h"
 #include "qemu/timer.h"
 #include "qapi/error.h"
+#include "hw/boards.h"
 #include "hw/pci/pci_device.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
@@ -44,6 +48,7 @@
 #include "pvrdma_fabric.h"
 #include "pvrdma_fabric_glue.h"
 #include "pvrdma_gerr_trace.h"
+#include "pvrdma_ibverbs.h"
 
 /* Guest errors of one kind logged in the current window (below). */
 typedef struct PvrdmaGerrRate {
@@ -67,6 +72,9 @@ struct PvrdmaState {
     char *fabric_path;          /* fabric-* properties */
     char *fabric_listen;
     char *fabric_peer;
+    char *ibdev;                /* backend=ibverbs properties */
+    uint32_t ibport;
+    int32_t gid_index;
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
@@ -422,6 +430,53 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
  */
 static PvrdmaFabric *pvrdma_process_fabric;
 
+/*
+ * backend=ibverbs: the host device registers guest RAM by aliasing its
+ * pages (docs/ibverbs.md), which needs RAM with a file descriptor.
+ */
+static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
+{
+    MachineState *ms = MACHINE(qdev_get_machine());
+    PvrdmaIbvConfig cfg = {
+        .ibdev = s->ibdev, .ibport = s->ibport, .gid_index = s->gid_index,
+    };
+    PvrdmaIbv *ibv;
+    char *msg = NULL;
+
+    if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
+        error_setg(errp, "pvrdma: the fabric-* properties belong to "
+                   "backend=fabric; backend=ibverbs reaches other VMs and "
+                   "hosts through the host RDMA device");
+        return false;
+    }
+    if (!s->ibdev) {
+        error_setg(errp, "pvrdma: backend=ibverbs needs ibdev=NAME, the "
+                   "host RDMA device to use (ibv_devices or rdma link show "
+                   "lists them)");
+        return false;
+    }
+    if (!ms->ram || memory_region_get_fd(ms->ram) < 0) {
+        error_setg(errp, "pvrdma: backend=ibverbs registers guest RAM with "
+                   "the host RDMA device and needs it shared: add -object "
+                   "memory-backend-memfd,id=ram,size=SIZE,share=on "
+                   "-machine memory-backend=ram (SIZE as -m)");
+        return false;
+    }
+    ibv = pvrdma_ibv_open(&cfg, &msg);
+    if (!ibv) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        return false;
+    }
+    msg = pvrdma_ibv_describe(ibv);
+    error_setg(errp, "pvrdma: backend=ibverbs: %s; this build has the "
+               "backend's checks but not yet its data path "
+               "(docs/ibverbs.md)", msg);
+    g_free(msg);
+    pvrdma_ibv_close(ibv);
+    return false;
+}
+
 /* The one place that knows backends by name; the core never does. */
 static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
 {
@@ -430,9 +485,18 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
     PvrdmaFabric *fab;
     char *msg = NULL;
 
+    if (strcmp(name, "ibverbs") == 0) {
+        return pvrdma_init_ibverbs(s, errp);
+    }
     if (strcmp(name, "fabric") != 0) {
         error_setg(errp, "pvrdma: backend=%s is not known: use "
-                   "backend=fabric (the built-in software fabric)", name);
+                   "backend=fabric (the built-in software fabric) or "
+                   "backend=ibverbs (a host RDMA device)", name);
+        return false;
+    }
+    if (s->ibdev || s->ibport != 1 || s->gid_index != -1) {
+        error_setg(errp, "pvrdma: ibdev, ibport and gid-index belong to "
+                   "backend=ibverbs; backend=fabric needs none of them");
         return false;
     }
     if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
@@ -552,6 +616,9 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("fabric-path", PvrdmaState, fabric_path),
     DEFINE_PROP_STRING("fabric-listen", PvrdmaState, fabric_listen),
     DEFINE_PROP_STRING("fabric-peer", PvrdmaState, fabric_peer),
+    DEFINE_PROP_STRING("ibdev", PvrdmaState, ibdev),
+    DEFINE_PROP_UINT32("ibport", PvrdmaState, ibport, 1),
+    DEFINE_PROP_INT32("gid-index", PvrdmaState, gid_index, -1),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

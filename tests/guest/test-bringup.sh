@@ -25,20 +25,31 @@ echo "$out" | grep -q "backend=bogus is not known: use backend=fabric" ||
     fail "unclear error for backend=bogus: $out"
 pass "unknown backend refused: $out"
 # Fabric properties: each mistake is named, with what to do.
-refused() { # PROPS EXPECTED-TEXT
-    local out
+refused() { # PROPS EXPECTED-TEXT [QEMU-ARG...]
+    local out props=$1 text=$2
+    shift 2
     if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg \
-             -L /usr/share/qemu -L /usr/share/seabios \
-             -device "pvrdma,$1" -display none 2>&1 </dev/null); then
-        fail "QEMU accepted $1"
+             -L /usr/share/qemu -L /usr/share/seabios "$@" \
+             -device "pvrdma,$props" -display none 2>&1 </dev/null); then
+        fail "QEMU accepted $props"
     fi
-    echo "$out" | grep -qF "$2" || fail "unclear error for $1: $out"
-    pass "refused $1: $out"
+    echo "$out" | grep -qE "$text" || fail "unclear error for $props: $out"
+    pass "refused $props: $out"
 }
 refused fabric-path=/nonexistent/dir "is not a writable directory"
 refused fabric-listen=no-port "is not HOST:PORT"
-refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free?"
+refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free\?"
 refused fabric-path=/tmp,fabric-peer=127.0.0.1:1 "give one or the other"
+# The host verbs backend (docs/ibverbs.md): what is missing, and the fix.
+refused backend=ibverbs "needs ibdev=NAME, the host RDMA device"
+refused backend=ibverbs,ibdev=x,fabric-path=/tmp "belong to backend=fabric"
+refused ibdev=x "belong to backend=ibverbs"
+refused backend=ibverbs,ibdev=x \
+    "needs it shared: add -object memory-backend-memfd,id=ram,size=SIZE,share=on"
+refused backend=ibverbs,ibdev=pvrdma-test-none \
+    "ibdev=pvrdma-test-none: (this host has no RDMA device.*rdma link add pvrdma-test-none type rxe|no such host RDMA device; this host has: )" \
+    -m 128 -object memory-backend-memfd,id=ram,size=128M,share=on \
+    -machine memory-backend=ram
 
 guest_script=$TEST_OUT/bringup-guest.sh
 cat > "$guest_script" <<'GUEST'

@@ -1,0 +1,34 @@
+/*
+ * PVRDMA host verbs backend: guest verbs objects on a host RDMA device
+ * opened through libibverbs (docs/ibverbs.md).  QEMU-independent.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef HW_PVRDMA_IBVERBS_H
+#define HW_PVRDMA_IBVERBS_H
+
+#include <stdint.h>
+
+#include "pvrdma_backend.h"
+
+typedef struct PvrdmaIbvConfig {
+    const char *ibdev;          /* host device name (ibdev=) */
+    uint32_t ibport;            /* its port (ibport=, from 1) */
+    int32_t gid_index;          /* gid-index=, or -1: the guest's GIDs */
+} PvrdmaIbvConfig;
+
+typedef struct PvrdmaIbv PvrdmaIbv;
+
+/*
+ * Open the host device and check that it can serve a guest: the device
+ * exists, the port exists and is ACTIVE, the GID index (if given) holds a
+ * GID.  On failure returns NULL and a message for the person who started
+ * QEMU in *@msg (g_free it), saying what is wrong and how to fix it.
+ */
+PvrdmaIbv *pvrdma_ibv_open(const PvrdmaIbvConfig *cfg, char **msg);
+void pvrdma_ibv_close(PvrdmaIbv *ibv);
+
+/* One line describing the opened port, for QEMU's log. */
+char *pvrdma_ibv_describe(PvrdmaIbv *ibv);
+
+#endif /* HW_PVRDMA_IBVERBS_H */

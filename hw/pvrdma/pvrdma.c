@@ -30,7 +30,9 @@
  */
 
 #include "qemu/osdep.h"
+#include "qemu/error-report.h"
 #include "qemu/log.h"
+#include "qemu/main-loop.h"
 #include "qemu/module.h"
 #include "qemu/timer.h"
 #include "qapi/error.h"
@@ -75,6 +77,7 @@ struct PvrdmaState {
     char *ibdev;                /* backend=ibverbs properties */
     uint32_t ibport;
     int32_t gid_index;
+    int ibv_fd;                 /* its completion channel, or -1 */
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
@@ -430,6 +433,12 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
  */
 static PvrdmaFabric *pvrdma_process_fabric;
 
+/* Host completions wait (main loop, BQL held). */
+static void pvrdma_ibv_ready(void *opaque)
+{
+    pvrdma_ibv_process(opaque);
+}
+
 /*
  * backend=ibverbs: the host device registers guest RAM by aliasing its
  * pages (docs/ibverbs.md), which needs RAM with a file descriptor.
@@ -468,13 +477,19 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
         g_free(msg);
         return false;
     }
+    if (pvrdma_ibv_attach(ibv, s->core, &msg) < 0) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        pvrdma_ibv_close(ibv);
+        return false;
+    }
+    /* The core owns the backend now; host completions wake the loop. */
+    s->ibv_fd = pvrdma_ibv_fd(ibv);
+    qemu_set_fd_handler(s->ibv_fd, pvrdma_ibv_ready, NULL, ibv);
     msg = pvrdma_ibv_describe(ibv);
-    error_setg(errp, "pvrdma: backend=ibverbs: %s; this build has the "
-               "backend's checks but not yet its data path "
-               "(docs/ibverbs.md)", msg);
+    info_report("pvrdma: backend=ibverbs on %s", msg);
     g_free(msg);
-    pvrdma_ibv_close(ibv);
-    return false;
+    return true;
 }
 
 /* The one place that knows backends by name; the core never does. */
@@ -527,12 +542,23 @@ static void pvrdma_exit_core(PvrdmaState *s)
     /* The timer goes first so that it can never fire into a freed core. */
     timer_free(s->timer);
     s->timer = NULL;
+    if (s->ibv_fd >= 0) {
+        qemu_set_fd_handler(s->ibv_fd, NULL, NULL, NULL);
+        s->ibv_fd = -1;
+    }
     pvrdma_core_free(s->core);
     s->core = NULL;
 }
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
 {
+    if (s->ibv_fd >= 0) {
+        error_setg(&s->migration_blocker,
+                   "pvrdma: backend=ibverbs: the VM's RDMA objects live in "
+                   "host RDMA device %s and cannot move with it; remove "
+                   "the pvrdma device to migrate this VM", s->ibdev);
+        return migrate_add_blocker(&s->migration_blocker, errp) == 0;
+    }
     error_setg(&s->migration_blocker,
                "pvrdma: migration of RDMA objects is not supported yet; "
                "remove the pvrdma device to migrate this VM");
@@ -544,9 +570,14 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     PvrdmaState *s = PVRDMA(pdev);
 
     s->cfg.fw_ver = PVRDMA_DEFAULT_FW_VER;
-    /* Peers in other processes: guests' empty polls should ring CQ_POLL. */
+    s->ibv_fd = -1;
+    /*
+     * Peers in other processes or a host device: guests' empty polls
+     * should ring CQ_POLL (the device then takes completions at once).
+     */
     s->cfg.cq_poll_hint = s->fabric_path || s->fabric_listen ||
-                          s->fabric_peer;
+                          s->fabric_peer ||
+                          (s->backend && !strcmp(s->backend, "ibverbs"));
     if (!pvrdma_check_params(s, errp)) {
         return;
     }

@@ -56,6 +56,7 @@ typedef struct PvrdmaSeg {
     const uint64_t *pages;      /* NULL: va is a guest bus address */
     uint32_t npages;
     uint64_t base;              /* va of the MR's first byte */
+    PvrdmaMr *mr;               /* the MR it lies in (its be: the backend's) */
 } PvrdmaSeg;
 
 /* Resolved memory: a scatter/gather list in one core's guest memory. */
@@ -236,6 +237,17 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp,
 /* Consume the peeked WQE and post @cqe (see pvrdma_core_cqe_init()). */
 void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const struct pvrdma_cqe *cqe, bool solicited);
+/*
+ * For a backend whose transport holds receive WQEs of its own (a host
+ * device's receive queue): take the next receive WQE of @qp off its ring
+ * at once (resolved, as pvrdma_core_recv_peek() with @resolve; same
+ * return values), and later post its completion with
+ * pvrdma_core_recv_complete().  The backend completes every WQE it took,
+ * in the order the QP's own receive queue requires.
+ */
+int pvrdma_core_recv_take(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr);
+void pvrdma_core_recv_complete(PvrdmaCore *core, PvrdmaQp *qp,
+                               const struct pvrdma_cqe *cqe, bool solicited);
 /* Fill the fields every CQE of @qp carries. */
 void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
                           uint64_t wr_id, uint32_t opcode, uint32_t status);

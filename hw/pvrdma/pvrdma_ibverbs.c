@@ -5,14 +5,25 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE             /* mremap() */
+#endif
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <glib.h>
 #include <infiniband/verbs.h>
 
+#include "pvrdma_core_int.h"
 #include "pvrdma_ibverbs.h"
+
+/* Host CQ entries: every host QP of a device completes into one CQ. */
+#define PVRDMA_IBV_CQE          4096
+/* Host send queue depth: the core lets one request per QP out. */
+#define PVRDMA_IBV_SEND_WR      2
 
 struct PvrdmaIbv {
     char *name;
@@ -21,7 +32,37 @@ struct PvrdmaIbv {
     struct ibv_context *ctx;
     struct ibv_device_attr dev_attr;
     struct ibv_port_attr port_attr;
+    PvrdmaCore *core;           /* after pvrdma_ibv_attach() */
+    struct ibv_comp_channel *chan;
+    struct ibv_cq *cq;
+    GHashTable *qps;            /* host qp_num -> PvrdmaIbvQp */
+    uint32_t next_gen;          /* tags work requests per host QP */
+    uint32_t unacked_events;
 };
+
+typedef struct PvrdmaIbvMr {
+    struct ibv_mr *mr;
+    void *alias;                /* the MR's pages, contiguous */
+    size_t alias_len;
+} PvrdmaIbvMr;
+
+typedef struct PvrdmaIbvQp {
+    PvrdmaIbv *ibv;
+    PvrdmaQp *qp;
+    struct ibv_qp *hqp;         /* NULL: GSI, not carried yet */
+    uint32_t gen;               /* in every wr_id of this QP */
+    bool send_out;              /* the core's request is on the host SQ */
+    bool atomic_out;            /* ... and it is an atomic */
+    /* Receive WQEs taken from the guest ring, in ring order. */
+    uint64_t *recv_wr_id;
+    uint32_t recv_n;            /* slots */
+    uint32_t recv_head;         /* oldest taken, not completed */
+    uint32_t recv_count;        /* taken, not completed */
+} PvrdmaIbvQp;
+
+/* wr_id of host work requests: QP tag, receive flag, receive slot. */
+#define PVRDMA_IBV_WRID(gen, recv, slot) \
+    (((uint64_t)(gen) << 32) | ((uint64_t)(recv) << 31) | (slot))
 
 static const char *pvrdma_ibv_port_state(enum ibv_port_state s)
 {
@@ -213,6 +254,15 @@ void pvrdma_ibv_close(PvrdmaIbv *ibv)
     if (!ibv) {
         return;
     }
+    if (ibv->cq) {
+        ibv_destroy_cq(ibv->cq);
+    }
+    if (ibv->chan) {
+        ibv_destroy_comp_channel(ibv->chan);
+    }
+    if (ibv->qps) {
+        g_hash_table_destroy(ibv->qps);
+    }
     if (ibv->ctx) {
         ibv_close_device(ibv->ctx);
     }
@@ -228,4 +278,676 @@ char *pvrdma_ibv_describe(PvrdmaIbv *ibv)
                            128 << ibv->port_attr.active_mtu,
                            ibv->port_attr.gid_tbl_len,
                            ibv->dev_attr.max_qp, ibv->dev_attr.max_mr);
+}
+
+/* ---- the backend's ops --------------------------------------------------- */
+
+static uint32_t pvrdma_ibv_wc_status(enum ibv_wc_status st)
+{
+    /* The IBA's order, shared by both enumerations up to GENERAL_ERR. */
+    return st <= IBV_WC_GENERAL_ERR ? (uint32_t)st : PVRDMA_WC_GENERAL_ERR;
+}
+
+static unsigned pvrdma_ibv_access(uint32_t access)
+{
+    /* The four IBA access bits have the same values in both ABIs. */
+    return access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+}
+
+static int pvrdma_ibv_pd_create(void *be, PvrdmaPd *pd)
+{
+    PvrdmaIbv *ibv = be;
+    struct ibv_pd *hpd = ibv_alloc_pd(ibv->ctx);
+
+    if (!hpd) {
+        return -ENOMEM;
+    }
+    pd->be = hpd;
+    return 0;
+}
+
+static void pvrdma_ibv_pd_destroy(void *be G_GNUC_UNUSED, PvrdmaPd *pd)
+{
+    if (pd->be) {
+        ibv_dealloc_pd(pd->be);
+        pd->be = NULL;
+    }
+}
+
+static void pvrdma_ibv_mr_free(PvrdmaIbvMr *m)
+{
+    if (m->mr) {
+        ibv_dereg_mr(m->mr);
+    }
+    if (m->alias) {
+        munmap(m->alias, m->alias_len);
+    }
+    g_free(m);
+}
+
+/*
+ * Map the pinned pages of @mr, in order, at one new range of our address
+ * space: one mremap() per run of pages that are contiguous already.  The
+ * source must be a shared mapping (a shared memory backend: the glue
+ * checks it), which old_size 0 duplicates instead of moving.
+ */
+static void *pvrdma_ibv_alias(PvrdmaMr *mr, size_t *len)
+{
+    size_t n = mr->npages, i, run;
+    uint8_t *base;
+
+    *len = n * PVRDMA_PAGE_SIZE;
+    base = mmap(NULL, *len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+                MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        return NULL;
+    }
+    for (i = 0; i < n; i += run) {
+        run = 1;
+        while (i + run < n && (uint8_t *)mr->pinned[i + run] ==
+               (uint8_t *)mr->pinned[i] + run * PVRDMA_PAGE_SIZE) {
+            run++;
+        }
+        if (mremap(mr->pinned[i], 0, run * PVRDMA_PAGE_SIZE,
+                   MREMAP_MAYMOVE | MREMAP_FIXED,
+                   base + i * PVRDMA_PAGE_SIZE) == MAP_FAILED) {
+            munmap(base, *len);
+            return NULL;
+        }
+    }
+    return base;
+}
+
+static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl, mr->pd_handle);
+    PvrdmaIbvMr *m;
+    int ret;
+
+    if (mr->flags != 0) {
+        /*
+         * DMA and fast-reg MRs are not carried yet (docs/ibverbs.md).
+         * Their creation succeeds, as guest kernels make them while
+         * setting up (ib_alloc_pd); work requests that use them complete
+         * with LOC_QP_OP_ERR.
+         */
+        return 0;
+    }
+    ret = pvrdma_core_mr_pin(ibv->core, mr);
+    if (ret < 0) {
+        return ret;
+    }
+    m = g_new0(PvrdmaIbvMr, 1);
+    m->alias = pvrdma_ibv_alias(mr, &m->alias_len);
+    if (!m->alias) {
+        g_printerr("pvrdma: %s: cannot map guest pages of MR %u "
+                   "contiguously: %s (is guest RAM a shared memory "
+                   "backend?)\n", ibv->name, mr->handle, strerror(errno));
+        ret = -EFAULT;
+        goto fail;
+    }
+    m->mr = ibv_reg_mr_iova2(pd->be, (uint8_t *)m->alias +
+                             (mr->start & (PVRDMA_PAGE_SIZE - 1)),
+                             mr->length, mr->start,
+                             pvrdma_ibv_access(mr->access));
+    if (!m->mr) {
+        ret = -errno;
+        g_printerr("pvrdma: %s: registering %" G_GUINT64_FORMAT " bytes of "
+                   "guest memory failed: %s\n", ibv->name, mr->length,
+                   strerror(errno));
+        ret = ret == -EPERM || ret == -ENOMEM ? -ENOMEM : -EFAULT;
+        goto fail;
+    }
+    /* Peers reach the MR through the host device: its rkey is the MR's. */
+    mr->rkey = m->mr->rkey;
+    mr->be = m;
+    return 0;
+
+fail:
+    pvrdma_ibv_mr_free(m);
+    pvrdma_core_mr_unpin(ibv->core, mr);
+    return ret;
+}
+
+static void pvrdma_ibv_mr_deregister(void *be G_GNUC_UNUSED, PvrdmaMr *mr)
+{
+    if (mr->be) {
+        pvrdma_ibv_mr_free(mr->be);
+        mr->be = NULL;
+    }
+}
+
+static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl, qp->pd_handle);
+    struct ibv_qp_init_attr init = {
+        .send_cq = ibv->cq,
+        .recv_cq = ibv->cq,
+        .cap = {
+            .max_send_wr = PVRDMA_IBV_SEND_WR,
+            .max_recv_wr = MAX(qp->attr.cap.max_recv_wr, 1),
+            .max_send_sge = MAX(qp->attr.cap.max_send_sge, 1),
+            .max_recv_sge = MAX(qp->attr.cap.max_recv_sge, 1),
+        },
+        .qp_type = IBV_QPT_RC,
+    };
+    PvrdmaIbvQp *q;
+
+    if (qp->type == PVRDMA_QPT_GSI) {
+        /* Carried later (docs/ibverbs.md): its datagrams are lost. */
+        q = g_new0(PvrdmaIbvQp, 1);
+        q->ibv = ibv;
+        q->qp = qp;
+        qp->be = q;
+        return 0;
+    }
+    if (qp->type != PVRDMA_QPT_RC || qp->has_srq) {
+        return -EOPNOTSUPP;
+    }
+    if (pvrdma_core_driver_version(ibv->core) < 20) {
+        /* Older drivers use the handle as the QP number. */
+        return -EOPNOTSUPP;
+    }
+    q = g_new0(PvrdmaIbvQp, 1);
+    q->ibv = ibv;
+    q->qp = qp;
+    q->hqp = ibv_create_qp(pd->be, &init);
+    if (!q->hqp) {
+        g_free(q);
+        return -ENOMEM;
+    }
+    q->gen = ++ibv->next_gen;
+    q->recv_n = init.cap.max_recv_wr;
+    q->recv_wr_id = g_new0(uint64_t, q->recv_n);
+    qp->qpn = q->hqp->qp_num;
+    qp->be = q;
+    g_hash_table_insert(ibv->qps, GUINT_TO_POINTER(q->hqp->qp_num), q);
+    return 0;
+}
+
+/* The host GID index for the guest's @sgid_index, or -1. */
+static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
+{
+    const uint8_t *gid;
+    union ibv_gid hgid;
+    uint8_t type;
+    int i;
+
+    if (ibv->gid_index >= 0) {
+        return ibv->gid_index;
+    }
+    gid = pvrdma_core_sgid(ibv->core, sgid_index, &type);
+    if (!gid) {
+        return -1;
+    }
+    for (i = 0; i < ibv->port_attr.gid_tbl_len; i++) {
+        if (ibv_query_gid(ibv->ctx, ibv->port, i, &hgid) == 0 &&
+            !memcmp(hgid.raw, gid, 16)) {
+            return i;
+        }
+    }
+    g_printerr("pvrdma: %s: the guest's GID "
+               "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:"
+               "%02x%02x:%02x%02x is not a GID of port %u: give the "
+               "guest's address to the host interface of %s too (ip addr "
+               "add ADDRESS dev NIC), or name one host GID with "
+               "gid-index=N\n", ibv->name, gid[0], gid[1], gid[2], gid[3],
+               gid[4], gid[5], gid[6], gid[7], gid[8], gid[9], gid[10],
+               gid[11], gid[12], gid[13], gid[14], gid[15], ibv->port,
+               ibv->name);
+    return -1;
+}
+
+/* Take the guest's posted receive WQEs onto the host receive queue. */
+static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
+{
+    PvrdmaCore *core = q->ibv->core;
+    struct ibv_sge sge[PVRDMA_MAX_SGE];
+    struct ibv_recv_wr wr, *bad;
+    struct pvrdma_cqe cqe;
+    PvrdmaRecvWr rwr;
+    uint32_t i, slot;
+
+    while (q->hqp && q->recv_count < q->recv_n &&
+           pvrdma_core_recv_take(core, q->qp, &rwr) == 1) {
+        if (rwr.status != PVRDMA_WC_SUCCESS) {
+            /* A local error of the WQE itself: it fails the QP. */
+            pvrdma_core_cqe_init(&cqe, q->qp, rwr.wr_id, PVRDMA_WC_RECV,
+                                 rwr.status);
+            pvrdma_core_recv_complete(core, q->qp, &cqe, false);
+            pvrdma_core_qp_error(core, q->qp, -1);
+            return;
+        }
+        for (i = 0; i < rwr.sgl.nseg; i++) {
+            PvrdmaIbvMr *m = rwr.sgl.seg[i].mr->be;
+
+            sge[i].addr = rwr.sgl.seg[i].va;
+            sge[i].length = rwr.sgl.seg[i].len;
+            sge[i].lkey = m ? m->mr->lkey : 0;
+        }
+        slot = (q->recv_head + q->recv_count) % q->recv_n;
+        q->recv_wr_id[slot] = rwr.wr_id;
+        memset(&wr, 0, sizeof(wr));
+        wr.wr_id = PVRDMA_IBV_WRID(q->gen, 1, slot);
+        wr.sg_list = sge;
+        wr.num_sge = rwr.sgl.nseg;
+        if (ibv_post_recv(q->hqp, &wr, &bad)) {
+            pvrdma_core_cqe_init(&cqe, q->qp, rwr.wr_id, PVRDMA_WC_RECV,
+                                 PVRDMA_WC_LOC_QP_OP_ERR);
+            pvrdma_core_recv_complete(core, q->qp, &cqe, false);
+            pvrdma_core_qp_error(core, q->qp, -1);
+            return;
+        }
+        q->recv_count++;
+    }
+}
+
+/* Complete every taken receive WQE with WR_FLUSH_ERR, oldest first. */
+static void pvrdma_ibv_flush_recvs(PvrdmaIbvQp *q)
+{
+    struct pvrdma_cqe cqe;
+
+    while (q->recv_count) {
+        pvrdma_core_cqe_init(&cqe, q->qp, q->recv_wr_id[q->recv_head],
+                             PVRDMA_WC_RECV, PVRDMA_WC_WR_FLUSH_ERR);
+        pvrdma_core_recv_complete(q->ibv->core, q->qp, &cqe, false);
+        q->recv_head = (q->recv_head + 1) % q->recv_n;
+        q->recv_count--;
+    }
+}
+
+static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
+                                const struct pvrdma_qp_attr *a, uint32_t mask)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvQp *q = qp->be;
+    struct ibv_qp_attr h;
+    int hmask = 0, sgid;
+
+    if (!q->hqp) {
+        return 0;
+    }
+    memset(&h, 0, sizeof(h));
+    if (mask & PVRDMA_QP_STATE) {
+        h.qp_state = (enum ibv_qp_state)a->qp_state;
+        hmask |= IBV_QP_STATE;
+    }
+    if (mask & PVRDMA_QP_ACCESS_FLAGS) {
+        h.qp_access_flags = pvrdma_ibv_access(a->qp_access_flags);
+        hmask |= IBV_QP_ACCESS_FLAGS;
+    }
+    if (mask & PVRDMA_QP_PKEY_INDEX) {
+        h.pkey_index = 0;
+        hmask |= IBV_QP_PKEY_INDEX;
+    }
+    if (mask & PVRDMA_QP_PORT) {
+        h.port_num = ibv->port;
+        hmask |= IBV_QP_PORT;
+    }
+    if (mask & PVRDMA_QP_AV) {
+        sgid = pvrdma_ibv_sgid(ibv, a->ah_attr.grh.sgid_index);
+        if (sgid < 0) {
+            return -EINVAL;
+        }
+        h.ah_attr.is_global = 1;
+        memcpy(h.ah_attr.grh.dgid.raw, a->ah_attr.grh.dgid, 16);
+        h.ah_attr.grh.flow_label = a->ah_attr.grh.flow_label & 0xfffff;
+        h.ah_attr.grh.sgid_index = sgid;
+        h.ah_attr.grh.hop_limit = a->ah_attr.grh.hop_limit;
+        h.ah_attr.grh.traffic_class = a->ah_attr.grh.traffic_class;
+        h.ah_attr.sl = a->ah_attr.sl;
+        h.ah_attr.port_num = ibv->port;
+        hmask |= IBV_QP_AV;
+    }
+    if (mask & PVRDMA_QP_PATH_MTU) {
+        h.path_mtu = MIN((enum ibv_mtu)a->path_mtu,
+                         ibv->port_attr.active_mtu);
+        hmask |= IBV_QP_PATH_MTU;
+    }
+#define PVRDMA_IBV_COPY(pmask, hm, field) \
+    do { \
+        if (mask & (pmask)) { \
+            h.field = a->field; \
+            hmask |= (hm); \
+        } \
+    } while (0)
+    PVRDMA_IBV_COPY(PVRDMA_QP_TIMEOUT, IBV_QP_TIMEOUT, timeout);
+    PVRDMA_IBV_COPY(PVRDMA_QP_RETRY_CNT, IBV_QP_RETRY_CNT, retry_cnt);
+    PVRDMA_IBV_COPY(PVRDMA_QP_RNR_RETRY, IBV_QP_RNR_RETRY, rnr_retry);
+    PVRDMA_IBV_COPY(PVRDMA_QP_RQ_PSN, IBV_QP_RQ_PSN, rq_psn);
+    PVRDMA_IBV_COPY(PVRDMA_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_QP_RD_ATOMIC,
+                    max_rd_atomic);
+    PVRDMA_IBV_COPY(PVRDMA_QP_MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER,
+                    min_rnr_timer);
+    PVRDMA_IBV_COPY(PVRDMA_QP_SQ_PSN, IBV_QP_SQ_PSN, sq_psn);
+    PVRDMA_IBV_COPY(PVRDMA_QP_MAX_DEST_RD_ATOMIC,
+                    IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
+    PVRDMA_IBV_COPY(PVRDMA_QP_DEST_QPN, IBV_QP_DEST_QPN, dest_qp_num);
+#undef PVRDMA_IBV_COPY
+    if (ibv_modify_qp(q->hqp, &h, hmask)) {
+        return -errno;
+    }
+    if (!(mask & PVRDMA_QP_STATE)) {
+        return 0;
+    }
+    switch (a->qp_state) {
+    case PVRDMA_QPS_RTR:
+    case PVRDMA_QPS_RTS:
+        /* Receives posted in INIT wait on the guest's ring until now. */
+        pvrdma_ibv_take_recvs(q);
+        break;
+    case PVRDMA_QPS_ERR:
+        pvrdma_ibv_flush_recvs(q);
+        break;
+    case PVRDMA_QPS_RESET:
+        /* The host dropped its receive queue; the guest's ring restarts. */
+        q->recv_head = q->recv_count = 0;
+        q->send_out = false;
+        q->gen = ++ibv->next_gen;
+        break;
+    }
+    return 0;
+}
+
+static void pvrdma_ibv_qp_destroy(void *be, PvrdmaQp *qp)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvQp *q = qp->be;
+
+    if (!q) {
+        return;
+    }
+    if (q->hqp) {
+        g_hash_table_remove(ibv->qps, GUINT_TO_POINTER(q->hqp->qp_num));
+        ibv_destroy_qp(q->hqp);
+    }
+    g_free(q->recv_wr_id);
+    g_free(q);
+    qp->be = NULL;
+}
+
+static enum ibv_wr_opcode pvrdma_ibv_wr_opcode(uint32_t op)
+{
+    switch (op) {
+    case PVRDMA_WR_RDMA_WRITE:
+        return IBV_WR_RDMA_WRITE;
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        return IBV_WR_RDMA_WRITE_WITH_IMM;
+    case PVRDMA_WR_SEND_WITH_IMM:
+        return IBV_WR_SEND_WITH_IMM;
+    case PVRDMA_WR_RDMA_READ:
+        return IBV_WR_RDMA_READ;
+    case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
+        return IBV_WR_ATOMIC_CMP_AND_SWP;
+    case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+        return IBV_WR_ATOMIC_FETCH_AND_ADD;
+    case PVRDMA_WR_SEND_WITH_INV:
+        return IBV_WR_SEND_WITH_INV;
+    default:
+        return IBV_WR_SEND;
+    }
+}
+
+static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
+                             PvrdmaSendWr *req)
+{
+    PvrdmaIbvQp *q = qp->be;
+    struct ibv_sge sge[PVRDMA_MAX_SGE];
+    struct ibv_send_wr wr, *bad;
+    uint32_t i;
+
+    if (!q->hqp) {
+        /* GSI: a datagram nobody carries is lost, as UD allows. */
+        PvrdmaSendResult res = { .status = PVRDMA_WC_SUCCESS };
+
+        pvrdma_core_send_done(q->ibv->core, qp, &res);
+        return 0;
+    }
+    for (i = 0; i < req->local.nseg; i++) {
+        PvrdmaIbvMr *m = req->local.seg[i].mr->be;
+
+        if (!m) {
+            return -EOPNOTSUPP;     /* a DMA or fast-reg MR, see above */
+        }
+        sge[i].addr = req->local.seg[i].va;
+        sge[i].length = req->local.seg[i].len;
+        sge[i].lkey = m->mr->lkey;
+    }
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = PVRDMA_IBV_WRID(q->gen, 0, 0);
+    wr.sg_list = sge;
+    wr.num_sge = req->local.nseg;
+    wr.opcode = pvrdma_ibv_wr_opcode(req->opcode);
+    wr.send_flags = IBV_SEND_SIGNALED |
+                    (req->solicited ? IBV_SEND_SOLICITED : 0);
+    switch (wr.opcode) {
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+        wr.imm_data = req->imm_data;        /* raw, network order */
+        break;
+    case IBV_WR_SEND_WITH_INV:
+        wr.invalidate_rkey = req->inv_rkey;
+        break;
+    default:
+        break;
+    }
+    switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+        wr.wr.rdma.remote_addr = req->remote_addr;
+        wr.wr.rdma.rkey = req->rkey;
+        break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+        wr.wr.atomic.remote_addr = req->remote_addr;
+        wr.wr.atomic.rkey = req->rkey;
+        wr.wr.atomic.compare_add = req->compare_add;
+        wr.wr.atomic.swap = req->swap;
+        break;
+    default:
+        break;
+    }
+    if (ibv_post_send(q->hqp, &wr, &bad)) {
+        return -errno;
+    }
+    q->send_out = true;
+    q->atomic_out = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+                    wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    return 0;
+}
+
+static void pvrdma_ibv_cancel(void *be G_GNUC_UNUSED, PvrdmaQp *qp)
+{
+    PvrdmaIbvQp *q = qp->be;
+
+    /* Its host completion (a flush) is dropped by the tag check. */
+    if (q && q->send_out) {
+        q->send_out = false;
+        q->gen = ++q->ibv->next_gen;
+    }
+}
+
+static void pvrdma_ibv_recv_posted(void *be G_GNUC_UNUSED, PvrdmaQp *qp)
+{
+    if (qp->be) {
+        pvrdma_ibv_take_recvs(qp->be);
+    }
+}
+
+/* Read the 8 bytes an atomic left in its local buffer. */
+static int pvrdma_ibv_put_u64(void *opaque, uint64_t off, void *buf,
+                              uint64_t n)
+{
+    memcpy((uint8_t *)opaque + off, buf, n);
+    return 0;
+}
+
+static void pvrdma_ibv_recv_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
+{
+    struct pvrdma_cqe cqe;
+    uint64_t wr_id;
+
+    if (!q->recv_count) {
+        return;
+    }
+    wr_id = q->recv_wr_id[q->recv_head];
+    q->recv_head = (q->recv_head + 1) % q->recv_n;
+    q->recv_count--;
+    pvrdma_core_cqe_init(&cqe, q->qp, wr_id,
+                         wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ?
+                         PVRDMA_WC_RECV_RDMA_WITH_IMM : PVRDMA_WC_RECV,
+                         pvrdma_ibv_wc_status(wc->status));
+    if (wc->status == IBV_WC_SUCCESS) {
+        cqe.byte_len = wc->byte_len;
+        cqe.src_qp = wc->src_qp;
+        if (wc->wc_flags & IBV_WC_WITH_IMM) {
+            cqe.imm_data = wc->imm_data;
+            cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
+        }
+        if (wc->wc_flags & IBV_WC_WITH_INV) {
+            cqe.imm_data = GUINT32_TO_LE(wc->invalidated_rkey);
+            cqe.wc_flags |= PVRDMA_WC_WITH_INVALIDATE;
+        }
+        pvrdma_core_qp_comm_est(q->ibv->core, q->qp);
+    }
+    /*
+     * libibverbs does not say whether the sender solicited an event:
+     * count every receive as solicited, so a guest waiting for solicited
+     * events only is woken (at worst once too often), never missed.
+     */
+    pvrdma_core_recv_complete(q->ibv->core, q->qp, &cqe, true);
+    if (wc->status != IBV_WC_SUCCESS) {
+        pvrdma_core_qp_error(q->ibv->core, q->qp, -1);
+    }
+}
+
+static void pvrdma_ibv_send_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
+{
+    PvrdmaSendResult res = { .status = pvrdma_ibv_wc_status(wc->status) };
+    PvrdmaSendWr *req = q->qp->wq.req;
+    uint64_t orig = 0;
+
+    if (!q->send_out) {
+        return;
+    }
+    q->send_out = false;
+    if (q->atomic_out && wc->status == IBV_WC_SUCCESS && req) {
+        /* The host wrote it already; the core writes it once more. */
+        if (pvrdma_sgl_xfer(&req->local, 0, sizeof(orig), false,
+                            pvrdma_ibv_put_u64, &orig) == PVRDMA_COPY_OK) {
+            res.atomic_orig = GUINT64_FROM_LE(orig);
+        }
+    }
+    res.fatal = wc->status == IBV_WC_RETRY_EXC_ERR;
+    pvrdma_core_send_done(q->ibv->core, q->qp, &res);
+}
+
+static void pvrdma_ibv_dispatch(PvrdmaIbv *ibv, const struct ibv_wc *wc)
+{
+    PvrdmaIbvQp *q = g_hash_table_lookup(ibv->qps,
+                                         GUINT_TO_POINTER(wc->qp_num));
+
+    /* A QP destroyed or reset since: its tag no longer matches. */
+    if (!q || (uint32_t)(wc->wr_id >> 32) != q->gen) {
+        return;
+    }
+    if (wc->wr_id & (1ull << 31)) {
+        pvrdma_ibv_recv_wc(q, wc);
+    } else {
+        pvrdma_ibv_send_wc(q, wc);
+    }
+}
+
+void pvrdma_ibv_process(PvrdmaIbv *ibv)
+{
+    struct ibv_wc wc[32];
+    struct ibv_cq *ev_cq;
+    void *ev_ctx;
+    int n, i;
+    bool armed = false;
+
+    while (ibv_get_cq_event(ibv->chan, &ev_cq, &ev_ctx) == 0) {
+        ibv->unacked_events++;
+    }
+    if (ibv->unacked_events) {
+        ibv_ack_cq_events(ibv->cq, ibv->unacked_events);
+        ibv->unacked_events = 0;
+    }
+    pvrdma_core_enter(ibv->core);
+    for (;;) {
+        n = ibv_poll_cq(ibv->cq, G_N_ELEMENTS(wc), wc);
+        for (i = 0; i < n; i++) {
+            pvrdma_ibv_dispatch(ibv, &wc[i]);
+        }
+        if (n > 0) {
+            continue;
+        }
+        if (armed) {
+            break;
+        }
+        /* Arm, then poll once more: nothing slips between the two. */
+        ibv_req_notify_cq(ibv->cq, 0);
+        armed = true;
+    }
+    pvrdma_core_leave(ibv->core);
+}
+
+static void pvrdma_ibv_poll(void *be, PvrdmaQp *qp G_GNUC_UNUSED)
+{
+    pvrdma_ibv_process(be);
+}
+
+static void pvrdma_ibv_free(void *be)
+{
+    pvrdma_ibv_close(be);
+}
+
+const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
+    .name = "ibverbs",
+    .free = pvrdma_ibv_free,
+    .pd_create = pvrdma_ibv_pd_create,
+    .pd_destroy = pvrdma_ibv_pd_destroy,
+    .mr_register = pvrdma_ibv_mr_register,
+    .mr_deregister = pvrdma_ibv_mr_deregister,
+    .qp_create = pvrdma_ibv_qp_create,
+    .qp_modify = pvrdma_ibv_qp_modify,
+    .qp_destroy = pvrdma_ibv_qp_destroy,
+    .submit = pvrdma_ibv_submit,
+    .cancel = pvrdma_ibv_cancel,
+    .recv_posted = pvrdma_ibv_recv_posted,
+    .poll = pvrdma_ibv_poll,
+};
+
+int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg)
+{
+    int flags;
+
+    ibv->core = core;
+    ibv->qps = g_hash_table_new(NULL, NULL);
+    ibv->chan = ibv_create_comp_channel(ibv->ctx);
+    if (ibv->chan) {
+        ibv->cq = ibv_create_cq(ibv->ctx, MIN(PVRDMA_IBV_CQE,
+                                              ibv->dev_attr.max_cqe),
+                                NULL, ibv->chan, 0);
+    }
+    if (!ibv->chan || !ibv->cq) {
+        *msg = g_strdup_printf("pvrdma: cannot make a completion queue on "
+                               "host RDMA device %s: %s", ibv->name,
+                               strerror(errno));
+        return -1;
+    }
+    flags = fcntl(ibv->chan->fd, F_GETFL);
+    fcntl(ibv->chan->fd, F_SETFL, flags | O_NONBLOCK);
+    ibv_req_notify_cq(ibv->cq, 0);
+    pvrdma_core_set_backend(core, &pvrdma_ibv_backend_ops, ibv);
+    return 0;
+}
+
+int pvrdma_ibv_fd(PvrdmaIbv *ibv)
+{
+    return ibv->chan->fd;
 }

@@ -31,4 +31,16 @@ void pvrdma_ibv_close(PvrdmaIbv *ibv);
 /* One line describing the opened port, for QEMU's log. */
 char *pvrdma_ibv_describe(PvrdmaIbv *ibv);
 
+/*
+ * Make @ibv the backend of @core (which then owns it: the core's free
+ * closes it).  -1 with a message in *@msg if the host CQ cannot be made.
+ */
+int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg);
+/*
+ * The file descriptor that becomes readable when host completions wait;
+ * the caller then runs pvrdma_ibv_process() (under the core's lock).
+ */
+int pvrdma_ibv_fd(PvrdmaIbv *ibv);
+void pvrdma_ibv_process(PvrdmaIbv *ibv);
+
 #endif /* HW_PVRDMA_IBVERBS_H */

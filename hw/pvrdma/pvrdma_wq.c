@@ -422,6 +422,7 @@ static bool pvrdma_wq_mr_seg(PvrdmaMr *mr, uint64_t va, uint64_t len,
     end = va + len;             /* may be 2^64 exactly: end == 0 then */
     seg->va = va;
     seg->len = len;
+    seg->mr = mr;
     switch (mr->flags) {
     case PVRDMA_MR_FLAG_DMA:
         if (end == 0) {
@@ -780,6 +781,22 @@ void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const struct pvrdma_cqe *cqe, bool solicited)
 {
     pvrdma_wq_recv_consume(core, qp);
+    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited);
+}
+
+int pvrdma_core_recv_take(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
+{
+    int ret = pvrdma_core_recv_peek(core, qp, rwr, true);
+
+    if (ret == 1) {
+        pvrdma_wq_recv_consume(core, qp);
+    }
+    return ret;
+}
+
+void pvrdma_core_recv_complete(PvrdmaCore *core, PvrdmaQp *qp,
+                               const struct pvrdma_cqe *cqe, bool solicited)
+{
     pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited);
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -191,7 +192,10 @@ static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
     FakeGuest *fg = g_new0(FakeGuest, 1);
     char *err = NULL;
 
-    fg->mem = g_malloc0(FG_MEM_SIZE);
+    /* Shared, like a shared memory backend: the ibverbs backend aliases it. */
+    fg->mem = mmap(NULL, FG_MEM_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(fg->mem != MAP_FAILED);
     fg->next_free = FG_MEM_BASE;
     if (cfg) {
         fg->cfg = *cfg;
@@ -221,7 +225,7 @@ void fg_free(FakeGuest *fg)
     pvrdma_core_free(fg->core);
     /* No mapping outlives the entry point that made it. */
     assert_int_equal(fg->maps, fg->unmaps);
-    g_free(fg->mem);
+    munmap(fg->mem, FG_MEM_SIZE);
     g_free(fg);
 }
 

@@ -211,6 +211,15 @@ FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,
 int fv_qp_rts(FvQp *a, uint32_t dqpn, uint32_t dgid_index,
               const FvConnOpts *o)
 {
+    uint8_t dgid[16];
+
+    fg_test_gid(dgid_index, dgid);
+    return fv_qp_rts_gid(a, dqpn, dgid, o);
+}
+
+int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
+                  const FvConnOpts *o)
+{
     struct pvrdma_qp_attr at;
     int ret;
 
@@ -236,7 +245,7 @@ int fv_qp_rts(FvQp *a, uint32_t dqpn, uint32_t dgid_index,
     at.ah_attr.grh.sgid_index = 0;
     at.ah_attr.grh.hop_limit = 64;
     at.ah_attr.sl = 3;
-    fg_test_gid(dgid_index, at.ah_attr.grh.dgid);
+    memcpy(at.ah_attr.grh.dgid, dgid, 16);
     ret = fg_modify_qp(a->fg, a->handle, PVRDMA_QP_STATE | PVRDMA_QP_AV |
                        PVRDMA_QP_PATH_MTU | PVRDMA_QP_DEST_QPN |
                        PVRDMA_QP_RQ_PSN | PVRDMA_QP_MAX_DEST_RD_ATOMIC |

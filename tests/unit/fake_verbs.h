@@ -90,6 +90,9 @@ FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,
  */
 int fv_qp_rts(FvQp *a, uint32_t dqpn, uint32_t dgid_index,
               const FvConnOpts *o);
+/* The same towards the GID @dgid itself (a real device's). */
+int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
+                  const FvConnOpts *o);
 /* Both ways; both devices must have GID index 0 bound. */
 void fv_connect(FvQp *a, FvQp *b, const FvConnOpts *o);
 int fv_qp_modify_state(FvQp *qp, uint32_t state);

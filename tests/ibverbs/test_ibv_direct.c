@@ -1,0 +1,409 @@
+/*
+ * The host verbs backend (hw/pvrdma/pvrdma_ibverbs.c) driven directly,
+ * without QEMU or a guest kernel: two fake guests (tests/unit/fake_*),
+ * each a device core on its own backend instance over the same host RDMA
+ * device, their RC QPs connected through it.  Runs where a host RDMA
+ * device exists: in our test guest with Soft-RoCE (tests/guest/
+ * test-ibverbs-direct.sh), since the build machines have none.
+ *
+ *   test_ibv_direct IBDEV GID_INDEX
+ *
+ * GID_INDEX: the host port's GID both devices use (gid-index=), and the
+ * destination of both QPs (a loopback through the device).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <glib.h>
+#include <infiniband/verbs.h>
+
+#include "fake_guest.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+#include "pvrdma_ibverbs.h"
+
+#define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
+                     PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
+#define SIG         PVRDMA_WR_FLAG_SIGNALED
+#define VA_A        0x7f0000000800ull   /* not page aligned on purpose */
+#define VA_B        0x7e0000000100ull
+#define MR_LEN      (5 * 4096ull)
+/* How long a completion may take before the test fails (a hang). */
+#define WAIT_US     (20 * G_USEC_PER_SEC)
+
+static const char *ibdev;
+static int gid_index;
+static uint8_t host_gid[16];
+
+typedef struct Dev {
+    FakeGuest *fg;
+    PvrdmaIbv *ibv;
+    uint32_t pd;
+    FvCq *cq;
+} Dev;
+
+typedef struct Pair {
+    Dev a, b;
+    FvQp *qa, *qb;
+    FvMr *ma, *mb;
+} Pair;
+
+static void dev_init(Dev *d)
+{
+    PvrdmaIbvConfig cfg = {
+        .ibdev = ibdev, .ibport = 1, .gid_index = gid_index,
+    };
+    char *msg = NULL;
+
+    d->fg = fg_new(NULL);
+    d->ibv = pvrdma_ibv_open(&cfg, &msg);
+    if (!d->ibv) {
+        fail_msg("%s", msg);
+    }
+    if (pvrdma_ibv_attach(d->ibv, d->fg->core, &msg) < 0) {
+        fail_msg("%s", msg);
+    }
+    fg_setup(d->fg);
+    assert_int_equal(fg_bind_gid(d->fg, 0), 0);
+    assert_int_equal(fg_create_pd(d->fg, 0, &d->pd), 0);
+    d->cq = fv_cq_new(d->fg, 0, 64);
+}
+
+static Pair *pair_new(void)
+{
+    static const FvConnOpts o = {
+        .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
+        .retry_cnt = 7,
+    };
+    Pair *p = g_new0(Pair, 1);
+
+    dev_init(&p->a);
+    dev_init(&p->b);
+    p->qa = fv_qp_new(p->a.fg, PVRDMA_QPT_RC, p->a.pd, p->a.cq, p->a.cq,
+                      NULL, 16, 4, false);
+    p->qb = fv_qp_new(p->b.fg, PVRDMA_QPT_RC, p->b.pd, p->b.cq, p->b.cq,
+                      NULL, 16, 4, false);
+    /* The guest's QP number is the host QP's. */
+    assert_int_not_equal(p->qa->qpn, p->qa->handle);
+    p->ma = fv_mr_new(p->a.fg, p->a.pd, VA_A, MR_LEN, ALL_ACCESS);
+    p->mb = fv_mr_new(p->b.fg, p->b.pd, VA_B, MR_LEN, ALL_ACCESS);
+    assert_int_equal(fv_qp_rts_gid(p->qa, p->qb->qpn, host_gid, &o), 0);
+    assert_int_equal(fv_qp_rts_gid(p->qb, p->qa->qpn, host_gid, &o), 0);
+    return p;
+}
+
+static void pair_free(Pair *p)
+{
+    Dev *d[2] = { &p->a, &p->b };
+    int i;
+
+    for (i = 0; i < 2; i++) {
+        fg_free(d[i]->fg);          /* closes the backend too */
+        g_free(d[i]->cq);
+    }
+    g_free(p->qa);
+    g_free(p->qb);
+    g_free(p->ma);
+    g_free(p->mb);
+    g_free(p);
+}
+
+/* The next CQE of @cq, running both backends until it comes. */
+static void wait_cqe(Pair *p, FvCq *cq, struct pvrdma_cqe *cqe)
+{
+    gint64 end = g_get_monotonic_time() + WAIT_US;
+
+    while (!fv_cq_poll(cq, cqe)) {
+        pvrdma_ibv_process(p->a.ibv);
+        pvrdma_ibv_process(p->b.ibv);
+        if (g_get_monotonic_time() > end) {
+            fail_msg("no completion within %d s", WAIT_US / 1000000);
+        }
+        g_usleep(100);
+    }
+}
+
+/* Copy @len bytes of @mr at @va out (its pages are not contiguous). */
+static void mr_read(FvMr *mr, uint64_t va, void *buf, uint64_t len)
+{
+    uint8_t *out = buf;
+
+    while (len) {
+        uint64_t n = MIN(len, 4096 - (va & 4095));
+
+        memcpy(out, fv_mr_ptr(mr, va), n);
+        out += n;
+        va += n;
+        len -= n;
+    }
+}
+
+static struct pvrdma_sge sge(FvMr *mr, uint64_t va, uint32_t len)
+{
+    struct pvrdma_sge s = { .addr = va, .length = len, .lkey = mr->lkey };
+
+    return s;
+}
+
+static struct pvrdma_sq_wqe_hdr wqe(uint64_t id, uint32_t op, uint32_t nsge)
+{
+    struct pvrdma_sq_wqe_hdr h;
+
+    memset(&h, 0, sizeof(h));
+    h.wr_id = id;
+    h.opcode = op;
+    h.send_flags = SIG;
+    h.num_sge = nsge;
+    return h;
+}
+
+/* SEND of 3 SGEs spanning MR pages into 2 receive SGEs, data checked. */
+static void test_send(void **state)
+{
+    Pair *p = pair_new();
+    struct pvrdma_sge s[3] = {
+        sge(p->ma, VA_A + 100, 3000), sge(p->ma, VA_A + 4000, 5000),
+        sge(p->ma, VA_A + 12000, 192),
+    };
+    struct pvrdma_sge r[2] = {
+        sge(p->mb, VA_B, 4096), sge(p->mb, VA_B + 8192, 8192),
+    };
+    struct pvrdma_sq_wqe_hdr h = wqe(7, PVRDMA_WR_SEND, 3);
+    struct pvrdma_cqe c;
+    uint8_t *src = g_malloc(8192), *dst = g_malloc(8192);
+
+    (void)state;
+    fv_mr_fill(p->ma, VA_A, MR_LEN, 0x31);
+    fv_mr_zero(p->mb);
+    fv_post_recv(p->qb, 55, r, 2);
+    fv_ring_rq(p->qb);
+    fv_post_send(p->qa, &h, s, 3);
+    fv_ring_sq(p->qa);
+
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_SEND);
+    assert_int_equal(c.wr_id, 7);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV);
+    assert_int_equal(c.wr_id, 55);
+    assert_int_equal(c.byte_len, 8192);
+    assert_int_equal(c.qp, p->qb->handle);
+    /* The 8192 bytes gathered, in order, scattered over 4096 + 4096. */
+    mr_read(p->ma, VA_A + 100, src, 3000);
+    mr_read(p->ma, VA_A + 4000, src + 3000, 5000);
+    mr_read(p->ma, VA_A + 12000, src + 8000, 192);
+    mr_read(p->mb, VA_B, dst, 4096);
+    mr_read(p->mb, VA_B + 8192, dst + 4096, 4096);
+    assert_memory_equal(src, dst, 8192);
+    g_free(src);
+    g_free(dst);
+    pair_free(p);
+}
+
+/* RDMA WRITE with immediate, then RDMA READ back, data checked. */
+static void test_write_imm_read(void **state)
+{
+    Pair *p = pair_new();
+    struct pvrdma_sge s = sge(p->ma, VA_A, 10000);
+    struct pvrdma_sge r = sge(p->ma, VA_A + 10000, 10000);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_RDMA_WRITE_WITH_IMM, 1);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    fv_mr_zero(p->ma);
+    fv_mr_fill(p->ma, VA_A, 10000, 0x52);
+    fv_mr_zero(p->mb);
+    fv_post_recv(p->qb, 9, NULL, 0);
+    fv_ring_rq(p->qb);
+    h.ex.imm_data = GUINT32_TO_BE(0xdeadbeef);
+    h.wr.rdma.remote_addr = VA_B + 300;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RDMA_WRITE);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV_RDMA_WITH_IMM);
+    assert_int_equal(c.wr_id, 9);
+    assert_true(c.wc_flags & PVRDMA_WC_WITH_IMM);
+    assert_int_equal(c.imm_data, GUINT32_TO_BE(0xdeadbeef));
+    assert_int_equal(c.byte_len, 10000);
+    assert_true(fv_mr_check(p->mb, VA_B + 300, 10000, 0x52));
+
+    /* READ it back into the other half of A's MR. */
+    assert_false(fv_mr_check(p->ma, VA_A + 10000, 10000, 0x52));
+    h = wqe(2, PVRDMA_WR_RDMA_READ, 1);
+    h.wr.rdma.remote_addr = VA_B + 300;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->qa, &h, &r, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RDMA_READ);
+    assert_int_equal(c.wr_id, 2);
+    assert_true(fv_mr_check(p->ma, VA_A + 10000, 10000, 0x52));
+    pair_free(p);
+}
+
+/* Fetch-and-add and compare-and-swap: remote value and original. */
+static void test_atomics(void **state)
+{
+    Pair *p = pair_new();
+    struct pvrdma_sge s = sge(p->ma, VA_A + 64, 8);
+    struct pvrdma_sq_wqe_hdr h = wqe(3, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, 1);
+    struct pvrdma_cqe c;
+    uint64_t v = 1000, got;
+
+    (void)state;
+    memcpy(fv_mr_ptr(p->mb, VA_B + 0xf00), &v, 8);
+    h.wr.atomic.remote_addr = VA_B + 0xf00;
+    h.wr.atomic.rkey = p->mb->rkey;
+    h.wr.atomic.compare_add = 234;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_FETCH_ADD);
+    memcpy(&got, fv_mr_ptr(p->ma, VA_A + 64), 8);
+    assert_int_equal(got, 1000);
+    memcpy(&got, fv_mr_ptr(p->mb, VA_B + 0xf00), 8);
+    assert_int_equal(got, 1234);
+
+    h = wqe(4, PVRDMA_WR_ATOMIC_CMP_AND_SWP, 1);
+    h.wr.atomic.remote_addr = VA_B + 0xf00;
+    h.wr.atomic.rkey = p->mb->rkey;
+    h.wr.atomic.compare_add = 1234;
+    h.wr.atomic.swap = 77;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_COMP_SWAP);
+    memcpy(&got, fv_mr_ptr(p->ma, VA_A + 64), 8);
+    assert_int_equal(got, 1234);
+    memcpy(&got, fv_mr_ptr(p->mb, VA_B + 0xf00), 8);
+    assert_int_equal(got, 77);
+    pair_free(p);
+}
+
+/*
+ * A WRITE with a wrong rkey: REM_ACCESS_ERR on the requester, whose QP
+ * is in ERR; a WQE posted after it is flushed.  Nothing lands at B.
+ */
+static void test_remote_access_error(void **state)
+{
+    Pair *p = pair_new();
+    struct pvrdma_sge s = sge(p->ma, VA_A, 512);
+    struct pvrdma_sq_wqe_hdr h = wqe(5, PVRDMA_WR_RDMA_WRITE, 1);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    fv_mr_fill(p->ma, VA_A, 512, 0x77);
+    fv_mr_zero(p->mb);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey ^ 0x100;
+    fv_post_send(p->qa, &h, &s, 1);
+    h.wr_id = 6;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 5);
+    assert_int_equal(c.status, PVRDMA_WC_REM_ACCESS_ERR);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 6);
+    assert_int_equal(c.status, PVRDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(fv_qp_state(p->qa), PVRDMA_QPS_ERR);
+    assert_false(fv_mr_check(p->mb, VA_B, 512, 0x77));
+    pair_free(p);
+}
+
+/* Many SENDs in a row, each its own receive: order and data kept. */
+static void test_send_stream(void **state)
+{
+    Pair *p = pair_new();
+    struct pvrdma_cqe c;
+    int i;
+
+    (void)state;
+    fv_mr_fill(p->ma, VA_A, MR_LEN, 0x13);
+    fv_mr_zero(p->mb);
+    for (i = 0; i < 12; i++) {
+        struct pvrdma_sge r = sge(p->mb, VA_B + i * 1024, 1024);
+
+        fv_post_recv(p->qb, 100 + i, &r, 1);
+    }
+    fv_ring_rq(p->qb);
+    for (i = 0; i < 12; i++) {
+        struct pvrdma_sge s = sge(p->ma, VA_A + i * 1024, 1000 + i);
+        struct pvrdma_sq_wqe_hdr h = wqe(200 + i, PVRDMA_WR_SEND, 1);
+
+        fv_post_send(p->qa, &h, &s, 1);
+    }
+    fv_ring_sq(p->qa);
+    for (i = 0; i < 12; i++) {
+        uint8_t sent[1024], got[1024];
+
+        wait_cqe(p, p->b.cq, &c);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.wr_id, 100 + i);
+        assert_int_equal(c.byte_len, 1000 + i);
+        mr_read(p->ma, VA_A + i * 1024, sent, 1000 + i);
+        mr_read(p->mb, VA_B + i * 1024, got, 1000 + i);
+        assert_memory_equal(sent, got, 1000 + i);
+    }
+    for (i = 0; i < 12; i++) {
+        wait_cqe(p, p->a.cq, &c);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.wr_id, 200 + i);
+    }
+    pair_free(p);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_send),
+        cmocka_unit_test(test_write_imm_read),
+        cmocka_unit_test(test_atomics),
+        cmocka_unit_test(test_remote_access_error),
+        cmocka_unit_test(test_send_stream),
+    };
+    struct ibv_device **list;
+    struct ibv_context *ctx = NULL;
+    union ibv_gid gid;
+    int i, n;
+
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s IBDEV GID_INDEX\n", argv[0]);
+        return 2;
+    }
+    ibdev = argv[1];
+    gid_index = atoi(argv[2]);
+    list = ibv_get_device_list(&n);
+    for (i = 0; list && i < n; i++) {
+        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    if (!ctx || ibv_query_gid(ctx, 1, gid_index, &gid)) {
+        fprintf(stderr, "%s: no GID %d on %s\n", argv[0], gid_index, ibdev);
+        return 2;
+    }
+    memcpy(host_gid, gid.raw, 16);
+    ibv_close_device(ctx);
+    ibv_free_device_list(list);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

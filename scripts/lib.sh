@@ -83,3 +83,25 @@ kernel_abi() {
         sed -n 's/.*Depends: linux-image-\(6\.1\.0-[0-9]*-amd64\).*/\1/p' |
         head -n 1
 }
+
+# guest_files_cpio OUT CMD [SRC[:DST]...]: an uncompressed cpio archive at
+# OUT holding each host file or directory SRC at DST in the guest (default
+# /run/files/<name of SRC>) and, unless CMD is empty, CMD as /run/cmd (what
+# the guest's /init runs); put before an image, the kernel unpacks both.
+guest_files_cpio() {
+    local out=$1 cmd=$2 dir a src dst
+    shift 2
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-cpio.XXXXXX")
+    mkdir -p "$dir/run/files"
+    for a in "$@"; do
+        src=${a%%:*} dst=
+        [ "$src" != "$a" ] && dst=${a#*:}
+        [ -e "$src" ] || { rm -rf "$dir"; die "--add $src: no such file or directory"; }
+        dst=${dst:-/run/files/$(basename "$src")}
+        mkdir -p "$dir$(dirname "$dst")"
+        cp -a "$src" "$dir$dst"
+    done
+    [ -z "$cmd" ] || printf '%s\n' "$cmd" > "$dir/run/cmd"
+    (cd "$dir" && find . | cpio -o -H newc --quiet) > "$out"
+    rm -rf "$dir"
+}

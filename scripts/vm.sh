@@ -71,24 +71,11 @@ mkdir -p "$(dirname "$log")"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-vm.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/extra/run/files"
-for a in "${adds[@]}"; do
-    src=${a%%:*} dst=
-    [ "$src" != "$a" ] && dst=${a#*:}
-    [ -e "$src" ] || die "--add $src: no such file or directory"
-    dst=${dst:-/run/files/$(basename "$src")}
-    mkdir -p "$work/extra$(dirname "$dst")"
-    cp -a "$src" "$work/extra$dst"
-done
 interactive=
-if [ $# -gt 0 ]; then
-    printf '%s\n' "$*" > "$work/extra/run/cmd"
-else
-    interactive=1
-fi
+[ $# -gt 0 ] || interactive=1
 # A small uncompressed cpio archive put before the image: the kernel
 # unpacks both, so the base image never needs rebuilding for a run.
-(cd "$work/extra" && find . | cpio -o -H newc --quiet) > "$work/extra.cpio"
+guest_files_cpio "$work/extra.cpio" "$*" "${adds[@]}"
 cat "$work/extra.cpio" "$initrd" > "$work/initrd"
 
 append="console=ttyS0 panic=-1 quiet loglevel=4"

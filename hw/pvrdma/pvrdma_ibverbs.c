@@ -468,11 +468,14 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     return 0;
 }
 
-/* The host GID index for the guest's @sgid_index, or -1. */
+/*
+ * The host GID index for the guest's @sgid_index, or -1: the host's RoCE
+ * v2 entry of the same GID (the guest's port is RoCE v2).
+ */
 static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
 {
+    struct ibv_gid_entry e;
     const uint8_t *gid;
-    union ibv_gid hgid;
     uint8_t type;
     int i;
 
@@ -481,11 +484,14 @@ static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
     }
     gid = pvrdma_core_sgid(ibv->core, sgid_index, &type);
     if (!gid) {
+        g_printerr("pvrdma: %s: the guest named source GID index %u, "
+                   "which it never set\n", ibv->name, sgid_index);
         return -1;
     }
     for (i = 0; i < ibv->port_attr.gid_tbl_len; i++) {
-        if (ibv_query_gid(ibv->ctx, ibv->port, i, &hgid) == 0 &&
-            !memcmp(hgid.raw, gid, 16)) {
+        if (ibv_query_gid_ex(ibv->ctx, ibv->port, i, &e, 0) == 0 &&
+            e.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+            !memcmp(e.gid.raw, gid, 16)) {
             return i;
         }
     }
@@ -628,7 +634,13 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
     PVRDMA_IBV_COPY(PVRDMA_QP_DEST_QPN, IBV_QP_DEST_QPN, dest_qp_num);
 #undef PVRDMA_IBV_COPY
     if (ibv_modify_qp(q->hqp, &h, hmask)) {
-        return -errno;
+        int err = errno;
+
+        g_printerr("pvrdma: %s refused to modify QP 0x%x (state %u, "
+                   "attribute mask 0x%x): %s\n", ibv->name, qp->qpn,
+                   (mask & PVRDMA_QP_STATE) ? a->qp_state : qp->state,
+                   hmask, strerror(err));
+        return -err;
     }
     if (!(mask & PVRDMA_QP_STATE)) {
         return 0;

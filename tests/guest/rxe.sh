@@ -1,7 +1,9 @@
 # Guest-side helper (busybox sh): Soft-RoCE on eth0, as a host RDMA device
 # for the host verbs backend's tests (docs/ibverbs.md).
 #   rxe_up            load rdma_rxe and create rxe0 on eth0 (port ACTIVE)
-#   rxe_gid_index     the index of rxe0's RoCE v2 GID of eth0's IPv4 address
+#   rxe_gid_index [A.B.C.D]
+#                     the index of rxe0's RoCE v2 GID of that IPv4 address
+#                     of eth0 (default: the first)
 # Each calls fail() (pair.sh or sync.sh) on any error.
 RXE_PORT=/sys/class/infiniband/rxe0/ports/1
 
@@ -19,12 +21,12 @@ rxe_up() {
 }
 
 rxe_gid_index() {
-    local t i
+    local t i want=0000:0000:0000:0000:0000:ffff:
+    [ -z "$1" ] || want=$want$(echo "$1" | awk -F. '{ printf "%02x%02x:%02x%02x", $1, $2, $3, $4 }')
     for t in $RXE_PORT/gid_attrs/types/*; do
         i=${t##*/}
         [ "$(cat "$t" 2>/dev/null)" = "RoCE v2" ] &&
-            grep -q "^0000:0000:0000:0000:0000:ffff:" $RXE_PORT/gids/"$i" &&
-            echo "$i" && return 0
+            grep -q "^$want" $RXE_PORT/gids/"$i" && echo "$i" && return 0
     done
     return 0
 }

@@ -1869,8 +1869,8 @@ static void fz_init(void)
     fz.ops_min = fz.fg_min->core->ops;
     pvrdma_core_free(fz.fg_full->core);
     pvrdma_core_free(fz.fg_min->core);
-    g_free(fz.fg_full->mem);
-    g_free(fz.fg_min->mem);
+    munmap(fz.fg_full->mem, FG_MEM_SIZE);
+    munmap(fz.fg_min->mem, FG_MEM_SIZE);
     fz.dev[0].fg = fz.fg_full;
     fz.dev[1].fg = fz.fg_min;
     fz.inited = true;

@@ -162,8 +162,13 @@ struct PvrdmaMr {
     uint64_t frmr_length;
     uint32_t frmr_npages;
     uint64_t *frmr_pages;       /* max_sg entries */
-    /* Long-lived pin (pvrdma_core_mr_pin()): host pointer per page. */
+    /*
+     * Long-lived pin (pvrdma_core_mr_pin()): host pointer per page; the
+     * pages were mapped in runs, pin_run[i] pages at the head of each run
+     * (0 elsewhere).
+     */
     void **pinned;
+    uint32_t *pin_run;
     void *be;
 };
 

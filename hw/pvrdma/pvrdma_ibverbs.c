@@ -326,35 +326,53 @@ static void pvrdma_ibv_mr_free(PvrdmaIbvMr *m)
     g_free(m);
 }
 
+/* Number of pinned pages of @mr from @i on that are contiguous in ours. */
+static size_t pvrdma_ibv_run(PvrdmaMr *mr, size_t i)
+{
+    size_t run = 1;
+
+    while (i + run < mr->npages && (uint8_t *)mr->pinned[i + run] ==
+           (uint8_t *)mr->pinned[i] + run * PVRDMA_PAGE_SIZE) {
+        run++;
+    }
+    return run;
+}
+
 /*
  * Map the pinned pages of @mr, in order, at one new range of our address
  * space: one mremap() per run of pages that are contiguous already.  The
  * source must be a shared mapping (a shared memory backend: the glue
- * checks it), which old_size 0 duplicates instead of moving.
+ * checks it), which old_size 0 duplicates instead of moving.  Each run
+ * is a mapping of its own unless it continues the previous one in the
+ * backing file, so vm.max_map_count bounds them: *@runs says how many
+ * the MR needs.
  */
-static void *pvrdma_ibv_alias(PvrdmaMr *mr, size_t *len)
+static void *pvrdma_ibv_alias(PvrdmaMr *mr, size_t *len, size_t *runs)
 {
     size_t n = mr->npages, i, run;
     uint8_t *base;
+    int err = 0;
 
     *len = n * PVRDMA_PAGE_SIZE;
+    *runs = 0;
     base = mmap(NULL, *len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
                 MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
         return NULL;
     }
     for (i = 0; i < n; i += run) {
-        run = 1;
-        while (i + run < n && (uint8_t *)mr->pinned[i + run] ==
-               (uint8_t *)mr->pinned[i] + run * PVRDMA_PAGE_SIZE) {
-            run++;
+        run = pvrdma_ibv_run(mr, i);
+        (*runs)++;
+        if (!err && mremap(mr->pinned[i], 0, run * PVRDMA_PAGE_SIZE,
+                           MREMAP_MAYMOVE | MREMAP_FIXED,
+                           base + i * PVRDMA_PAGE_SIZE) == MAP_FAILED) {
+            err = errno;        /* go on counting runs, for the message */
         }
-        if (mremap(mr->pinned[i], 0, run * PVRDMA_PAGE_SIZE,
-                   MREMAP_MAYMOVE | MREMAP_FIXED,
-                   base + i * PVRDMA_PAGE_SIZE) == MAP_FAILED) {
-            munmap(base, *len);
-            return NULL;
-        }
+    }
+    if (err) {
+        munmap(base, *len);
+        errno = err;
+        return NULL;
     }
     return base;
 }
@@ -364,6 +382,8 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
     PvrdmaIbv *ibv = be;
     PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl, mr->pd_handle);
     PvrdmaIbvMr *m;
+    size_t runs = 0;
+    void *base;
     int ret;
 
     if (mr->flags != 0) {
@@ -380,15 +400,34 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
         return ret;
     }
     m = g_new0(PvrdmaIbvMr, 1);
-    m->alias = pvrdma_ibv_alias(mr, &m->alias_len);
-    if (!m->alias) {
-        g_printerr("pvrdma: %s: cannot map guest pages of MR %u "
-                   "contiguously: %s (is guest RAM a shared memory "
-                   "backend?)\n", ibv->name, mr->handle, strerror(errno));
-        ret = -EFAULT;
+    if (pvrdma_ibv_run(mr, 0) == mr->npages) {
+        /*
+         * One piece of our mapping of guest RAM already: register it in
+         * place (no alias to fault in page by page).
+         */
+        base = mr->pinned[0];
+    } else {
+        base = m->alias = pvrdma_ibv_alias(mr, &m->alias_len, &runs);
+    }
+    if (!base) {
+        if (errno == ENOMEM) {
+            /* Each run of pages is a mapping: vm.max_map_count caps them. */
+            g_printerr("pvrdma: %s: cannot map the %u pages of MR %u "
+                       "contiguously: it takes %zu mappings and the host "
+                       "allows fewer (raise the limit: sysctl -w "
+                       "vm.max_map_count=%zu)\n", ibv->name, mr->npages,
+                       mr->handle, runs, MAX(runs * 2, (size_t)262144));
+            ret = -ENOMEM;
+        } else {
+            g_printerr("pvrdma: %s: cannot map guest pages of MR %u "
+                       "contiguously: %s (is guest RAM a shared memory "
+                       "backend?)\n", ibv->name, mr->handle,
+                       strerror(errno));
+            ret = -EFAULT;
+        }
         goto fail;
     }
-    m->mr = ibv_reg_mr_iova2(pd->be, (uint8_t *)m->alias +
+    m->mr = ibv_reg_mr_iova2(pd->be, (uint8_t *)base +
                              (mr->start & (PVRDMA_PAGE_SIZE - 1)),
                              mr->length, mr->start,
                              pvrdma_ibv_access(mr->access));

@@ -616,7 +616,7 @@ static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
 
 int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
 {
-    uint32_t i;
+    uint32_t i, n;
 
     if (mr->flags != 0 || !mr->npages) {
         return -EINVAL;
@@ -625,20 +625,35 @@ int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
         return 0;
     }
     mr->pinned = g_new0(void *, mr->npages);
-    for (i = 0; i < mr->npages; i++) {
-        uint64_t len = PVRDMA_PAGE_SIZE;
+    mr->pin_run = g_new0(uint32_t, mr->npages);
+    /* One mapping per run of guest-physically contiguous pages. */
+    for (i = 0; i < mr->npages; i += n) {
+        uint64_t len;
+        uint8_t *p;
+        uint32_t j;
 
-        mr->pinned[i] = pvrdma_core_dma_map(core, mr->pages[i], &len, true);
-        if (!mr->pinned[i] || len < PVRDMA_PAGE_SIZE) {
+        for (n = 1; i + n < mr->npages &&
+             mr->pages[i + n] == mr->pages[i] + n * PVRDMA_PAGE_SIZE; n++) {
+        }
+        len = (uint64_t)n * PVRDMA_PAGE_SIZE;
+        p = pvrdma_core_dma_map(core, mr->pages[i], &len, true);
+        if (p && len < PVRDMA_PAGE_SIZE) {
+            pvrdma_core_dma_unmap(core, p, len, true, 0);
+            p = NULL;
+        }
+        if (!p) {
             GERR(core, MR_PAGE_NOT_RAM_CANNOT_PIN,
                  "MR %u: page 0x%" G_GINT64_MODIFIER "x is not RAM, "
                  "cannot pin", mr->handle, mr->pages[i]);
-            if (mr->pinned[i]) {
-                pvrdma_core_dma_unmap(core, mr->pinned[i], len, true, 0);
-                mr->pinned[i] = NULL;
-            }
             pvrdma_core_mr_unpin(core, mr);
             return -EFAULT;
+        }
+        /* A mapping that ends early (at the end of a RAM block) is kept
+         * for its whole pages; the next run starts after them. */
+        n = MIN(n, len / PVRDMA_PAGE_SIZE);
+        mr->pin_run[i] = n;
+        for (j = 0; j < n; j++) {
+            mr->pinned[i + j] = p + (uint64_t)j * PVRDMA_PAGE_SIZE;
         }
     }
     return 0;
@@ -652,12 +667,17 @@ void pvrdma_core_mr_unpin(PvrdmaCore *core, PvrdmaMr *mr)
         return;
     }
     for (i = 0; i < mr->npages; i++) {
-        /* Whatever the guest wrote to it through RDMA is dirty. */
-        pvrdma_core_dma_unmap(core, mr->pinned[i], PVRDMA_PAGE_SIZE, true,
-                              mr->pinned[i] ? PVRDMA_PAGE_SIZE : 0);
+        uint64_t len = (uint64_t)mr->pin_run[i] * PVRDMA_PAGE_SIZE;
+
+        if (mr->pin_run[i]) {
+            /* Whatever the guest wrote to it through RDMA is dirty. */
+            pvrdma_core_dma_unmap(core, mr->pinned[i], len, true, len);
+        }
     }
     g_free(mr->pinned);
+    g_free(mr->pin_run);
     mr->pinned = NULL;
+    mr->pin_run = NULL;
 }
 
 /* ---- receive queues ------------------------------------------------------ */

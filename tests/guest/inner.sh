@@ -6,7 +6,8 @@
 # guest is reachable as .1 of it) and -device pvrdma,backend=ibverbs,
 # ibdev=rxe0 plus DEVICE_OPTS; its console is shown prefixed [NAME] and
 # kept in /tmp/NAME.log. Returns 0 if the inner command exited 0.
-# $INNER_QEMU_ARGS: more QEMU arguments (e.g. "-d guest_errors").
+# $INNER_QEMU_ARGS: more QEMU arguments (e.g. "-d guest_errors");
+# $INNER_NET_OPTS: more -netdev user options (",hostfwd=...").
 inner_run() {
     local name=$1 ip=$2 mem=$3 limit=$4 opts=$5 net st
     net=${ip%.*}
@@ -18,7 +19,7 @@ inner_run() {
         -machine memory-backend=ram \
         -kernel /nested/vmlinuz -initrd /nested/initrd \
         -append "console=ttyS0 panic=-1 quiet loglevel=4 pvrdma.ip=$ip/24" \
-        -netdev "user,id=n0,net=$net.0/24,host=$net.1" \
+        -netdev "user,id=n0,net=$net.0/24,host=$net.1$INNER_NET_OPTS" \
         -device virtio-net-pci,netdev=n0,romfile= \
         -device "pvrdma,backend=ibverbs,ibdev=rxe0$opts" \
         $INNER_QEMU_ARGS -serial stdio </dev/null 2>&1 | tr -d '\r' | tee "/tmp/$name.log" |

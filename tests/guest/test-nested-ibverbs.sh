@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
 # Nested QEMU with the host verbs backend: a test guest (the "host")
 # makes Soft-RoCE rxe0 on its eth0 and runs our QEMU with
-# -device pvrdma,backend=ibverbs,ibdev=rxe0 for an inner guest, whose
-# RDMA then goes through rxe0 to a native program of the outer guest:
-# ibv_rc_pingpong (data checked, -c) and ib_write_bw (64 KiB, 1 MiB)
-# between the inner guest's pvrdma0 and the outer's rxe0. The inner guest's address is also given to the
-# outer eth0, so that rxe0 owns its GID (docs/ibverbs.md).
+# -device pvrdma,backend=ibverbs,ibdev=rxe0 for inner guests, whose RDMA
+# then goes through rxe0:
+#  (a) an inner guest (10.0.3.2) against native programs of the outer
+#      guest: ibv_rc_pingpong (data checked, -c) and ib_write_bw (64 KiB,
+#      1 MiB);
+#  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
+#      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
+#      user-mode hostfwd of A's QEMU);
+#  (c) what QEMU says when the host device is missing, has no such port
+#      or GID, is down, or guest RAM is not shared.
+# Each inner guest's address is also given to the outer eth0, so that
+# rxe0 owns its GID (docs/ibverbs.md), and each inner guest routes to the
+# others through its user-mode NIC's gateway (.1 of its /24).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nested.sh"
 
 cat > "$TEST_OUT/inner-cmd.sh" <<'INNER'
+ip=$(sed -n 's/.*pvrdma\.ip=\([0-9.]*\).*/\1/p' /proc/cmdline)
+gw=${ip%.*}.1
 # The guest kernel resolves a route to the peer's address before it
-# modifies a RoCE QP: 10.0.2.15 is behind the user-mode NIC's gateway.
-ip route add default via 10.0.3.1
+# modifies a RoCE QP: peers are behind the user-mode NIC's gateway.
+ip route add default via "$gw"
 ibv_devinfo -d pvrdma0 | grep -E "state|active_mtu"
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c 10.0.3.1 || exit 1
-ib_write_bw -d pvrdma0 -x 1 -F -n 200 -p 18516 10.0.3.1 || exit 1
-ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 10.0.3.1
+case $ip in
+10.0.3.2)   # (a): the outer guest's native programs serve
+    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c "$gw" || exit 1
+    ib_write_bw -d pvrdma0 -x 1 -F -n 200 -p 18516 "$gw" || exit 1
+    ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ;;
+10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
+    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c ;;
+10.0.5.2)   # (b), B: connects once A listens
+    for i in $(seq 120); do
+        ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" \
+            > /tmp/pp 2>&1 && { cat /tmp/pp; exit 0; }
+        grep -q "Couldn't connect" /tmp/pp || { cat /tmp/pp; exit 1; }
+        sleep 2
+    done
+    cat /tmp/pp; exit 1 ;;
+esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh"
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
@@ -24,15 +47,43 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./rxe.sh
 . ./inner.sh
 rxe_up
-ip addr add 10.0.3.2/24 dev eth0
-idx=$(rxe_gid_index 10.0.2.15)
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    [ -n "$(rxe_gid_index 10.0.3.2)" ] && break
+for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
+    ip addr add $a/24 dev eth0
+done
+for i in $(seq 20); do
+    [ -n "$(rxe_gid_index 10.0.5.2)" ] && break
     sleep 0.5
 done
-[ -n "$(rxe_gid_index 10.0.3.2)" ] || fail "rxe0 has no GID for 10.0.3.2"
-echo "rxe0: 10.0.2.15 at GID index $idx, 10.0.3.2 at $(rxe_gid_index 10.0.3.2)"
-# The native ends serve; the inner guest connects to them (as 10.0.3.1).
+idx=$(rxe_gid_index 10.0.2.15)
+for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
+    [ -n "$(rxe_gid_index $a)" ] || fail "rxe0 has no GID for $a"
+done
+echo "rxe0: GID index $idx for 10.0.2.15, $(rxe_gid_index 10.0.3.2) for 10.0.3.2"
+
+echo "=== (c) errors"
+q="qemu-system-x86_64 -M pc -accel tcg -nodefaults -display none -L /usr/share/nested-fw"
+shm="-m 128 -object memory-backend-memfd,id=ram,size=128M,share=on -machine memory-backend=ram"
+refused() { # EXPECTED-TEXT QEMU-ARGS...
+    local text=$1 out
+    shift
+    if out=$(LD_LIBRARY_PATH=/usr/lib/nested $q "$@" 2>&1 </dev/null); then
+        fail "QEMU accepted $*"
+    fi
+    echo "$out"
+    echo "$out" | grep -qE "$text" || fail "unclear error for $*"
+}
+refused "ibdev=nope: no such host RDMA device; this host has: .*rxe0" \
+    $shm -device pvrdma,backend=ibverbs,ibdev=nope
+refused "ibport=2: host RDMA device rxe0 has ports 1 to 1" \
+    $shm -device pvrdma,backend=ibverbs,ibdev=rxe0,ibport=2
+refused "gid-index=900: port 1 of host RDMA device rxe0 has no GID there" \
+    $shm -device pvrdma,backend=ibverbs,ibdev=rxe0,gid-index=900
+refused "gid-index=5000: port 1 of host RDMA device rxe0 has GID indexes 0 to" \
+    $shm -device pvrdma,backend=ibverbs,ibdev=rxe0,gid-index=5000
+refused "needs it shared: add -object memory-backend-memfd" \
+    -m 128 -device pvrdma,backend=ibverbs,ibdev=rxe0
+
+echo "=== (a) an inner guest and native programs"
 timeout 900 ibv_rc_pingpong -d rxe0 -g "$idx" -n 200 -c > /tmp/native.out 2>&1 &
 native=$!
 timeout 900 ib_write_bw -d rxe0 -x "$idx" -F -n 200 -p 18516 > /tmp/bw.out 2>&1 &
@@ -49,12 +100,30 @@ wait $bw && wait $bw1m ||
 sed 's/^/[native] /' /tmp/bw.out /tmp/bw1m.out
 grep -qE "^ *65536 +200 " /tmp/bw.out && grep -qE "^ *1048576 +50 " /tmp/bw1m.out ||
     fail "ib_write_bw printed no result rows"
+
+echo "=== (b) two inner guests"
+INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-:18515" \
+    inner_run innerA 10.0.4.2 512 900 > /tmp/innerA.out 2>&1 &
+a=$!
+inner_run innerB 10.0.5.2 512 900 > /tmp/innerB.out 2>&1 || rc_b=1
+wait $a || rc_a=1
+cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
+[ -z "$rc_a$rc_b" ] || fail "inner guests A and B: ping-pong failed"
+grep -q "200 iters in" /tmp/innerA.log && grep -q "200 iters in" /tmp/innerB.log ||
+    fail "inner guests A and B: no ping-pong result"
+
+echo "=== (c) a port that is down"
+ip link set eth0 down
+sleep 1
+refused "port 1 of host RDMA device rxe0 is DOWN, not ACTIVE: bring its network interface up \\(ip link set eth0 up\\)" \
+    $shm -device pvrdma,backend=ibverbs,ibdev=rxe0
+ip link set eth0 up
 echo GUEST-OK
 GUEST
-"$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1200 --smp 2 \
-    --mem 2048 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
+"$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1500 --smp 2 \
+    --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in" \
+grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "inner guest on backend=ibverbs (rxe0) <-> native ibv_rc_pingpong and ib_write_bw in the outer guest"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw), inner <-> inner (ping-pong -c), errors named"

@@ -194,7 +194,7 @@ static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
 
     /* Shared, like a shared memory backend: the ibverbs backend aliases it. */
     fg->mem = mmap(NULL, FG_MEM_SIZE, PROT_READ | PROT_WRITE,
-                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+                   MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     assert_true(fg->mem != MAP_FAILED);
     fg->next_free = FG_MEM_BASE;
     if (cfg) {

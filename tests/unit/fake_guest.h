@@ -19,7 +19,9 @@
 #include "pvrdma_dev_abi.h"
 
 #define FG_MEM_BASE         0x100000ull
+#ifndef FG_MEM_SIZE                 /* tests/ibverbs needs more than 1 GiB */
 #define FG_MEM_SIZE         (64ull << 20)
+#endif
 #define FG_PAGE             4096ull
 /* An address that is page aligned but outside guest RAM. */
 #define FG_BAD_ADDR         0x40000000000ull

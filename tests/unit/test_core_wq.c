@@ -366,6 +366,53 @@ static void test_mr_pin(void **state)
     env_free(e);
 }
 
+/*
+ * Pins map guest-physically contiguous pages with one mapping per run
+ * (6 pages: 4 contiguous, a gap, 2 contiguous -> 2 maps); a mapping that
+ * comes back short (map_max) ends its run early and the rest is mapped
+ * on; every page's pointer is right and unpinning pairs every map.
+ */
+static void test_mr_pin_runs(void **state)
+{
+    Env *e = env_new(true);
+    PvrdmaCore *core = e->fg->core;
+    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+    union pvrdma_cmd_resp r;
+    uint64_t pages[6], a = fg_alloc_pages(e->fg, 7);
+    unsigned maps, unmaps, i, round;
+    PvrdmaMr *mr;
+
+    (void)state;
+    for (i = 0; i < 6; i++) {
+        pages[i] = a + (i < 4 ? i : i + 1) * 4096ull;
+    }
+    c.start = 0x30000000;
+    c.length = 6 * 4096;
+    c.pdir_dma = fg_build_pdir(e->fg, pages, 6);
+    c.pd_handle = e->pd;
+    c.access_flags = PVRDMA_ACCESS_LOCAL_WRITE;
+    c.nchunks = 6;
+    assert_int_equal(fg_cmd(e->fg, &c, sizeof(c), &r), 0);
+    mr = pvrdma_table_lookup(&core->mr_tbl, r.create_mr_resp.mr_handle);
+    assert_non_null(mr);
+    for (round = 0; round < 2; round++) {
+        /* Round 1: mappings of at most 3 pages: 3 + 1, then 2. */
+        e->fg->map_max = round ? 3 * 4096 : 0;
+        maps = e->fg->maps;
+        unmaps = e->fg->unmaps;
+        assert_int_equal(pvrdma_core_mr_pin(core, mr), 0);
+        assert_int_equal(e->fg->maps - maps, round ? 3 : 2);
+        for (i = 0; i < 6; i++) {
+            assert_ptr_equal(mr->pinned[i], fg_ptr(e->fg, pages[i]));
+        }
+        pvrdma_core_mr_unpin(core, mr);
+        assert_null(mr->pinned);
+        assert_int_equal(e->fg->unmaps - unmaps, e->fg->maps - maps);
+    }
+    e->fg->map_max = 0;
+    env_free(e);
+}
+
 /* Contiguous guest pages make one run; a gap, the end or 1 MiB stop it. */
 static void test_seg_runs(void **state)
 {
@@ -408,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_validation_and_atomic_writeback),
         cmocka_unit_test(test_no_backend),
         cmocka_unit_test(test_mr_pin),
+        cmocka_unit_test(test_mr_pin_runs),
         cmocka_unit_test(test_seg_runs),
     };
 

@@ -77,7 +77,7 @@ struct PvrdmaState {
     char *ibdev;                /* backend=ibverbs properties */
     uint32_t ibport;
     int32_t gid_index;
-    int ibv_fd;                 /* its completion channel, or -1 */
+    int ibv_fd[2];              /* its completion channel, async fd; -1 */
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
@@ -433,7 +433,7 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
  */
 static PvrdmaFabric *pvrdma_process_fabric;
 
-/* Host completions wait (main loop, BQL held). */
+/* Host completions or async events wait (main loop, BQL held). */
 static void pvrdma_ibv_ready(void *opaque)
 {
     pvrdma_ibv_process(opaque);
@@ -483,9 +483,11 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
         pvrdma_ibv_close(ibv);
         return false;
     }
-    /* The core owns the backend now; host completions wake the loop. */
-    s->ibv_fd = pvrdma_ibv_fd(ibv);
-    qemu_set_fd_handler(s->ibv_fd, pvrdma_ibv_ready, NULL, ibv);
+    /* The core owns the backend now; host completions, events wake us. */
+    for (int i = 0; i < 2; i++) {
+        s->ibv_fd[i] = pvrdma_ibv_fd(ibv, i);
+        qemu_set_fd_handler(s->ibv_fd[i], pvrdma_ibv_ready, NULL, ibv);
+    }
     msg = pvrdma_ibv_describe(ibv);
     info_report("pvrdma: backend=ibverbs on %s", msg);
     g_free(msg);
@@ -542,9 +544,11 @@ static void pvrdma_exit_core(PvrdmaState *s)
     /* The timer goes first so that it can never fire into a freed core. */
     timer_free(s->timer);
     s->timer = NULL;
-    if (s->ibv_fd >= 0) {
-        qemu_set_fd_handler(s->ibv_fd, NULL, NULL, NULL);
-        s->ibv_fd = -1;
+    for (int i = 0; i < 2; i++) {
+        if (s->ibv_fd[i] >= 0) {
+            qemu_set_fd_handler(s->ibv_fd[i], NULL, NULL, NULL);
+            s->ibv_fd[i] = -1;
+        }
     }
     pvrdma_core_free(s->core);
     s->core = NULL;
@@ -552,7 +556,7 @@ static void pvrdma_exit_core(PvrdmaState *s)
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
 {
-    if (s->ibv_fd >= 0) {
+    if (s->ibv_fd[0] >= 0) {
         error_setg(&s->migration_blocker,
                    "pvrdma: backend=ibverbs: the VM's RDMA objects live in "
                    "host RDMA device %s and cannot move with it; remove "
@@ -570,7 +574,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     PvrdmaState *s = PVRDMA(pdev);
 
     s->cfg.fw_ver = PVRDMA_DEFAULT_FW_VER;
-    s->ibv_fd = -1;
+    s->ibv_fd[0] = s->ibv_fd[1] = -1;
     /*
      * Peers in other processes or a host device: guests' empty polls
      * should ring CQ_POLL (the device then takes completions at once).

@@ -130,6 +130,12 @@ typedef struct PvrdmaRecvWr {
 
 typedef struct PvrdmaBackendOps {
     const char *name;
+    /*
+     * The backend moves receive WQEs off a guest SRQ's ring as they are
+     * posted and reports SRQ_LIMIT_REACHED itself (pvrdma_core_srq_limit_
+     * reached()); the core's count of the ring would be wrong.
+     */
+    bool srq_limit_by_backend;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);
@@ -188,8 +194,10 @@ typedef struct PvrdmaBackendOps {
      */
     void (*cancel)(void *be, PvrdmaQp *qp);
     /*
-     * Receive WQEs were posted on @qp (its RQ, or the SRQ it uses): a
-     * requester waiting on an RNR NAK from @qp may be retried now.
+     * Receive WQEs were posted on @qp (its RQ, or the SRQ it uses), a QP
+     * of any type in RTR, RTS or SQD: a requester waiting on an RNR NAK
+     * from @qp may be retried now, a backend that hands receives to a
+     * host queue takes them.
      */
     void (*recv_posted)(void *be, PvrdmaQp *qp);
     /*
@@ -254,6 +262,8 @@ void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
 
 /* Move @qp to ERR (flush deferred to the leave), post @event if >= 0. */
 void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event);
+/* The backend's count of @srq's WQEs fell below its limit: the one event. */
+void pvrdma_core_srq_limit_reached(PvrdmaCore *core, PvrdmaSrq *srq);
 /* First message received in RTR: COMM_EST, once. */
 void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp);
 /* @qp's SQ head waits on an RNR NAK: retry it now. */

@@ -141,7 +141,8 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
     g_autoptr(GList) links = NULL;
     GList *e;
 
-    if (!fqp->rnr_link && !pvrdma_fabric_rnr_any(port->fabric)) {
+    if (qp->type != PVRDMA_QPT_RC ||
+        (!fqp->rnr_link && !pvrdma_fabric_rnr_any(port->fabric))) {
         return;                 /* nobody to wake: no lookup at all */
     }
     sgid = pvrdma_core_sgid(port->core, qp->attr.ah_attr.grh.sgid_index,

@@ -38,6 +38,7 @@ struct PvrdmaIbv {
     GHashTable *qps;            /* host qp_num -> PvrdmaIbvQp */
     uint32_t next_gen;          /* tags work requests per host QP */
     uint32_t unacked_events;
+    bool port_down;             /* the last port event was PORT_ERR */
 };
 
 typedef struct PvrdmaIbvMr {
@@ -46,6 +47,28 @@ typedef struct PvrdmaIbvMr {
     size_t alias_len;
 } PvrdmaIbvMr;
 
+/* The first receive SGE of a UD receive: its MR (by handle) and address. */
+typedef struct PvrdmaIbvGrhAt {
+    uint32_t mr_handle;
+    uint64_t va;
+} PvrdmaIbvGrhAt;
+
+/*
+ * A guest SRQ on a host SRQ: receive WQEs taken from the guest ring sit
+ * in slots until their host completion (any QP, any order) frees them.
+ */
+typedef struct PvrdmaIbvSrq {
+    PvrdmaIbv *ibv;
+    PvrdmaSrq *srq;
+    struct ibv_srq *hsrq;
+    uint32_t gen;               /* in every wr_id posted to it */
+    uint32_t n;                 /* slots */
+    uint64_t *wr_id;            /* per slot */
+    PvrdmaIbvGrhAt *grh;        /* per slot, for UD QPs */
+    uint32_t *free;             /* stack of free slots */
+    uint32_t nfree;
+} PvrdmaIbvSrq;
+
 typedef struct PvrdmaIbvQp {
     PvrdmaIbv *ibv;
     PvrdmaQp *qp;
@@ -53,8 +76,12 @@ typedef struct PvrdmaIbvQp {
     uint32_t gen;               /* in every wr_id of this QP */
     bool send_out;              /* the core's request is on the host SQ */
     bool atomic_out;            /* ... and it is an atomic */
+    /* UD: the address handle of the last destination, and its key. */
+    struct ibv_ah *ah;
+    struct ibv_ah_attr ah_key;
     /* Receive WQEs taken from the guest ring, in ring order. */
     uint64_t *recv_wr_id;
+    PvrdmaIbvGrhAt *recv_grh;   /* UD: where each one's GRH lands */
     uint32_t recv_n;            /* slots */
     uint32_t recv_head;         /* oldest taken, not completed */
     uint32_t recv_count;        /* taken, not completed */
@@ -433,10 +460,21 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
                              pvrdma_ibv_access(mr->access));
     if (!m->mr) {
         ret = -errno;
-        g_printerr("pvrdma: %s: registering %" G_GUINT64_FORMAT " bytes of "
-                   "guest memory failed: %s\n", ibv->name, mr->length,
-                   strerror(errno));
-        ret = ret == -EPERM || ret == -ENOMEM ? -ENOMEM : -EFAULT;
+        if (ret == -EPERM || ret == -ENOMEM) {
+            /* Most often RLIMIT_MEMLOCK: registered pages are locked. */
+            g_printerr("pvrdma: %s: registering %" G_GUINT64_FORMAT
+                       " bytes of guest memory failed: %s (the host "
+                       "device's resources or QEMU's locked-memory limit "
+                       "are exhausted: raise it with ulimit -l or "
+                       "LimitMEMLOCK=, or give QEMU CAP_IPC_LOCK)\n",
+                       ibv->name, mr->length, strerror(-ret));
+            ret = -ENOMEM;
+        } else {
+            g_printerr("pvrdma: %s: registering %" G_GUINT64_FORMAT
+                       " bytes of guest memory failed: %s\n", ibv->name,
+                       mr->length, strerror(-ret));
+            ret = -EFAULT;
+        }
         goto fail;
     }
     /* Peers reach the MR through the host device: its rkey is the MR's. */
@@ -483,8 +521,19 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
         qp->be = q;
         return 0;
     }
-    if (qp->type != PVRDMA_QPT_RC || qp->has_srq) {
+    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UD) {
         return -EOPNOTSUPP;
+    }
+    if (qp->has_srq) {
+        PvrdmaSrq *srq = pvrdma_qp_srq(ibv->core, qp);
+
+        if (!srq || !srq->be) {
+            return -EINVAL;
+        }
+        init.srq = ((PvrdmaIbvSrq *)srq->be)->hsrq;
+    }
+    if (qp->type == PVRDMA_QPT_UD) {
+        init.qp_type = IBV_QPT_UD;
     }
     if (pvrdma_core_driver_version(ibv->core) < 20) {
         /* Older drivers use the handle as the QP number. */
@@ -501,6 +550,9 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     q->gen = ++ibv->next_gen;
     q->recv_n = init.cap.max_recv_wr;
     q->recv_wr_id = g_new0(uint64_t, q->recv_n);
+    if (qp->type == PVRDMA_QPT_UD) {
+        q->recv_grh = g_new0(PvrdmaIbvGrhAt, q->recv_n);
+    }
     qp->qpn = q->hqp->qp_num;
     qp->be = q;
     g_hash_table_insert(ibv->qps, GUINT_TO_POINTER(q->hqp->qp_num), q);
@@ -511,21 +563,13 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
  * The host GID index for the guest's @sgid_index, or -1: the host's RoCE
  * v2 entry of the same GID (the guest's port is RoCE v2).
  */
-static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
+static int pvrdma_ibv_sgid_of(PvrdmaIbv *ibv, const uint8_t *gid)
 {
     struct ibv_gid_entry e;
-    const uint8_t *gid;
-    uint8_t type;
     int i;
 
     if (ibv->gid_index >= 0) {
         return ibv->gid_index;
-    }
-    gid = pvrdma_core_sgid(ibv->core, sgid_index, &type);
-    if (!gid) {
-        g_printerr("pvrdma: %s: the guest named source GID index %u, "
-                   "which it never set\n", ibv->name, sgid_index);
-        return -1;
     }
     for (i = 0; i < ibv->port_attr.gid_tbl_len; i++) {
         if (ibv_query_gid_ex(ibv->ctx, ibv->port, i, &e, 0) == 0 &&
@@ -546,17 +590,41 @@ static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
     return -1;
 }
 
-/* Take the guest's posted receive WQEs onto the host receive queue. */
+static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
+{
+    const uint8_t *gid;
+    uint8_t type;
+
+    if (ibv->gid_index >= 0) {
+        return ibv->gid_index;
+    }
+    gid = pvrdma_core_sgid(ibv->core, sgid_index, &type);
+    if (!gid) {
+        g_printerr("pvrdma: %s: the guest named source GID index %u, "
+                   "which it never set\n", ibv->name, sgid_index);
+        return -1;
+    }
+    return pvrdma_ibv_sgid_of(ibv, gid);
+}
+
+/*
+ * Take the guest's posted receive WQEs onto the host: the QP's receive
+ * queue, or the host SRQ of the guest SRQ it uses (while it has slots).
+ */
 static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
 {
     PvrdmaCore *core = q->ibv->core;
+    PvrdmaSrq *srq = pvrdma_qp_srq(core, q->qp);
+    PvrdmaIbvSrq *s = srq ? srq->be : NULL;
     struct ibv_sge sge[PVRDMA_MAX_SGE];
     struct ibv_recv_wr wr, *bad;
+    PvrdmaIbvGrhAt *at;
     struct pvrdma_cqe cqe;
     PvrdmaRecvWr rwr;
     uint32_t i, slot;
+    int ret;
 
-    while (q->hqp && q->recv_count < q->recv_n &&
+    while (q->hqp && (s ? s->nfree > 0 : q->recv_count < q->recv_n) &&
            pvrdma_core_recv_take(core, q->qp, &rwr) == 1) {
         if (rwr.status != PVRDMA_WC_SUCCESS) {
             /* A local error of the WQE itself: it fails the QP. */
@@ -573,20 +641,39 @@ static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
             sge[i].length = rwr.sgl.seg[i].len;
             sge[i].lkey = m ? m->mr->lkey : 0;
         }
-        slot = (q->recv_head + q->recv_count) % q->recv_n;
-        q->recv_wr_id[slot] = rwr.wr_id;
         memset(&wr, 0, sizeof(wr));
-        wr.wr_id = PVRDMA_IBV_WRID(q->gen, 1, slot);
         wr.sg_list = sge;
         wr.num_sge = rwr.sgl.nseg;
-        if (ibv_post_recv(q->hqp, &wr, &bad)) {
+        if (s) {
+            slot = s->free[--s->nfree];
+            s->wr_id[slot] = rwr.wr_id;
+            at = &s->grh[slot];
+            wr.wr_id = PVRDMA_IBV_WRID(s->gen, 1, slot);
+            ret = ibv_post_srq_recv(s->hsrq, &wr, &bad);
+            if (ret) {
+                s->free[s->nfree++] = slot;
+            }
+        } else {
+            slot = (q->recv_head + q->recv_count) % q->recv_n;
+            q->recv_wr_id[slot] = rwr.wr_id;
+            at = q->recv_grh ? &q->recv_grh[slot] : NULL;
+            wr.wr_id = PVRDMA_IBV_WRID(q->gen, 1, slot);
+            ret = ibv_post_recv(q->hqp, &wr, &bad);
+            if (!ret) {
+                q->recv_count++;
+            }
+        }
+        if (ret) {
             pvrdma_core_cqe_init(&cqe, q->qp, rwr.wr_id, PVRDMA_WC_RECV,
                                  PVRDMA_WC_LOC_QP_OP_ERR);
             pvrdma_core_recv_complete(core, q->qp, &cqe, false);
             pvrdma_core_qp_error(core, q->qp, -1);
             return;
         }
-        q->recv_count++;
+        if (at && rwr.sgl.nseg) {
+            at->mr_handle = rwr.sgl.seg[0].mr->handle;
+            at->va = rwr.sgl.seg[0].va;
+        }
     }
 }
 
@@ -671,6 +758,7 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
     PVRDMA_IBV_COPY(PVRDMA_QP_MAX_DEST_RD_ATOMIC,
                     IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
     PVRDMA_IBV_COPY(PVRDMA_QP_DEST_QPN, IBV_QP_DEST_QPN, dest_qp_num);
+    PVRDMA_IBV_COPY(PVRDMA_QP_QKEY, IBV_QP_QKEY, qkey);
 #undef PVRDMA_IBV_COPY
     if (ibv_modify_qp(q->hqp, &h, hmask)) {
         int err = errno;
@@ -715,7 +803,11 @@ static void pvrdma_ibv_qp_destroy(void *be, PvrdmaQp *qp)
         g_hash_table_remove(ibv->qps, GUINT_TO_POINTER(q->hqp->qp_num));
         ibv_destroy_qp(q->hqp);
     }
+    if (q->ah) {
+        ibv_destroy_ah(q->ah);
+    }
     g_free(q->recv_wr_id);
+    g_free(q->recv_grh);
     g_free(q);
     qp->be = NULL;
 }
@@ -742,6 +834,52 @@ static enum ibv_wr_opcode pvrdma_ibv_wr_opcode(uint32_t op)
     }
 }
 
+/*
+ * The host address handle for a datagram of @req: the QP's last one if
+ * the destination is the same, else a new one.  NULL if the host
+ * refuses it (the send completes with an error).
+ */
+static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
+{
+    PvrdmaIbv *ibv = q->ibv;
+    PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl,
+                                       q->qp->pd_handle);
+    struct ibv_ah_attr a;
+    struct ibv_ah *ah;
+    int sgid;
+
+    sgid = pvrdma_ibv_sgid_of(ibv, req->sgid);
+    if (sgid < 0 || !pd) {
+        return NULL;
+    }
+    memset(&a, 0, sizeof(a));
+    a.is_global = 1;
+    memcpy(a.grh.dgid.raw, req->dgid, 16);
+    a.grh.flow_label = req->flow_label & 0xfffff;
+    a.grh.sgid_index = sgid;
+    a.grh.hop_limit = req->hop_limit;
+    a.grh.traffic_class = req->tclass;
+    a.sl = req->sl;
+    a.port_num = ibv->port;
+    if (q->ah && !memcmp(&a, &q->ah_key, sizeof(a))) {
+        return q->ah;
+    }
+    ah = ibv_create_ah(pd->be, &a);
+    if (!ah) {
+        g_printerr("pvrdma: %s refused an address handle for a datagram "
+                   "of QP 0x%x: %s\n", ibv->name, q->qp->qpn,
+                   strerror(errno));
+        return NULL;
+    }
+    /* The core lets one request out: the old handle has no sends left. */
+    if (q->ah) {
+        ibv_destroy_ah(q->ah);
+    }
+    q->ah = ah;
+    q->ah_key = a;
+    return ah;
+}
+
 static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
                              PvrdmaSendWr *req)
 {
@@ -761,7 +899,10 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
         PvrdmaIbvMr *m = req->local.seg[i].mr->be;
 
         if (!m) {
-            return -EOPNOTSUPP;     /* a DMA or fast-reg MR, see above */
+            g_printerr("pvrdma: %s: QP 0x%x used a DMA or fast-reg MR, "
+                       "not carried by backend=ibverbs yet\n",
+                       q->ibv->name, qp->qpn);
+            return -EOPNOTSUPP;
         }
         sge[i].addr = req->local.seg[i].va;
         sge[i].length = req->local.seg[i].len;
@@ -802,8 +943,24 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
     default:
         break;
     }
+    if (req->ud) {
+        wr.wr.ud.ah = pvrdma_ibv_ah(q, req);
+        if (!wr.wr.ud.ah) {
+            PvrdmaSendResult res = { .status = PVRDMA_WC_LOC_QP_OP_ERR };
+
+            pvrdma_core_send_done(q->ibv->core, qp, &res);
+            return 0;
+        }
+        wr.wr.ud.remote_qpn = req->dst_qpn;
+        wr.wr.ud.remote_qkey = req->qkey;
+    }
     if (ibv_post_send(q->hqp, &wr, &bad)) {
-        return -errno;
+        int err = errno;
+
+        g_printerr("pvrdma: %s refused a work request (opcode %u, %u SGEs) "
+                   "of QP 0x%x: %s\n", q->ibv->name, wr.opcode, wr.num_sge,
+                   qp->qpn, strerror(err));
+        return -err;
     }
     q->send_out = true;
     q->atomic_out = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
@@ -837,17 +994,49 @@ static int pvrdma_ibv_put_u64(void *opaque, uint64_t off, void *buf,
     return 0;
 }
 
-static void pvrdma_ibv_recv_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
+/*
+ * Byte @off of the GRH area of a UD receive, read through the MR's pin if
+ * the MR is still there (-1 if not): the host device wrote it.
+ */
+static int pvrdma_ibv_grh_byte(PvrdmaIbvQp *q, const PvrdmaIbvGrhAt *at,
+                               uint64_t off)
+{
+    PvrdmaMr *mr = pvrdma_table_lookup(&q->ibv->core->mr_tbl,
+                                       at->mr_handle);
+    uint64_t rel;
+
+    if (!mr || !mr->pinned || at->va + off < mr->start ||
+        at->va + off >= mr->start + mr->length) {
+        return -1;
+    }
+    rel = at->va + off - mr->start + (mr->start & (PVRDMA_PAGE_SIZE - 1));
+    return ((uint8_t *)mr->pinned[rel / PVRDMA_PAGE_SIZE])
+           [rel % PVRDMA_PAGE_SIZE];
+}
+
+/*
+ * Datagram fields of a UD receive: the GRH is in the buffer (a RoCE v2
+ * IPv4 header sits in its last 20 bytes), the sl says UDP and the L3
+ * header as the software fabric does (pvrdma_fabric_end_ud).
+ */
+static void pvrdma_ibv_ud_cqe(PvrdmaIbvQp *q, const PvrdmaIbvGrhAt *at,
+                              struct pvrdma_cqe *cqe)
+{
+    bool v4 = (pvrdma_ibv_grh_byte(q, at, 20) >> 4) == 4 &&
+              pvrdma_ibv_grh_byte(q, at, 0) == 0;
+
+    cqe->wc_flags |= PVRDMA_WC_GRH | PVRDMA_WC_WITH_NETWORK_HDR_TYPE;
+    cqe->network_hdr_type = v4 ? PVRDMA_NETWORK_IPV4 : PVRDMA_NETWORK_IPV6;
+    cqe->sl = 0x8 | (v4 ? 2 : 1);
+}
+
+/* The guest CQE of a host receive completion of the guest's @wr_id. */
+static void pvrdma_ibv_recv_cqe(PvrdmaIbvQp *q, uint64_t wr_id,
+                                const PvrdmaIbvGrhAt *at,
+                                const struct ibv_wc *wc)
 {
     struct pvrdma_cqe cqe;
-    uint64_t wr_id;
 
-    if (!q->recv_count) {
-        return;
-    }
-    wr_id = q->recv_wr_id[q->recv_head];
-    q->recv_head = (q->recv_head + 1) % q->recv_n;
-    q->recv_count--;
     pvrdma_core_cqe_init(&cqe, q->qp, wr_id,
                          wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ?
                          PVRDMA_WC_RECV_RDMA_WITH_IMM : PVRDMA_WC_RECV,
@@ -863,7 +1052,11 @@ static void pvrdma_ibv_recv_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
             cqe.imm_data = GUINT32_TO_LE(wc->invalidated_rkey);
             cqe.wc_flags |= PVRDMA_WC_WITH_INVALIDATE;
         }
-        pvrdma_core_qp_comm_est(q->ibv->core, q->qp);
+        if (q->qp->type == PVRDMA_QPT_UD) {
+            pvrdma_ibv_ud_cqe(q, at, &cqe);
+        } else {
+            pvrdma_core_qp_comm_est(q->ibv->core, q->qp);
+        }
     }
     /*
      * libibverbs does not say whether the sender solicited an event:
@@ -874,6 +1067,33 @@ static void pvrdma_ibv_recv_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
     if (wc->status != IBV_WC_SUCCESS) {
         pvrdma_core_qp_error(q->ibv->core, q->qp, -1);
     }
+}
+
+static void pvrdma_ibv_recv_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
+{
+    uint32_t slot = q->recv_head;
+
+    if (!q->recv_count) {
+        return;
+    }
+    q->recv_head = (q->recv_head + 1) % q->recv_n;
+    q->recv_count--;
+    pvrdma_ibv_recv_cqe(q, q->recv_wr_id[slot],
+                        q->recv_grh ? &q->recv_grh[slot] : NULL, wc);
+}
+
+/* A receive of @q's SRQ completed: its slot is free for the next WQE. */
+static void pvrdma_ibv_srq_recv_wc(PvrdmaIbvQp *q, PvrdmaIbvSrq *s,
+                                   const struct ibv_wc *wc)
+{
+    uint32_t slot = (uint32_t)wc->wr_id & 0x7fffffffu;
+
+    if (slot >= s->n) {
+        return;
+    }
+    s->free[s->nfree++] = slot;
+    pvrdma_ibv_recv_cqe(q, s->wr_id[slot], &s->grh[slot], wc);
+    pvrdma_ibv_take_recvs(q);
 }
 
 static void pvrdma_ibv_send_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
@@ -902,14 +1122,105 @@ static void pvrdma_ibv_dispatch(PvrdmaIbv *ibv, const struct ibv_wc *wc)
     PvrdmaIbvQp *q = g_hash_table_lookup(ibv->qps,
                                          GUINT_TO_POINTER(wc->qp_num));
 
+    uint32_t tag = wc->wr_id >> 32;
+    PvrdmaSrq *srq;
+
+    if (!q) {
+        return;
+    }
+    if ((wc->wr_id & (1ull << 31)) && q->qp->has_srq) {
+        srq = pvrdma_qp_srq(ibv->core, q->qp);
+        if (srq && srq->be && tag == ((PvrdmaIbvSrq *)srq->be)->gen) {
+            pvrdma_ibv_srq_recv_wc(q, srq->be, wc);
+        }
+        return;
+    }
     /* A QP destroyed or reset since: its tag no longer matches. */
-    if (!q || (uint32_t)(wc->wr_id >> 32) != q->gen) {
+    if (tag != q->gen) {
         return;
     }
     if (wc->wr_id & (1ull << 31)) {
         pvrdma_ibv_recv_wc(q, wc);
     } else {
         pvrdma_ibv_send_wc(q, wc);
+    }
+}
+
+/*
+ * Host async events: what concerns a guest object becomes the guest's
+ * event (or the QP's error); the rest is logged.
+ */
+static void pvrdma_ibv_async(PvrdmaIbv *ibv)
+{
+    struct ibv_async_event ev;
+    PvrdmaIbvQp *q = NULL;
+    PvrdmaIbvSrq *s;
+
+    while (ibv_get_async_event(ibv->ctx, &ev) == 0) {
+        switch (ev.event_type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            q = g_hash_table_lookup(ibv->qps,
+                                    GUINT_TO_POINTER(ev.element.qp->qp_num));
+            break;
+        default:
+            break;
+        }
+        switch (ev.event_type) {
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+            if (q) {
+                pvrdma_core_qp_error(ibv->core, q->qp,
+                    ev.event_type == IBV_EVENT_QP_FATAL ?
+                    PVRDMA_EQE_TYPE_QP_FATAL :
+                    ev.event_type == IBV_EVENT_QP_REQ_ERR ?
+                    PVRDMA_EQE_TYPE_QP_REQ_ERR :
+                    PVRDMA_EQE_TYPE_QP_ACCESS_ERR);
+            }
+            break;
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
+            if (q) {
+                pvrdma_core_post_async_event(ibv->core,
+                    PVRDMA_EQE_TYPE_QP_LAST_WQE_REACHED, q->qp->handle);
+            }
+            break;
+        case IBV_EVENT_SRQ_LIMIT_REACHED:
+            s = ev.element.srq->srq_context;
+            pvrdma_core_srq_limit_reached(ibv->core, s->srq);
+            break;
+        case IBV_EVENT_SRQ_ERR:
+            s = ev.element.srq->srq_context;
+            pvrdma_core_post_async_event(ibv->core, PVRDMA_EQE_TYPE_SRQ_ERR,
+                                         s->srq->handle);
+            break;
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+            if (ev.element.port_num == (int)ibv->port &&
+                ibv->port_down != (ev.event_type == IBV_EVENT_PORT_ERR)) {
+                bool up = ev.event_type == IBV_EVENT_PORT_ACTIVE;
+
+                ibv->port_down = !up;
+                g_printerr("pvrdma: %s port %u is %s\n", ibv->name,
+                           ibv->port, up ? "ACTIVE again" :
+                           "down: guest RDMA stops until it is up");
+                pvrdma_core_post_async_event(ibv->core, up ?
+                    PVRDMA_EQE_TYPE_PORT_ACTIVE : PVRDMA_EQE_TYPE_PORT_ERR,
+                    1);
+            }
+            break;
+        case IBV_EVENT_DEVICE_FATAL:
+            g_printerr("pvrdma: host RDMA device %s failed (fatal event): "
+                       "guest RDMA stops\n", ibv->name);
+            pvrdma_core_post_async_event(ibv->core,
+                                         PVRDMA_EQE_TYPE_DEVICE_FATAL, 0);
+            break;
+        default:
+            break;
+        }
+        ibv_ack_async_event(&ev);
     }
 }
 
@@ -929,6 +1240,7 @@ void pvrdma_ibv_process(PvrdmaIbv *ibv)
         ibv->unacked_events = 0;
     }
     pvrdma_core_enter(ibv->core);
+    pvrdma_ibv_async(ibv);
     for (;;) {
         n = ibv_poll_cq(ibv->cq, G_N_ELEMENTS(wc), wc);
         for (i = 0; i < n; i++) {
@@ -945,6 +1257,68 @@ void pvrdma_ibv_process(PvrdmaIbv *ibv)
         armed = true;
     }
     pvrdma_core_leave(ibv->core);
+}
+
+static int pvrdma_ibv_srq_create(void *be, PvrdmaSrq *srq)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl, srq->pd_handle);
+    struct ibv_srq_init_attr init = {
+        .attr = {
+            .max_wr = MAX(srq->max_wr, 1),
+            .max_sge = MAX(srq->max_sge, 1),
+            .srq_limit = srq->srq_limit,
+        },
+    };
+    PvrdmaIbvSrq *s;
+    uint32_t i;
+
+    s = g_new0(PvrdmaIbvSrq, 1);
+    init.srq_context = s;
+    s->hsrq = ibv_create_srq(pd->be, &init);
+    if (!s->hsrq) {
+        g_printerr("pvrdma: %s refused an SRQ of %u WQEs: %s\n", ibv->name,
+                   srq->max_wr, strerror(errno));
+        g_free(s);
+        return -ENOMEM;
+    }
+    s->ibv = ibv;
+    s->srq = srq;
+    s->gen = ++ibv->next_gen;
+    s->n = init.attr.max_wr;
+    s->wr_id = g_new0(uint64_t, s->n);
+    s->grh = g_new0(PvrdmaIbvGrhAt, s->n);
+    s->free = g_new(uint32_t, s->n);
+    for (i = 0; i < s->n; i++) {
+        s->free[s->nfree++] = s->n - 1 - i;
+    }
+    srq->be = s;
+    return 0;
+}
+
+/* The host SRQ counts its WQEs and raises the limit event (async fd). */
+static int pvrdma_ibv_srq_modify(void *be G_GNUC_UNUSED, PvrdmaSrq *srq,
+                                 uint32_t limit)
+{
+    PvrdmaIbvSrq *s = srq->be;
+    struct ibv_srq_attr a = { .srq_limit = limit };
+
+    return ibv_modify_srq(s->hsrq, &a, IBV_SRQ_LIMIT) ? -errno : 0;
+}
+
+static void pvrdma_ibv_srq_destroy(void *be G_GNUC_UNUSED, PvrdmaSrq *srq)
+{
+    PvrdmaIbvSrq *s = srq->be;
+
+    if (!s) {
+        return;
+    }
+    ibv_destroy_srq(s->hsrq);
+    g_free(s->wr_id);
+    g_free(s->grh);
+    g_free(s->free);
+    g_free(s);
+    srq->be = NULL;
 }
 
 static void pvrdma_ibv_poll(void *be, PvrdmaQp *qp G_GNUC_UNUSED)
@@ -967,6 +1341,10 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .qp_create = pvrdma_ibv_qp_create,
     .qp_modify = pvrdma_ibv_qp_modify,
     .qp_destroy = pvrdma_ibv_qp_destroy,
+    .srq_create = pvrdma_ibv_srq_create,
+    .srq_modify = pvrdma_ibv_srq_modify,
+    .srq_destroy = pvrdma_ibv_srq_destroy,
+    .srq_limit_by_backend = true,
     .submit = pvrdma_ibv_submit,
     .cancel = pvrdma_ibv_cancel,
     .recv_posted = pvrdma_ibv_recv_posted,
@@ -993,12 +1371,14 @@ int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg)
     }
     flags = fcntl(ibv->chan->fd, F_GETFL);
     fcntl(ibv->chan->fd, F_SETFL, flags | O_NONBLOCK);
+    flags = fcntl(ibv->ctx->async_fd, F_GETFL);
+    fcntl(ibv->ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
     ibv_req_notify_cq(ibv->cq, 0);
     pvrdma_core_set_backend(core, &pvrdma_ibv_backend_ops, ibv);
     return 0;
 }
 
-int pvrdma_ibv_fd(PvrdmaIbv *ibv)
+int pvrdma_ibv_fd(PvrdmaIbv *ibv, bool async)
 {
-    return ibv->chan->fd;
+    return async ? ibv->ctx->async_fd : ibv->chan->fd;
 }

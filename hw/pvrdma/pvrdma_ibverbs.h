@@ -7,6 +7,7 @@
 #ifndef HW_PVRDMA_IBVERBS_H
 #define HW_PVRDMA_IBVERBS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "pvrdma_backend.h"
@@ -37,10 +38,11 @@ char *pvrdma_ibv_describe(PvrdmaIbv *ibv);
  */
 int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg);
 /*
- * The file descriptor that becomes readable when host completions wait;
- * the caller then runs pvrdma_ibv_process() (under the core's lock).
+ * The file descriptors that become readable when host completions
+ * (@async false) or host async events (@async true) wait; the caller then
+ * runs pvrdma_ibv_process() (under the core's lock), which takes both.
  */
-int pvrdma_ibv_fd(PvrdmaIbv *ibv);
+int pvrdma_ibv_fd(PvrdmaIbv *ibv, bool async);
 void pvrdma_ibv_process(PvrdmaIbv *ibv);
 
 #endif /* HW_PVRDMA_IBVERBS_H */

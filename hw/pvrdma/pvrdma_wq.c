@@ -632,8 +632,10 @@ int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
         uint8_t *p;
         uint32_t j;
 
-        for (n = 1; i + n < mr->npages &&
-             mr->pages[i + n] == mr->pages[i] + n * PVRDMA_PAGE_SIZE; n++) {
+        n = 1;
+        while (i + n < mr->npages &&
+               mr->pages[i + n] == mr->pages[i] + n * PVRDMA_PAGE_SIZE) {
+            n++;
         }
         len = (uint64_t)n * PVRDMA_PAGE_SIZE;
         p = pvrdma_core_dma_map(core, mr->pages[i], &len, true);
@@ -648,8 +650,7 @@ int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
             pvrdma_core_mr_unpin(core, mr);
             return -EFAULT;
         }
-        /* A mapping that ends early (at the end of a RAM block) is kept
-         * for its whole pages; the next run starts after them. */
+        /* A short mapping (a RAM block ends) keeps its whole pages. */
         n = MIN(n, len / PVRDMA_PAGE_SIZE);
         mr->pin_run[i] = n;
         for (j = 0; j < n; j++) {
@@ -781,15 +782,11 @@ static void pvrdma_wq_recv_consume(PvrdmaCore *core, PvrdmaQp *qp)
         srq->cons = pvrdma_ring_next(srq->cons, srq->ring.n);
         pvrdma_wq_write_cons(core, &srq->ring, srq->cons);
         /* IBA 10.2.9.5: one event when the level drops below the limit. */
-        if (srq->limit_armed &&
+        if (srq->limit_armed && !core->be_ops->srq_limit_by_backend &&
             pvrdma_wq_read_prod(core, &srq->ring, srq->cons, &prod) == 0 &&
             ((prod - srq->cons) & ((srq->ring.n << 1) - 1)) <
             srq->srq_limit) {
-            srq->limit_armed = false;
-            srq->srq_limit = 0;
-            pvrdma_core_post_async_event(core,
-                                         PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
-                                         srq->handle);
+            pvrdma_core_srq_limit_reached(core, srq);
         }
     } else {
         qp->wq.rq_cons = pvrdma_ring_next(qp->wq.rq_cons, qp->rq.n);
@@ -826,6 +823,16 @@ void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp)
         qp->wq.comm_est = true;
         pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_COMM_EST,
                                      qp->handle);
+    }
+}
+
+void pvrdma_core_srq_limit_reached(PvrdmaCore *core, PvrdmaSrq *srq)
+{
+    if (srq->limit_armed) {
+        srq->limit_armed = false;
+        srq->srq_limit = 0;
+        pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                     srq->handle);
     }
 }
 
@@ -1279,7 +1286,7 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
 
 static void pvrdma_wq_recv_posted(PvrdmaCore *core, PvrdmaQp *qp)
 {
-    if (core->be_ops->recv_posted && qp->type == PVRDMA_QPT_RC &&
+    if (core->be_ops->recv_posted &&
         qp->state >= PVRDMA_QPS_RTR && qp->state <= PVRDMA_QPS_SQD) {
         core->be_ops->recv_posted(core->be, qp);
     }

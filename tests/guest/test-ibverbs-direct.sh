@@ -7,8 +7,11 @@
 # immediate and READ back, both atomics, a wrong rkey (REM_ACCESS_ERR,
 # then a flush), a stream of SENDs: every byte and completion field
 # checked; the guest MRs are registered zero-copy over non-contiguous
-# pages.  A 1 GiB guest MR is registered (contiguous and scattered pages)
-# and timed next to a native ibv_reg_mr of 1 GiB, then used.
+# pages.  UD datagrams (GRH, source QPN, lost on a wrong Q_Key); an SRQ
+# shared by two QPs and its limit event; a registration the host refuses
+# (locked-memory limit) fails the guest's command and nothing else.  A
+# 1 GiB guest MR is registered (contiguous and scattered pages) and timed
+# next to a native ibv_reg_mr of 1 GiB, then used.
 . "$(dirname "$0")/lib.sh"
 
 make -s -C "$TESTS_TOP/tests/ibverbs" BUILD="$TEST_OUT" \
@@ -27,7 +30,7 @@ GUEST
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TESTS_TOP/tests/guest/rxe.sh" \
     --add "$TEST_OUT/test_ibv_direct" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -E "^\[  PASSED  \] 6 test" "$PVRDMA_OUT/vm/$TEST_NAME.log" >/dev/null ||
+grep -E "^\[  PASSED  \] 9 test" "$PVRDMA_OUT/vm/$TEST_NAME.log" >/dev/null ||
     fail "not all backend tests passed (log $PVRDMA_OUT/vm/$TEST_NAME.log)"
 grep -h "^REG-1GIB" "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, zero-copy MRs up to 1 GiB"
+pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, UD, SRQ with limit event, host refusal (memlock), zero-copy MRs up to 1 GiB"

@@ -35,7 +35,10 @@ case $ip in
     for i in $(seq 120); do
         ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" \
             > /tmp/pp 2>&1 && { cat /tmp/pp; exit 0; }
-        grep -q "Couldn't connect" /tmp/pp || { cat /tmp/pp; exit 1; }
+        # Until A listens: refused, or (through A's hostfwd, which
+        # accepts first) reset.
+        grep -qE "Couldn't connect|Couldn't read/write remote address" \
+            /tmp/pp || { cat /tmp/pp; exit 1; }
         sleep 2
     done
     cat /tmp/pp; exit 1 ;;

@@ -22,6 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <linux/capability.h>
 
 #include <cmocka.h>
 #include <glib.h>
@@ -373,6 +377,271 @@ static void test_send_stream(void **state)
     pair_free(p);
 }
 
+/*
+ * UD through the host device: a datagram with immediate to the other
+ * device's UD QP, with its GRH (RoCE v2 over IPv4: the IPv4 header in the
+ * last 20 bytes), source QPN and data checked; one with a wrong Q_Key and
+ * one to a QP number nobody has are lost and still complete at the
+ * sender; a send larger than the MTU fails locally.
+ */
+static void test_ud(void **state)
+{
+    Pair *p = pair_new();
+    FvQp *ua = fv_qp_new(p->a.fg, PVRDMA_QPT_UD, p->a.pd, p->a.cq, p->a.cq,
+                         NULL, 16, 2, false);
+    FvQp *ub = fv_qp_new(p->b.fg, PVRDMA_QPT_UD, p->b.pd, p->b.cq, p->b.cq,
+                         NULL, 16, 2, false);
+    struct pvrdma_sge sa = sge(p->ma, VA_A, 1000);
+    struct pvrdma_sge sb = sge(p->mb, VA_B, 40 + 1000);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND_WITH_IMM, 1);
+    struct pvrdma_cqe c;
+    uint8_t sent[1000], got[1000];
+    gint64 end;
+
+    (void)state;
+    assert_int_equal(fg_qp_to_rts(p->a.fg, ua->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(p->b.fg, ub->handle, PVRDMA_QPT_UD), 0);
+    assert_int_not_equal(ua->qpn, ua->handle);
+    fv_mr_fill(p->ma, VA_A, 1000, 0x44);
+    fv_mr_zero(p->mb);
+    fv_post_recv(ub, 7, &sb, 1);
+    fv_post_recv(ub, 8, &sb, 1);
+    fv_ring_rq(ub);
+    h.ex.imm_data = GUINT32_TO_BE(0x5a5a);
+    h.wr.ud.remote_qpn = ub->qpn;
+    h.wr.ud.remote_qkey = 0x11111111;       /* fg_qp_to_rts's */
+    h.wr.ud.av.hop_limit = 9;
+    h.wr.ud.av.port_pd = 1;
+    memcpy(h.wr.ud.av.dgid, host_gid, 16);
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, 7);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV);
+    assert_int_equal(c.byte_len, 40 + 1000);
+    assert_int_equal(c.qp, ub->handle);
+    assert_int_equal(c.src_qp, ua->qpn);
+    assert_int_equal(c.imm_data, GUINT32_TO_BE(0x5a5a));
+    assert_int_equal(c.wc_flags, PVRDMA_WC_GRH | PVRDMA_WC_WITH_IMM |
+                                 PVRDMA_WC_WITH_NETWORK_HDR_TYPE);
+    assert_int_equal(c.network_hdr_type, PVRDMA_NETWORK_IPV4);
+    assert_int_equal(*fv_mr_ptr(p->mb, VA_B + 20), 0x45);   /* IPv4 */
+    mr_read(p->ma, VA_A, sent, 1000);
+    mr_read(p->mb, VA_B + 40, got, 1000);
+    assert_memory_equal(sent, got, 1000);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_SEND);
+
+    /* A wrong Q_Key and an unknown QP: lost, the sender succeeds. */
+    h.wr_id = 2;
+    h.wr.ud.remote_qkey = 0x22222222;
+    fv_post_send(ua, &h, &sa, 1);
+    h.wr_id = 3;
+    h.wr.ud.remote_qkey = 0x11111111;
+    h.wr.ud.remote_qpn = ub->qpn ^ 0x800;
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 3);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    end = g_get_monotonic_time() + 200000;
+    while (g_get_monotonic_time() < end) {
+        pvrdma_ibv_process(p->b.ibv);
+        assert_false(fv_cq_poll(p->b.cq, &c));
+        g_usleep(1000);
+    }
+
+    /* Larger than the port MTU (1024 here at most 4096): a local error. */
+    sa = sge(p->ma, VA_A, 8192);
+    h.wr_id = 4;
+    h.wr.ud.remote_qpn = ub->qpn;
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 4);
+    assert_int_not_equal(c.status, PVRDMA_WC_SUCCESS);
+    g_free(ua);
+    g_free(ub);
+    pair_free(p);
+}
+
+/*
+ * An SRQ on the host: two QPs of B share it; SENDs on both land in its
+ * WQEs (each CQE names its QP, data checked) and when fewer than the
+ * armed limit are left the host's SRQ_LIMIT_REACHED reaches the guest
+ * as its async event, once.
+ */
+static void test_srq(void **state)
+{
+    static const FvConnOpts o = {
+        .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
+        .retry_cnt = 7,
+    };
+    Pair *p = pair_new();
+    FvSrq *srq = fv_srq_new(p->b.fg, p->b.pd, 8, 2, 0);
+    FvQp *qa[2], *qb[2];
+    struct pvrdma_cqe c;
+    bool seen[6] = { false };
+    uint32_t type, info;
+    gint64 end;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        qa[i] = fv_qp_new(p->a.fg, PVRDMA_QPT_RC, p->a.pd, p->a.cq, p->a.cq,
+                          NULL, 16, 2, false);
+        qb[i] = fv_qp_new(p->b.fg, PVRDMA_QPT_RC, p->b.pd, p->b.cq, p->b.cq,
+                          srq, 16, 2, false);
+        assert_int_equal(fv_qp_rts_gid(qa[i], qb[i]->qpn, host_gid, &o), 0);
+        assert_int_equal(fv_qp_rts_gid(qb[i], qa[i]->qpn, host_gid, &o), 0);
+    }
+    fv_mr_fill(p->ma, VA_A, MR_LEN, 0x27);
+    fv_mr_zero(p->mb);
+    for (i = 0; i < 6; i++) {
+        struct pvrdma_sge r = sge(p->mb, VA_B + i * 1024, 1024);
+
+        fv_srq_post(srq, 300 + i, &r, 1);
+    }
+    fv_srq_ring(srq);
+    assert_int_equal(fv_srq_modify_limit(srq, 3), 0);
+    for (i = 0; i < 4; i++) {
+        /* Message i: 500 + i bytes from offset i * 1024 of A's MR. */
+        struct pvrdma_sge s = sge(p->ma, VA_A + i * 1024, 500 + i);
+        struct pvrdma_sq_wqe_hdr h = wqe(400 + i, PVRDMA_WR_SEND, 1);
+
+        fv_post_send(qa[i % 2], &h, &s, 1);
+        fv_ring_sq(qa[i % 2]);
+        wait_cqe(p, p->a.cq, &c);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.wr_id, 400 + i);
+    }
+    for (i = 0; i < 4; i++) {
+        uint8_t sent[1024], got[1024];
+        unsigned slot;
+        int m;
+
+        wait_cqe(p, p->b.cq, &c);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_in_range(c.wr_id, 300, 305);
+        slot = c.wr_id - 300;
+        assert_false(seen[slot]);
+        seen[slot] = true;
+        m = c.byte_len - 500;
+        assert_in_range(m, 0, 3);
+        assert_int_equal(c.qp, qb[m % 2]->handle);
+        mr_read(p->ma, VA_A + m * 1024, sent, 500 + m);
+        mr_read(p->mb, VA_B + slot * 1024, got, 500 + m);
+        assert_memory_equal(sent, got, 500 + m);
+    }
+    /* 2 WQEs left, limit 3: the event comes (from the host), once. */
+    end = g_get_monotonic_time() + WAIT_US;
+    while (!fv_async_next(p->b.fg, &type, &info)) {
+        pvrdma_ibv_process(p->b.ibv);
+        assert_true(g_get_monotonic_time() < end);
+        g_usleep(1000);
+    }
+    assert_int_equal(type, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED);
+    assert_int_equal(info, srq->handle);
+    pvrdma_ibv_process(p->b.ibv);
+    assert_false(fv_async_next(p->b.fg, &type, &info));
+    for (i = 0; i < 2; i++) {
+        g_free(qa[i]);
+        g_free(qb[i]);
+    }
+    g_free(srq);
+    pair_free(p);
+}
+
+/* Set (@on) or clear our effective CAP_IPC_LOCK (it stays permitted). */
+static void cap_ipc_lock(bool on)
+{
+    struct __user_cap_header_struct h = {
+        .version = _LINUX_CAPABILITY_VERSION_3,
+    };
+    struct __user_cap_data_struct d[2];
+
+    assert_int_equal(syscall(SYS_capget, &h, d), 0);
+    if (on) {
+        d[0].effective |= 1u << CAP_IPC_LOCK;
+    } else {
+        d[0].effective &= ~(1u << CAP_IPC_LOCK);
+    }
+    assert_int_equal(syscall(SYS_capset, &h, d), 0);
+}
+
+/*
+ * The host refuses: with QEMU's locked-memory limit at 4 MiB (and no
+ * CAP_IPC_LOCK) a guest MR of 64 KiB registers, one of 8 MiB fails with
+ * ENOMEM (the guest's CREATE_MR status), nothing of it stays charged or
+ * mapped, and the device goes on: the small MR carries an RDMA WRITE.
+ * The credentials change before the host device is opened and after it
+ * is closed: uverbs refuses commands from a process whose credentials
+ * changed since it opened the device (EACCES).
+ */
+static void test_host_refuses(void **state)
+{
+    struct rlimit old, lim = { 4 << 20, 4 << 20 };
+    Pair *p;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h = wqe(21, PVRDMA_WR_RDMA_WRITE, 1);
+    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+    uint64_t pinned, *pages = g_new(uint64_t, 2048), i;
+    unsigned maps;
+    struct pvrdma_cqe cqe;
+    FvMr *small;
+    bool landed = false;
+    int ret;
+
+    (void)state;
+    memset(&cqe, 0xff, sizeof(cqe));
+    assert_int_equal(getrlimit(RLIMIT_MEMLOCK, &old), 0);
+    cap_ipc_lock(false);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &lim), 0);
+    p = pair_new();
+
+    small = fv_mr_new(p->a.fg, p->a.pd, 0x7d0000000000ull, 16 * 4096,
+                      ALL_ACCESS);
+    pinned = p->a.fg->core->pinned_pages;
+    maps = p->a.fg->maps - p->a.fg->unmaps;
+    for (i = 0; i < 2048; i++) {
+        pages[i] = fg_alloc_pages(p->a.fg, 1);
+    }
+    c.start = 0x7d1000000000ull;
+    c.length = 2048 * 4096;
+    c.pdir_dma = fg_build_pdir(p->a.fg, pages, 2048);
+    c.pd_handle = p->a.pd;
+    c.access_flags = ALL_ACCESS;
+    c.nchunks = 2048;
+    ret = fg_cmd(p->a.fg, &c, sizeof(c), NULL);
+    if (ret == -ENOMEM) {
+        fv_mr_fill(p->mb, VA_B, 4000, 0x19);
+        s = sge(p->mb, VA_B, 4000);
+        h.wr.rdma.remote_addr = 0x7d0000000000ull + 100;
+        h.wr.rdma.rkey = small->rkey;
+        fv_post_send(p->qb, &h, &s, 1);
+        fv_ring_sq(p->qb);
+        wait_cqe(p, p->b.cq, &cqe);
+        landed = fv_mr_check(small, 0x7d0000000000ull + 100, 4000, 0x19);
+    }
+    assert_int_equal(p->a.fg->core->pinned_pages, pinned);
+    assert_int_equal(p->a.fg->maps - p->a.fg->unmaps, maps);
+    pair_free(p);
+    assert_int_equal(setrlimit(RLIMIT_MEMLOCK, &old), 0);
+    cap_ipc_lock(true);
+
+    assert_int_equal(ret, -ENOMEM);
+    assert_int_equal(cqe.status, PVRDMA_WC_SUCCESS);
+    assert_true(landed);
+    g_free(small);
+    g_free(pages);
+}
+
 /* ---- registration of 1 GiB ---------------------------------------------- */
 
 #define GIB         (1ull << 30)
@@ -599,6 +868,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_atomics),
         cmocka_unit_test(test_remote_access_error),
         cmocka_unit_test(test_send_stream),
+        cmocka_unit_test(test_ud),
+        cmocka_unit_test(test_srq),
+        cmocka_unit_test(test_host_refuses),
         cmocka_unit_test(test_reg_1gib),
     };
     struct ibv_device **list;

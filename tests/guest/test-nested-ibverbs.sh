@@ -8,7 +8,7 @@
 #      1 MiB);
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
-#      user-mode hostfwd of A's QEMU);
+#      user-mode hostfwd of A's QEMU, once A listens);
 #  (c) what QEMU says when the host device is missing, has no such port
 #      or GID, is down, or guest RAM is not shared.
 # Each inner guest's address is also given to the outer eth0, so that
@@ -31,17 +31,8 @@ case $ip in
     ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c ;;
-10.0.5.2)   # (b), B: connects once A listens
-    for i in $(seq 120); do
-        ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" \
-            > /tmp/pp 2>&1 && { cat /tmp/pp; exit 0; }
-        # Until A listens: refused, or (through A's hostfwd, which
-        # accepts first) reset.
-        grep -qE "Couldn't connect|Couldn't read/write remote address" \
-            /tmp/pp || { cat /tmp/pp; exit 1; }
-        sleep 2
-    done
-    cat /tmp/pp; exit 1 ;;
+10.0.5.2)   # (b), B: started once A listens
+    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" ;;
 esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh"
@@ -105,10 +96,20 @@ grep -qE "^ *65536 +200 " /tmp/bw.out && grep -qE "^ *1048576 +50 " /tmp/bw1m.ou
     fail "ib_write_bw printed no result rows"
 
 echo "=== (b) two inner guests"
-INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-:18515" \
-    inner_run innerA 10.0.4.2 512 900 > /tmp/innerA.out 2>&1 &
+INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515" \
+    inner_run innerA 10.0.4.2 512 600 > /tmp/innerA.out 2>&1 &
 a=$!
-inner_run innerB 10.0.5.2 512 900 > /tmp/innerB.out 2>&1 || rc_b=1
+# B's connection through the hostfwd must find A listening (a forwarded
+# connection to a port nobody listens on yet can hang): A prints its
+# address just before it listens, B takes a minute to boot.
+for i in $(seq 600); do
+    grep -q "local address" /tmp/innerA.log 2>/dev/null && break
+    kill -0 $a 2>/dev/null || break
+    sleep 1
+done
+grep -q "local address" /tmp/innerA.log 2>/dev/null ||
+    { cat /tmp/innerA.out; fail "inner guest A never listened"; }
+inner_run innerB 10.0.5.2 512 600 > /tmp/innerB.out 2>&1 || rc_b=1
 wait $a || rc_a=1
 cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
 [ -z "$rc_a$rc_b" ] || fail "inner guests A and B: ping-pong failed"

@@ -4,8 +4,10 @@
 # -device pvrdma,backend=ibverbs,ibdev=rxe0 for inner guests, whose RDMA
 # then goes through rxe0:
 #  (a) an inner guest (10.0.3.2) against native programs of the outer
-#      guest: ibv_rc_pingpong (data checked, -c) and ib_write_bw (64 KiB,
-#      1 MiB);
+#      guest: ibv_rc_pingpong (data checked, -c), ib_write_bw (64 KiB,
+#      1 MiB), and our verification program rc_verify with its requester
+#      in the inner guest and its responder (agent) on the outer rxe0:
+#      every opcode, byte and completion field, the error statuses;
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens);
@@ -16,6 +18,7 @@
 # others through its user-mode NIC's gateway (.1 of its /24).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nested.sh"
+rc_verify=$(build_prog rc_verify)
 
 cat > "$TEST_OUT/inner-cmd.sh" <<'INNER'
 ip=$(sed -n 's/.*pvrdma\.ip=\([0-9.]*\).*/\1/p' /proc/cmdline)
@@ -28,14 +31,18 @@ case $ip in
 10.0.3.2)   # (a): the outer guest's native programs serve
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c "$gw" || exit 1
     ib_write_bw -d pvrdma0 -x 1 -F -n 200 -p 18516 "$gw" || exit 1
-    ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ;;
+    ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ||
+        exit 1
+    # The agent's rxe0 uses its first RoCE v2 IPv4 GID (10.0.2.15).
+    ./rc_verify -d pvrdma0 -g 1 -D rxe0 -P -t 30 -c "$gw" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c ;;
 10.0.5.2)   # (b), B: started once A listens
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" ;;
 esac
 INNER
-nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh"
+nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
+    "$rc_verify"
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
 . ./rxe.sh
@@ -85,6 +92,8 @@ bw=$!
 timeout 900 ib_write_bw -d rxe0 -x "$idx" -F -n 50 -s 1048576 -p 18517 \
     > /tmp/bw1m.out 2>&1 &
 bw1m=$!
+./rc_verify -s > /tmp/agent.out 2>&1 &
+agent=$!
 INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900 ||
     fail "the inner guest failed"
 wait $native || { cat /tmp/native.out; fail "native ibv_rc_pingpong failed"; }
@@ -94,6 +103,15 @@ wait $bw && wait $bw1m ||
 sed 's/^/[native] /' /tmp/bw.out /tmp/bw1m.out
 grep -qE "^ *65536 +200 " /tmp/bw.out && grep -qE "^ *1048576 +50 " /tmp/bw1m.out ||
     fail "ib_write_bw printed no result rows"
+wait $agent || { cat /tmp/agent.out; fail "the rc_verify agent failed"; }
+sed 's/^/[agent] /' /tmp/agent.out
+# (its requester's side: every check passed, none failed)
+res=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1 \2/p' /tmp/inner.log)
+[ -n "$res" ] || fail "rc_verify in the inner guest printed no RESULT"
+set -- $res
+[ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
+    fail "rc_verify inner guest -> native rxe0: $2 of $(($1 + $2)) checks failed"
+echo "rc_verify inner guest -> native rxe0: all $1 checks passed"
 
 echo "=== (b) two inner guests"
 INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515" \
@@ -126,8 +144,9 @@ echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1500 --smp 2 \
     --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
+    --add "$rc_verify" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in" \
+grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw), inner <-> inner (ping-pong -c), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify), inner <-> inner (ping-pong -c), errors named"

@@ -41,6 +41,27 @@ struct PvrdmaIbv {
     bool port_down;             /* the last port event was PORT_ERR */
 };
 
+/*
+ * Guest DMA MRs (kernel users: SGEs carry guest bus addresses) use host
+ * MRs over windows of guest RAM, registered on first use with the guest
+ * bus address as IOVA and kept until the PD goes.
+ */
+#define PVRDMA_IBV_DMA_WIN      (2ull << 20)
+/* Host SGEs a WR may grow by when its segments cross windows. */
+#define PVRDMA_IBV_SPLIT_SGES   4
+
+typedef struct PvrdmaIbvDmaWin {
+    struct ibv_mr *mr;
+    void *host;
+    uint64_t start;
+    uint64_t len;               /* may be short at the end of RAM */
+} PvrdmaIbvDmaWin;
+
+typedef struct PvrdmaIbvPd {
+    struct ibv_pd *hpd;
+    GHashTable *dma;            /* window index -> GSList of windows */
+} PvrdmaIbvPd;
+
 typedef struct PvrdmaIbvMr {
     struct ibv_mr *mr;
     void *alias;                /* the MR's pages, contiguous */
@@ -67,6 +88,7 @@ typedef struct PvrdmaIbvSrq {
     PvrdmaIbvGrhAt *grh;        /* per slot, for UD QPs */
     uint32_t *free;             /* stack of free slots */
     uint32_t nfree;
+    uint32_t max_sge;           /* the host SRQ's */
 } PvrdmaIbvSrq;
 
 typedef struct PvrdmaIbvQp {
@@ -74,6 +96,8 @@ typedef struct PvrdmaIbvQp {
     PvrdmaQp *qp;
     struct ibv_qp *hqp;         /* NULL: GSI, not carried yet */
     uint32_t gen;               /* in every wr_id of this QP */
+    uint32_t max_send_sge;      /* the host QP's */
+    uint32_t max_recv_sge;
     bool send_out;              /* the core's request is on the host SQ */
     bool atomic_out;            /* ... and it is an atomic */
     /* UD: the address handle of the last destination, and its key. */
@@ -322,24 +346,167 @@ static unsigned pvrdma_ibv_access(uint32_t access)
                      IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
 }
 
+static struct ibv_pd *pvrdma_ibv_hpd(PvrdmaPd *pd)
+{
+    return ((PvrdmaIbvPd *)pd->be)->hpd;
+}
+
 static int pvrdma_ibv_pd_create(void *be, PvrdmaPd *pd)
 {
     PvrdmaIbv *ibv = be;
     struct ibv_pd *hpd = ibv_alloc_pd(ibv->ctx);
+    PvrdmaIbvPd *p;
 
     if (!hpd) {
         return -ENOMEM;
     }
-    pd->be = hpd;
+    p = g_new0(PvrdmaIbvPd, 1);
+    p->hpd = hpd;
+    p->dma = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free,
+                                   NULL);
+    pd->be = p;
     return 0;
 }
 
-static void pvrdma_ibv_pd_destroy(void *be G_GNUC_UNUSED, PvrdmaPd *pd)
+static void pvrdma_ibv_pd_destroy(void *be, PvrdmaPd *pd)
 {
-    if (pd->be) {
-        ibv_dealloc_pd(pd->be);
-        pd->be = NULL;
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvPd *p = pd->be;
+    GHashTableIter it;
+    GSList *list, *e;
+
+    if (!p) {
+        return;
     }
+    g_hash_table_iter_init(&it, p->dma);
+    while (g_hash_table_iter_next(&it, NULL, (void **)&list)) {
+        for (e = list; e; e = e->next) {
+            PvrdmaIbvDmaWin *w = e->data;
+
+            ibv_dereg_mr(w->mr);
+            pvrdma_core_dma_unmap(ibv->core, w->host, w->len, true, w->len);
+            g_free(w);
+        }
+        g_slist_free(list);
+    }
+    g_hash_table_destroy(p->dma);
+    ibv_dealloc_pd(p->hpd);
+    g_free(p);
+    pd->be = NULL;
+}
+
+/*
+ * The window of @p's DMA MRs holding guest bus address @addr, or NULL if
+ * it is not RAM.  A window is registered from its 2 MiB boundary, or from
+ * @addr's page where RAM starts later (pieces of a window are kept in a
+ * list under its index).
+ */
+static PvrdmaIbvDmaWin *pvrdma_ibv_dma_win(PvrdmaIbv *ibv, PvrdmaIbvPd *p,
+                                           uint64_t addr)
+{
+    uint64_t idx = addr / PVRDMA_IBV_DMA_WIN, *key;
+    uint64_t end = (idx + 1) * PVRDMA_IBV_DMA_WIN, start, len;
+    GSList *list = g_hash_table_lookup(p->dma, &idx), *e;
+    PvrdmaIbvDmaWin *w;
+    void *host;
+    int i;
+
+    for (e = list; e; e = e->next) {
+        w = e->data;
+        if (addr >= w->start && addr < w->start + w->len) {
+            return w;
+        }
+    }
+    for (i = 0; i < 2; i++) {
+        start = i ? addr & ~(uint64_t)(PVRDMA_PAGE_SIZE - 1) :
+                    idx * PVRDMA_IBV_DMA_WIN;
+        len = end - start;
+        host = pvrdma_core_dma_map(ibv->core, start, &len, true);
+        if (host && addr < start + len) {
+            break;
+        }
+        if (host) {
+            pvrdma_core_dma_unmap(ibv->core, host, len, true, 0);
+            host = NULL;
+        }
+    }
+    if (!host) {
+        return NULL;
+    }
+    w = g_new0(PvrdmaIbvDmaWin, 1);
+    w->host = host;
+    w->start = start;
+    w->len = len;
+    w->mr = ibv_reg_mr_iova2(p->hpd, host, len, start,
+                             IBV_ACCESS_LOCAL_WRITE);
+    if (!w->mr) {
+        g_printerr("pvrdma: %s: registering guest RAM at 0x%" G_GINT64_MODIFIER
+                   "x for a DMA MR failed: %s\n", ibv->name, start,
+                   strerror(errno));
+        pvrdma_core_dma_unmap(ibv->core, host, len, true, 0);
+        g_free(w);
+        return NULL;
+    }
+    if (!list) {
+        key = g_new(uint64_t, 1);
+        *key = idx;
+        g_hash_table_insert(p->dma, key, g_slist_prepend(NULL, w));
+    } else {
+        /* The list head stays the hash table's value. */
+        list->next = g_slist_prepend(list->next, w);
+    }
+    return w;
+}
+
+/*
+ * Host SGEs for @sgl (at most @max): a user MR's segment by its host MR,
+ * a DMA MR's by the windows it lies in (split where it crosses one).
+ * The count, or -1 if a segment has no host memory or @max is too small.
+ */
+static int pvrdma_ibv_sges(PvrdmaIbv *ibv, const PvrdmaSgl *sgl,
+                           struct ibv_sge *out, int max)
+{
+    int n = 0;
+    uint32_t i;
+
+    for (i = 0; i < sgl->nseg; i++) {
+        const PvrdmaSeg *seg = &sgl->seg[i];
+        PvrdmaIbvMr *m = seg->mr->be;
+        uint64_t addr = seg->va, left = seg->len;
+        PvrdmaPd *pd;
+
+        if (m) {
+            if (n == max) {
+                return -1;
+            }
+            out[n].addr = seg->va;
+            out[n].length = seg->len;
+            out[n++].lkey = m->mr->lkey;
+            continue;
+        }
+        if (!(seg->mr->flags & PVRDMA_MR_FLAG_DMA)) {
+            g_printerr("pvrdma: %s: a fast-reg MR is not carried by "
+                       "backend=ibverbs yet\n", ibv->name);
+            return -1;
+        }
+        pd = pvrdma_table_lookup(&ibv->core->pd_tbl, seg->mr->pd_handle);
+        do {
+            PvrdmaIbvDmaWin *w = pd ? pvrdma_ibv_dma_win(ibv, pd->be, addr)
+                                    : NULL;
+            uint64_t piece;
+
+            if (!w || n == max) {
+                return -1;
+            }
+            piece = MIN(left, w->start + w->len - addr);
+            out[n].addr = addr;
+            out[n].length = piece;
+            out[n++].lkey = w->mr->lkey;
+            addr += piece;
+            left -= piece;
+        } while (left);
+    }
+    return n;
 }
 
 static void pvrdma_ibv_mr_free(PvrdmaIbvMr *m)
@@ -454,7 +621,7 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
         }
         goto fail;
     }
-    m->mr = ibv_reg_mr_iova2(pd->be, (uint8_t *)base +
+    m->mr = ibv_reg_mr_iova2(pvrdma_ibv_hpd(pd), (uint8_t *)base +
                              (mr->start & (PVRDMA_PAGE_SIZE - 1)),
                              mr->length, mr->start,
                              pvrdma_ibv_access(mr->access));
@@ -506,8 +673,12 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
         .cap = {
             .max_send_wr = PVRDMA_IBV_SEND_WR,
             .max_recv_wr = MAX(qp->attr.cap.max_recv_wr, 1),
-            .max_send_sge = MAX(qp->attr.cap.max_send_sge, 1),
-            .max_recv_sge = MAX(qp->attr.cap.max_recv_sge, 1),
+            .max_send_sge = MIN(MAX(qp->attr.cap.max_send_sge, 1) +
+                                PVRDMA_IBV_SPLIT_SGES,
+                                (uint32_t)ibv->dev_attr.max_sge),
+            .max_recv_sge = MIN(MAX(qp->attr.cap.max_recv_sge, 1) +
+                                PVRDMA_IBV_SPLIT_SGES,
+                                (uint32_t)ibv->dev_attr.max_sge),
         },
         .qp_type = IBV_QPT_RC,
     };
@@ -542,12 +713,14 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     q = g_new0(PvrdmaIbvQp, 1);
     q->ibv = ibv;
     q->qp = qp;
-    q->hqp = ibv_create_qp(pd->be, &init);
+    q->hqp = ibv_create_qp(pvrdma_ibv_hpd(pd), &init);
     if (!q->hqp) {
         g_free(q);
         return -ENOMEM;
     }
     q->gen = ++ibv->next_gen;
+    q->max_send_sge = init.cap.max_send_sge;
+    q->max_recv_sge = init.cap.max_recv_sge;
     q->recv_n = init.cap.max_recv_wr;
     q->recv_wr_id = g_new0(uint64_t, q->recv_n);
     if (qp->type == PVRDMA_QPT_UD) {
@@ -616,13 +789,13 @@ static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
     PvrdmaCore *core = q->ibv->core;
     PvrdmaSrq *srq = pvrdma_qp_srq(core, q->qp);
     PvrdmaIbvSrq *s = srq ? srq->be : NULL;
-    struct ibv_sge sge[PVRDMA_MAX_SGE];
+    struct ibv_sge sge[PVRDMA_MAX_SGE + PVRDMA_IBV_SPLIT_SGES];
     struct ibv_recv_wr wr, *bad;
     PvrdmaIbvGrhAt *at;
     struct pvrdma_cqe cqe;
     PvrdmaRecvWr rwr;
-    uint32_t i, slot;
-    int ret;
+    uint32_t slot;
+    int ret, nsge;
 
     while (q->hqp && (s ? s->nfree > 0 : q->recv_count < q->recv_n) &&
            pvrdma_core_recv_take(core, q->qp, &rwr) == 1) {
@@ -634,16 +807,18 @@ static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
             pvrdma_core_qp_error(core, q->qp, -1);
             return;
         }
-        for (i = 0; i < rwr.sgl.nseg; i++) {
-            PvrdmaIbvMr *m = rwr.sgl.seg[i].mr->be;
-
-            sge[i].addr = rwr.sgl.seg[i].va;
-            sge[i].length = rwr.sgl.seg[i].len;
-            sge[i].lkey = m ? m->mr->lkey : 0;
+        nsge = pvrdma_ibv_sges(q->ibv, &rwr.sgl, sge,
+                               s ? s->max_sge : q->max_recv_sge);
+        if (nsge < 0) {
+            pvrdma_core_cqe_init(&cqe, q->qp, rwr.wr_id, PVRDMA_WC_RECV,
+                                 PVRDMA_WC_LOC_PROT_ERR);
+            pvrdma_core_recv_complete(core, q->qp, &cqe, false);
+            pvrdma_core_qp_error(core, q->qp, -1);
+            return;
         }
         memset(&wr, 0, sizeof(wr));
         wr.sg_list = sge;
-        wr.num_sge = rwr.sgl.nseg;
+        wr.num_sge = nsge;
         if (s) {
             slot = s->free[--s->nfree];
             s->wr_id[slot] = rwr.wr_id;
@@ -864,7 +1039,7 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
     if (q->ah && !memcmp(&a, &q->ah_key, sizeof(a))) {
         return q->ah;
     }
-    ah = ibv_create_ah(pd->be, &a);
+    ah = ibv_create_ah(pvrdma_ibv_hpd(pd), &a);
     if (!ah) {
         g_printerr("pvrdma: %s refused an address handle for a datagram "
                    "of QP 0x%x: %s\n", ibv->name, q->qp->qpn,
@@ -884,9 +1059,9 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
                              PvrdmaSendWr *req)
 {
     PvrdmaIbvQp *q = qp->be;
-    struct ibv_sge sge[PVRDMA_MAX_SGE];
+    struct ibv_sge sge[PVRDMA_MAX_SGE + PVRDMA_IBV_SPLIT_SGES];
     struct ibv_send_wr wr, *bad;
-    uint32_t i;
+    int nsge;
 
     if (!q->hqp) {
         /* GSI: a datagram nobody carries is lost, as UD allows. */
@@ -895,23 +1070,17 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
         pvrdma_core_send_done(q->ibv->core, qp, &res);
         return 0;
     }
-    for (i = 0; i < req->local.nseg; i++) {
-        PvrdmaIbvMr *m = req->local.seg[i].mr->be;
+    nsge = pvrdma_ibv_sges(q->ibv, &req->local, sge, q->max_send_sge);
+    if (nsge < 0) {
+        PvrdmaSendResult res = { .status = PVRDMA_WC_LOC_PROT_ERR };
 
-        if (!m) {
-            g_printerr("pvrdma: %s: QP 0x%x used a DMA or fast-reg MR, "
-                       "not carried by backend=ibverbs yet\n",
-                       q->ibv->name, qp->qpn);
-            return -EOPNOTSUPP;
-        }
-        sge[i].addr = req->local.seg[i].va;
-        sge[i].length = req->local.seg[i].len;
-        sge[i].lkey = m->mr->lkey;
+        pvrdma_core_send_done(q->ibv->core, qp, &res);
+        return 0;
     }
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = PVRDMA_IBV_WRID(q->gen, 0, 0);
     wr.sg_list = sge;
-    wr.num_sge = req->local.nseg;
+    wr.num_sge = nsge;
     wr.opcode = pvrdma_ibv_wr_opcode(req->opcode);
     wr.send_flags = IBV_SEND_SIGNALED |
                     (req->solicited ? IBV_SEND_SOLICITED : 0);
@@ -1004,7 +1173,13 @@ static int pvrdma_ibv_grh_byte(PvrdmaIbvQp *q, const PvrdmaIbvGrhAt *at,
     PvrdmaMr *mr = pvrdma_table_lookup(&q->ibv->core->mr_tbl,
                                        at->mr_handle);
     uint64_t rel;
+    uint8_t b;
 
+    if (mr && (mr->flags & PVRDMA_MR_FLAG_DMA)) {
+        /* A kernel user's buffer: va is a guest bus address. */
+        return pvrdma_core_dma_read(q->ibv->core, at->va + off, &b, 1) < 0 ?
+               -1 : b;
+    }
     if (!mr || !mr->pinned || at->va + off < mr->start ||
         at->va + off >= mr->start + mr->length) {
         return -1;
@@ -1266,7 +1441,8 @@ static int pvrdma_ibv_srq_create(void *be, PvrdmaSrq *srq)
     struct ibv_srq_init_attr init = {
         .attr = {
             .max_wr = MAX(srq->max_wr, 1),
-            .max_sge = MAX(srq->max_sge, 1),
+            .max_sge = MIN(MAX(srq->max_sge, 1) + PVRDMA_IBV_SPLIT_SGES,
+                           (uint32_t)ibv->dev_attr.max_srq_sge),
             .srq_limit = srq->srq_limit,
         },
     };
@@ -1275,7 +1451,7 @@ static int pvrdma_ibv_srq_create(void *be, PvrdmaSrq *srq)
 
     s = g_new0(PvrdmaIbvSrq, 1);
     init.srq_context = s;
-    s->hsrq = ibv_create_srq(pd->be, &init);
+    s->hsrq = ibv_create_srq(pvrdma_ibv_hpd(pd), &init);
     if (!s->hsrq) {
         g_printerr("pvrdma: %s refused an SRQ of %u WQEs: %s\n", ibv->name,
                    srq->max_wr, strerror(errno));
@@ -1286,6 +1462,7 @@ static int pvrdma_ibv_srq_create(void *be, PvrdmaSrq *srq)
     s->srq = srq;
     s->gen = ++ibv->next_gen;
     s->n = init.attr.max_wr;
+    s->max_sge = init.attr.max_sge;
     s->wr_id = g_new0(uint64_t, s->n);
     s->grh = g_new0(PvrdmaIbvGrhAt, s->n);
     s->free = g_new(uint32_t, s->n);
@@ -1351,11 +1528,59 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .poll = pvrdma_ibv_poll,
 };
 
+/*
+ * What the guest is offered cannot exceed what the host device has: each
+ * guest object is a host one.  Lowers @cfg's limits to the device's
+ * attributes, saying which.
+ */
+static void pvrdma_ibv_clamp(PvrdmaIbv *ibv, PvrdmaCore *core)
+{
+    const struct ibv_device_attr *a = &ibv->dev_attr;
+    PvrdmaCoreConfig *cfg = &core->cfg;
+    struct {
+        const char *name;
+        uint32_t *val;
+        int host;
+    } lim[] = {
+        /* The GSI QP has no host QP: max-qp counts it too. */
+        { "max-qp", &cfg->max_qp, a->max_qp > 0 ? a->max_qp + 1 : 0 },
+        { "max-qp-wr", &cfg->max_qp_wr, a->max_qp_wr },
+        { "max-sge", &cfg->max_sge, a->max_sge },
+        { "max-mr", &cfg->max_mr, a->max_mr },
+        { "max-pd", &cfg->max_pd, a->max_pd },
+        { "max-srq", &cfg->max_srq, a->max_srq },
+        { "max-srq-wr", &cfg->max_srq_wr, a->max_srq_wr },
+        { "max-srq-sge", &cfg->max_srq_sge, a->max_srq_sge },
+    };
+    size_t i;
+
+    for (i = 0; i < G_N_ELEMENTS(lim); i++) {
+        if (lim[i].host > 0 && *lim[i].val > (uint32_t)lim[i].host) {
+            g_printerr("pvrdma: %s=%u lowered to %d, what host RDMA device "
+                       "%s has\n", lim[i].name, *lim[i].val, lim[i].host,
+                       ibv->name);
+            *lim[i].val = lim[i].host;
+        }
+    }
+    if (a->max_mr_size && cfg->max_mr_size > a->max_mr_size) {
+        g_printerr("pvrdma: max-mr-size=%" G_GUINT64_FORMAT " lowered to %"
+                   G_GUINT64_FORMAT ", what host RDMA device %s has\n",
+                   cfg->max_mr_size, (uint64_t)a->max_mr_size, ibv->name);
+        cfg->max_mr_size = a->max_mr_size;
+    }
+    /* No objects exist yet: the tables' quotas follow. */
+    core->qp_tbl.max_count = MIN(core->qp_tbl.max_count, cfg->max_qp - 1);
+    core->pd_tbl.max_count = MIN(core->pd_tbl.max_count, cfg->max_pd);
+    core->mr_tbl.max_count = MIN(core->mr_tbl.max_count, cfg->max_mr);
+    core->srq_tbl.max_count = MIN(core->srq_tbl.max_count, cfg->max_srq);
+}
+
 int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg)
 {
     int flags;
 
     ibv->core = core;
+    pvrdma_ibv_clamp(ibv, core);
     ibv->qps = g_hash_table_new(NULL, NULL);
     ibv->chan = ibv_create_comp_channel(ibv->ctx);
     if (ibv->chan) {

@@ -642,6 +642,138 @@ static void test_host_refuses(void **state)
     g_free(pages);
 }
 
+/*
+ * The guest is offered no more than the host device has: limits above
+ * the device's are lowered to them when the backend attaches, and the
+ * caps the guest reads say so.
+ */
+static void test_clamped_to_host(void **state)
+{
+    PvrdmaIbvConfig icfg = {
+        .ibdev = ibdev, .ibport = 1, .gid_index = gid_index,
+    };
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_device_attr a;
+    struct ibv_context *ctx = NULL;
+    PvrdmaCoreConfig cfg;
+    const struct pvrdma_device_caps *caps;
+    FakeGuest *fg;
+    PvrdmaIbv *ibv;
+    char *msg = NULL;
+    int i;
+
+    (void)state;
+    for (i = 0; list && list[i]; i++) {
+        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    ibv_free_device_list(list);
+    assert_non_null(ctx);
+    assert_int_equal(ibv_query_device(ctx, &a), 0);
+    ibv_close_device(ctx);
+
+    pvrdma_core_default_config(&cfg);
+    cfg.max_qp_wr = 65536;
+    cfg.max_srq_wr = 65536;
+    fg = fg_new(&cfg);
+    ibv = pvrdma_ibv_open(&icfg, &msg);
+    assert_non_null(ibv);
+    assert_int_equal(pvrdma_ibv_attach(ibv, fg->core, &msg), 0);
+    fg_setup(fg);
+    caps = fg_caps(fg);
+    assert_int_equal(caps->max_qp_wr, MIN(65536, a.max_qp_wr));
+    assert_int_equal(caps->max_srq_wr, MIN(65536, a.max_srq_wr));
+    assert_true(caps->max_sge <= (uint32_t)a.max_sge);
+    assert_true(caps->max_mr <= (uint32_t)a.max_mr);
+    fg_free(fg);
+}
+
+/*
+ * A guest DMA MR (kernel users: SGEs carry guest bus addresses): A sends
+ * 3000 bytes that straddle a 2 MiB boundary of its RAM (two host
+ * windows), receives into a DMA-MR buffer and READs into one; every byte
+ * checked in A's guest memory.
+ */
+static void test_dma_mr(void **state)
+{
+    Pair *p = pair_new();
+    uint32_t dma, lkey;
+    uint64_t cross, buf, next;
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    uint8_t got[4096];
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_create_dma_mr(p->a.fg, p->a.pd, &dma, &lkey), 0);
+    /* Guest pages up to a 2 MiB boundary, then two across it. */
+    next = (p->a.fg->next_free + (2ull << 20)) & ~((2ull << 20) - 1);
+    if (next - p->a.fg->next_free > 4096) {
+        fg_alloc_pages(p->a.fg, (next - p->a.fg->next_free) / 4096 - 1);
+    }
+    cross = fg_alloc_pages(p->a.fg, 2) + 4096 - 1000;  /* 1000 before it */
+    buf = fg_alloc_pages(p->a.fg, 1);
+    for (i = 0; i < 3000; i++) {
+        *(uint8_t *)fg_ptr(p->a.fg, cross + i) = i * 7 + 3;
+    }
+
+    /* SEND from the straddling buffer. */
+    fv_mr_zero(p->mb);
+    r = sge(p->mb, VA_B, 4096);
+    fv_post_recv(p->qb, 31, &r, 1);
+    fv_ring_rq(p->qb);
+    s = (struct pvrdma_sge){ .addr = cross, .length = 3000, .lkey = lkey };
+    h = wqe(32, PVRDMA_WR_SEND, 1);
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.byte_len, 3000);
+    mr_read(p->mb, VA_B, got, 3000);
+    for (i = 0; i < 3000; i++) {
+        assert_int_equal(got[i], (uint8_t)(i * 7 + 3));
+    }
+
+    /* B's SEND lands in A's DMA-MR receive buffer. */
+    fv_mr_fill(p->mb, VA_B, 2000, 0x3c);
+    r = (struct pvrdma_sge){ .addr = buf, .length = 4096, .lkey = lkey };
+    fv_post_recv(p->qa, 33, &r, 1);
+    fv_ring_rq(p->qa);
+    s = sge(p->mb, VA_B, 2000);
+    h = wqe(34, PVRDMA_WR_SEND, 1);
+    fv_post_send(p->qb, &h, &s, 1);
+    fv_ring_sq(p->qb);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 33);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.byte_len, 2000);
+    mr_read(p->mb, VA_B, got, 2000);
+    assert_memory_equal(fg_ptr(p->a.fg, buf), got, 2000);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+
+    /* A READs B's MR into the straddling buffer. */
+    fv_mr_fill(p->mb, VA_B, 3000, 0x5d);
+    h = wqe(35, PVRDMA_WR_RDMA_READ, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    s = (struct pvrdma_sge){ .addr = cross, .length = 3000, .lkey = lkey };
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 35);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    mr_read(p->mb, VA_B, got, 3000);
+    for (i = 0; i < 3000; i++) {
+        assert_int_equal(*(uint8_t *)fg_ptr(p->a.fg, cross + i), got[i]);
+    }
+    pair_free(p);
+}
+
 /* ---- registration of 1 GiB ---------------------------------------------- */
 
 #define GIB         (1ull << 30)
@@ -870,7 +1002,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_send_stream),
         cmocka_unit_test(test_ud),
         cmocka_unit_test(test_srq),
+        cmocka_unit_test(test_dma_mr),
         cmocka_unit_test(test_host_refuses),
+        cmocka_unit_test(test_clamped_to_host),
         cmocka_unit_test(test_reg_1gib),
     };
     struct ibv_device **list;

@@ -715,6 +715,10 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     q->qp = qp;
     q->hqp = ibv_create_qp(pvrdma_ibv_hpd(pd), &init);
     if (!q->hqp) {
+        g_printerr("pvrdma: %s refused a QP (%u send, %u receive WQEs, "
+                   "%u/%u SGEs): %s\n", ibv->name, init.cap.max_send_wr,
+                   init.cap.max_recv_wr, init.cap.max_send_sge,
+                   init.cap.max_recv_sge, strerror(errno));
         g_free(q);
         return -ENOMEM;
     }

@@ -12,7 +12,8 @@
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens);
 #  (c) what QEMU says when the host device is missing, has no such port
-#      or GID, is down, or guest RAM is not shared.
+#      or GID, is down, or guest RAM is not shared, and when such a VM is
+#      asked to migrate.
 # Each inner guest's address is also given to the outer eth0, so that
 # rxe0 owns its GID (docs/ibverbs.md), and each inner guest routes to the
 # others through its user-mode NIC's gateway (.1 of its /24).
@@ -83,6 +84,15 @@ refused "gid-index=5000: port 1 of host RDMA device rxe0 has GID indexes 0 to" \
     $shm -device pvrdma,backend=ibverbs,ibdev=rxe0,gid-index=5000
 refused "needs it shared: add -object memory-backend-memfd" \
     -m 128 -device pvrdma,backend=ibverbs,ibdev=rxe0
+# A VM with the backend does not migrate, and says why (QEMU paused, no
+# guest needed).
+out=$(printf 'migrate file:/tmp/vm.state\nquit\n' |
+      LD_LIBRARY_PATH=/usr/lib/nested $q $shm -S -monitor stdio \
+          -device pvrdma,backend=ibverbs,ibdev=rxe0 2>&1)
+echo "$out" | grep "^Error:"
+echo "$out" | grep -q "backend=ibverbs: the VM's RDMA objects live in host RDMA device rxe0 and cannot move" ||
+    fail "migration of a VM with backend=ibverbs was not refused with the reason"
+[ ! -s /tmp/vm.state ] || fail "a migration stream was written"
 
 echo "=== (a) an inner guest and native programs"
 timeout 900 ibv_rc_pingpong -d rxe0 -g "$idx" -n 200 -c > /tmp/native.out 2>&1 &

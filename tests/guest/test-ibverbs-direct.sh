@@ -33,4 +33,4 @@ GUEST
 grep -E "^\[  PASSED  \] 11 test" "$PVRDMA_OUT/vm/$TEST_NAME.log" >/dev/null ||
     fail "not all backend tests passed (log $PVRDMA_OUT/vm/$TEST_NAME.log)"
 grep -h "^REG-1GIB" "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, UD, SRQ with limit event, host refusal (memlock), zero-copy MRs up to 1 GiB"
+pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, UD, SRQ with limit event, DMA MRs, host refusal (memlock), limits clamped, zero-copy MRs up to 1 GiB"

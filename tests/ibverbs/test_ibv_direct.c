@@ -137,6 +137,56 @@ static void wait_cqe(Pair *p, FvCq *cq, struct pvrdma_cqe *cqe)
     }
 }
 
+/* The next CQE of @cq must be @wr_id's, with @status. */
+static void expect_cqe(Pair *p, FvCq *cq, uint64_t wr_id, uint32_t status)
+{
+    struct pvrdma_cqe c;
+
+    wait_cqe(p, cq, &c);
+    assert_int_equal(c.wr_id, wr_id);
+    assert_int_equal(c.status, status);
+}
+
+/* A context of the host device under test (NULL if it cannot be opened). */
+static struct ibv_context *open_ibdev(void)
+{
+    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = NULL;
+    int i;
+
+    for (i = 0; list && list[i] && !ctx; i++) {
+        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
+            ctx = ibv_open_device(list[i]);
+        }
+    }
+    if (list) {
+        ibv_free_device_list(list);
+    }
+    return ctx;
+}
+
+/* The guest's CREATE_MR of @n pages at @va (page directory built first). */
+static int create_mr(Dev *d, uint64_t va, const uint64_t *pages, uint32_t n,
+                     union pvrdma_cmd_resp *r, double *ms)
+{
+    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+    gint64 t0;
+    int ret;
+
+    c.start = va;
+    c.length = (uint64_t)n * 4096;
+    c.pdir_dma = fg_build_pdir(d->fg, pages, n);
+    c.pd_handle = d->pd;
+    c.access_flags = ALL_ACCESS;
+    c.nchunks = n;
+    t0 = g_get_monotonic_time();
+    ret = fg_cmd(d->fg, &c, sizeof(c), r);
+    if (ms) {
+        *ms = (g_get_monotonic_time() - t0) / 1000.0;
+    }
+    return ret;
+}
+
 /* Copy @len bytes of @mr at @va out (its pages are not contiguous). */
 static void mr_read(FvMr *mr, uint64_t va, void *buf, uint64_t len)
 {
@@ -430,10 +480,7 @@ static void test_ud(void **state)
     mr_read(p->ma, VA_A, sent, 1000);
     mr_read(p->mb, VA_B + 40, got, 1000);
     assert_memory_equal(sent, got, 1000);
-    wait_cqe(p, p->a.cq, &c);
-    assert_int_equal(c.wr_id, 1);
-    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
-    assert_int_equal(c.opcode, PVRDMA_WC_SEND);
+    expect_cqe(p, p->a.cq, 1, PVRDMA_WC_SUCCESS);
 
     /* A wrong Q_Key and an unknown QP: lost, the sender succeeds. */
     h.wr_id = 2;
@@ -444,12 +491,8 @@ static void test_ud(void **state)
     h.wr.ud.remote_qpn = ub->qpn ^ 0x800;
     fv_post_send(ua, &h, &sa, 1);
     fv_ring_sq(ua);
-    wait_cqe(p, p->a.cq, &c);
-    assert_int_equal(c.wr_id, 2);
-    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
-    wait_cqe(p, p->a.cq, &c);
-    assert_int_equal(c.wr_id, 3);
-    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    expect_cqe(p, p->a.cq, 2, PVRDMA_WC_SUCCESS);
+    expect_cqe(p, p->a.cq, 3, PVRDMA_WC_SUCCESS);
     end = g_get_monotonic_time() + 200000;
     while (g_get_monotonic_time() < end) {
         pvrdma_ibv_process(p->b.ibv);
@@ -590,7 +633,6 @@ static void test_host_refuses(void **state)
     Pair *p;
     struct pvrdma_sge s;
     struct pvrdma_sq_wqe_hdr h = wqe(21, PVRDMA_WR_RDMA_WRITE, 1);
-    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     uint64_t pinned, *pages = g_new(uint64_t, 2048), i;
     unsigned maps;
     struct pvrdma_cqe cqe;
@@ -612,13 +654,7 @@ static void test_host_refuses(void **state)
     for (i = 0; i < 2048; i++) {
         pages[i] = fg_alloc_pages(p->a.fg, 1);
     }
-    c.start = 0x7d1000000000ull;
-    c.length = 2048 * 4096;
-    c.pdir_dma = fg_build_pdir(p->a.fg, pages, 2048);
-    c.pd_handle = p->a.pd;
-    c.access_flags = ALL_ACCESS;
-    c.nchunks = 2048;
-    ret = fg_cmd(p->a.fg, &c, sizeof(c), NULL);
+    ret = create_mr(&p->a, 0x7d1000000000ull, pages, 2048, NULL, NULL);
     if (ret == -ENOMEM) {
         fv_mr_fill(p->mb, VA_B, 4000, 0x19);
         s = sge(p->mb, VA_B, 4000);
@@ -652,23 +688,15 @@ static void test_clamped_to_host(void **state)
     PvrdmaIbvConfig icfg = {
         .ibdev = ibdev, .ibport = 1, .gid_index = gid_index,
     };
-    struct ibv_device **list = ibv_get_device_list(NULL);
+    struct ibv_context *ctx = open_ibdev();
     struct ibv_device_attr a;
-    struct ibv_context *ctx = NULL;
     PvrdmaCoreConfig cfg;
     const struct pvrdma_device_caps *caps;
     FakeGuest *fg;
     PvrdmaIbv *ibv;
     char *msg = NULL;
-    int i;
 
     (void)state;
-    for (i = 0; list && list[i]; i++) {
-        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
-            ctx = ibv_open_device(list[i]);
-        }
-    }
-    ibv_free_device_list(list);
     assert_non_null(ctx);
     assert_int_equal(ibv_query_device(ctx, &a), 0);
     ibv_close_device(ctx);
@@ -788,21 +816,13 @@ static double ms_since(gint64 t0)
 /* A native ibv_reg_mr of 1 GiB of touched shared memory (like guest RAM). */
 static double reg_native(void)
 {
-    struct ibv_device **list = ibv_get_device_list(NULL);
-    struct ibv_context *ctx = NULL;
+    struct ibv_context *ctx = open_ibdev();
     struct ibv_pd *pd;
     struct ibv_mr *mr;
     uint8_t *buf;
     gint64 t0;
     double ms;
-    int i;
 
-    for (i = 0; list && list[i]; i++) {
-        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
-            ctx = ibv_open_device(list[i]);
-        }
-    }
-    ibv_free_device_list(list);
     assert_non_null(ctx);
     pd = ibv_alloc_pd(ctx);
     assert_non_null(pd);
@@ -836,37 +856,18 @@ static long max_map_count(long v)
     return old;
 }
 
-/* The guest's CREATE_MR of 1 GiB at VA_BIG over @pages: its status. */
 static int reg_guest_status(Dev *d, const uint64_t *pages)
 {
-    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
-
-    c.start = VA_BIG;
-    c.length = GIB;
-    c.pdir_dma = fg_build_pdir(d->fg, pages, GIB_PAGES);
-    c.pd_handle = d->pd;
-    c.access_flags = ALL_ACCESS;
-    c.nchunks = GIB_PAGES;
-    return fg_cmd(d->fg, &c, sizeof(c), NULL);
+    return create_mr(d, VA_BIG, pages, GIB_PAGES, NULL, NULL);
 }
 
 /* The guest's CREATE_MR of 1 GiB at VA_BIG over @pages; milliseconds. */
 static double reg_guest(Dev *d, const uint64_t *pages, FvMr *mr)
 {
-    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     union pvrdma_cmd_resp r;
-    gint64 t0;
     double ms;
 
-    c.start = VA_BIG;
-    c.length = GIB;
-    c.pdir_dma = fg_build_pdir(d->fg, pages, GIB_PAGES);
-    c.pd_handle = d->pd;
-    c.access_flags = ALL_ACCESS;
-    c.nchunks = GIB_PAGES;
-    t0 = g_get_monotonic_time();
-    assert_int_equal(fg_cmd(d->fg, &c, sizeof(c), &r), 0);
-    ms = ms_since(t0);
+    assert_int_equal(create_mr(d, VA_BIG, pages, GIB_PAGES, &r, &ms), 0);
     mr->fg = d->fg;
     mr->handle = r.create_mr_resp.mr_handle;
     mr->lkey = r.create_mr_resp.lkey;
@@ -1007,10 +1008,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_clamped_to_host),
         cmocka_unit_test(test_reg_1gib),
     };
-    struct ibv_device **list;
-    struct ibv_context *ctx = NULL;
+    struct ibv_context *ctx;
     union ibv_gid gid;
-    int i, n;
 
     if (argc != 3) {
         fprintf(stderr, "usage: %s IBDEV GID_INDEX\n", argv[0]);
@@ -1018,18 +1017,12 @@ int main(int argc, char **argv)
     }
     ibdev = argv[1];
     gid_index = atoi(argv[2]);
-    list = ibv_get_device_list(&n);
-    for (i = 0; list && i < n; i++) {
-        if (!strcmp(ibv_get_device_name(list[i]), ibdev)) {
-            ctx = ibv_open_device(list[i]);
-        }
-    }
+    ctx = open_ibdev();
     if (!ctx || ibv_query_gid(ctx, 1, gid_index, &gid)) {
         fprintf(stderr, "%s: no GID %d on %s\n", argv[0], gid_index, ibdev);
         return 2;
     }
     memcpy(host_gid, gid.raw, 16);
     ibv_close_device(ctx);
-    ibv_free_device_list(list);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,6 +55,7 @@ typedef struct PvrdmaIbvDmaWin {
     void *host;
     uint64_t start;
     uint64_t len;               /* may be short at the end of RAM */
+    uint64_t quota_pages;       /* charged to max_pinned_pages */
 } PvrdmaIbvDmaWin;
 
 typedef struct PvrdmaIbvPd {
@@ -385,6 +386,7 @@ static void pvrdma_ibv_pd_destroy(void *be, PvrdmaPd *pd)
 
             ibv_dereg_mr(w->mr);
             pvrdma_core_dma_unmap(ibv->core, w->host, w->len, true, w->len);
+            pvrdma_core_uncharge_pages(ibv->core, w->quota_pages);
             g_free(w);
         }
         g_slist_free(list);
@@ -405,7 +407,7 @@ static PvrdmaIbvDmaWin *pvrdma_ibv_dma_win(PvrdmaIbv *ibv, PvrdmaIbvPd *p,
                                            uint64_t addr)
 {
     uint64_t idx = addr / PVRDMA_IBV_DMA_WIN, *key;
-    uint64_t end = (idx + 1) * PVRDMA_IBV_DMA_WIN, start, len;
+    uint64_t end = (idx + 1) * PVRDMA_IBV_DMA_WIN, start, len, npages;
     GSList *list = g_hash_table_lookup(p->dma, &idx), *e;
     PvrdmaIbvDmaWin *w;
     void *host;
@@ -433,10 +435,20 @@ static PvrdmaIbvDmaWin *pvrdma_ibv_dma_win(PvrdmaIbv *ibv, PvrdmaIbvPd *p,
     if (!host) {
         return NULL;
     }
+    /*
+     * Each PD pins its windows again (host MRs are per PD): the pages
+     * count against the device's pinned-pages quota like any MR's.
+     */
+    npages = (len + PVRDMA_PAGE_SIZE - 1) / PVRDMA_PAGE_SIZE;
+    if (pvrdma_core_charge_pages(ibv->core, npages) < 0) {
+        pvrdma_core_dma_unmap(ibv->core, host, len, true, 0);
+        return NULL;
+    }
     w = g_new0(PvrdmaIbvDmaWin, 1);
     w->host = host;
     w->start = start;
     w->len = len;
+    w->quota_pages = npages;
     w->mr = ibv_reg_mr_iova2(p->hpd, host, len, start,
                              IBV_ACCESS_LOCAL_WRITE);
     if (!w->mr) {
@@ -444,6 +456,7 @@ static PvrdmaIbvDmaWin *pvrdma_ibv_dma_win(PvrdmaIbv *ibv, PvrdmaIbvPd *p,
                    "x for a DMA MR failed: %s\n", ibv->name, start,
                    strerror(errno));
         pvrdma_core_dma_unmap(ibv->core, host, len, true, 0);
+        pvrdma_core_uncharge_pages(ibv->core, w->quota_pages);
         g_free(w);
         return NULL;
     }
@@ -812,7 +825,8 @@ static void pvrdma_ibv_take_recvs(PvrdmaIbvQp *q)
             return;
         }
         nsge = pvrdma_ibv_sges(q->ibv, &rwr.sgl, sge,
-                               s ? s->max_sge : q->max_recv_sge);
+                               MIN(s ? s->max_sge : q->max_recv_sge,
+                                   G_N_ELEMENTS(sge)));
         if (nsge < 0) {
             pvrdma_core_cqe_init(&cqe, q->qp, rwr.wr_id, PVRDMA_WC_RECV,
                                  PVRDMA_WC_LOC_PROT_ERR);
@@ -1074,7 +1088,8 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
         pvrdma_core_send_done(q->ibv->core, qp, &res);
         return 0;
     }
-    nsge = pvrdma_ibv_sges(q->ibv, &req->local, sge, q->max_send_sge);
+    nsge = pvrdma_ibv_sges(q->ibv, &req->local, sge,
+                           MIN(q->max_send_sge, G_N_ELEMENTS(sge)));
     if (nsge < 0) {
         PvrdmaSendResult res = { .status = PVRDMA_WC_LOC_PROT_ERR };
 

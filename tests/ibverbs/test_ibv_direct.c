@@ -721,13 +721,14 @@ static void test_clamped_to_host(void **state)
  * A guest DMA MR (kernel users: SGEs carry guest bus addresses): A sends
  * 3000 bytes that straddle a 2 MiB boundary of its RAM (two host
  * windows), receives into a DMA-MR buffer and READs into one; every byte
- * checked in A's guest memory.
+ * checked in A's guest memory; windows count against the pinned-pages
+ * quota.
  */
 static void test_dma_mr(void **state)
 {
     Pair *p = pair_new();
     uint32_t dma, lkey;
-    uint64_t cross, buf, next;
+    uint64_t cross, buf, next, pinned;
     struct pvrdma_sge s, r;
     struct pvrdma_sq_wqe_hdr h;
     struct pvrdma_cqe c;
@@ -799,6 +800,24 @@ static void test_dma_mr(void **state)
     for (i = 0; i < 3000; i++) {
         assert_int_equal(*(uint8_t *)fg_ptr(p->a.fg, cross + i), got[i]);
     }
+
+    /*
+     * Windows are pinned memory: with the device's pinned-pages quota
+     * used up, a buffer in a window not registered yet fails the WR with
+     * LOC_PROT_ERR and nothing more is charged.
+     */
+    fg_alloc_pages(p->a.fg, 512);
+    buf = fg_alloc_pages(p->a.fg, 1);
+    pinned = p->a.fg->core->pinned_pages;
+    p->a.fg->core->cfg.max_pinned_pages = pinned;
+    s = (struct pvrdma_sge){ .addr = buf, .length = 64, .lkey = lkey };
+    h = wqe(36, PVRDMA_WR_SEND, 1);
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, 36, PVRDMA_WC_LOC_PROT_ERR);
+    assert_int_equal(p->a.fg->last_gerr,
+                     PVRDMA_GERR_PINNED_PAGES_QUOTA_EXCEEDED);
+    assert_int_equal(p->a.fg->core->pinned_pages, pinned);
     pair_free(p);
 }
 

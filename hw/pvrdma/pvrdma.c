@@ -16,6 +16,7 @@
  *                 [,backend=fabric][,fabric-path=DIR]
  *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
  *   -device pvrdma,backend=ibverbs,ibdev=NAME[,ibport=N][,gid-index=N]
+ *                 [,cm-ports=P1:P2...|none]
  *
  * All properties are per-device limits advertised to the guest as the
  * device capabilities; they also bound the host resources a guest can
@@ -77,7 +78,8 @@ struct PvrdmaState {
     char *ibdev;                /* backend=ibverbs properties */
     uint32_t ibport;
     int32_t gid_index;
-    int ibv_fd[2];              /* its completion channel, async fd; -1 */
+    char *cm_ports;
+    int ibv_fd[PVRDMA_IBV_NFDS]; /* completion channel, async, CM; -1 */
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
@@ -448,6 +450,7 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
     MachineState *ms = MACHINE(qdev_get_machine());
     PvrdmaIbvConfig cfg = {
         .ibdev = s->ibdev, .ibport = s->ibport, .gid_index = s->gid_index,
+        .cm_ports = s->cm_ports,
     };
     PvrdmaIbv *ibv;
     char *msg = NULL;
@@ -484,9 +487,11 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
         return false;
     }
     /* The core owns the backend now; host completions, events wake us. */
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < PVRDMA_IBV_NFDS; i++) {
         s->ibv_fd[i] = pvrdma_ibv_fd(ibv, i);
-        qemu_set_fd_handler(s->ibv_fd[i], pvrdma_ibv_ready, NULL, ibv);
+        if (s->ibv_fd[i] >= 0) {
+            qemu_set_fd_handler(s->ibv_fd[i], pvrdma_ibv_ready, NULL, ibv);
+        }
     }
     msg = pvrdma_ibv_describe(ibv);
     info_report("pvrdma: backend=ibverbs on %s", msg);
@@ -511,9 +516,10 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
                    "backend=ibverbs (a host RDMA device)", name);
         return false;
     }
-    if (s->ibdev || s->ibport != 1 || s->gid_index != -1) {
-        error_setg(errp, "pvrdma: ibdev, ibport and gid-index belong to "
-                   "backend=ibverbs; backend=fabric needs none of them");
+    if (s->ibdev || s->ibport != 1 || s->gid_index != -1 || s->cm_ports) {
+        error_setg(errp, "pvrdma: ibdev, ibport, gid-index and cm-ports "
+                   "belong to backend=ibverbs; backend=fabric needs none "
+                   "of them");
         return false;
     }
     if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
@@ -544,7 +550,7 @@ static void pvrdma_exit_core(PvrdmaState *s)
     /* The timer goes first so that it can never fire into a freed core. */
     timer_free(s->timer);
     s->timer = NULL;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < PVRDMA_IBV_NFDS; i++) {
         if (s->ibv_fd[i] >= 0) {
             qemu_set_fd_handler(s->ibv_fd[i], NULL, NULL, NULL);
             s->ibv_fd[i] = -1;
@@ -574,7 +580,9 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     PvrdmaState *s = PVRDMA(pdev);
 
     s->cfg.fw_ver = PVRDMA_DEFAULT_FW_VER;
-    s->ibv_fd[0] = s->ibv_fd[1] = -1;
+    for (int i = 0; i < PVRDMA_IBV_NFDS; i++) {
+        s->ibv_fd[i] = -1;
+    }
     /*
      * Peers in other processes or a host device: guests' empty polls
      * should ring CQ_POLL (the device then takes completions at once).
@@ -654,6 +662,7 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("ibdev", PvrdmaState, ibdev),
     DEFINE_PROP_UINT32("ibport", PvrdmaState, ibport, 1),
     DEFINE_PROP_INT32("gid-index", PvrdmaState, gid_index, -1),
+    DEFINE_PROP_STRING("cm-ports", PvrdmaState, cm_ports),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

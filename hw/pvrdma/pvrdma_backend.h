@@ -353,4 +353,12 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
 int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
                      uint64_t len);
 
+/*
+ * The 40 bytes a UD/GSI receive buffer starts with on RoCE v2, for a
+ * datagram of @length payload bytes from @sgid to @dgid.
+ */
+void pvrdma_grh_build(uint8_t grh[40], const uint8_t sgid[16],
+                      const uint8_t dgid[16], uint8_t tclass,
+                      uint32_t flow_label, uint8_t hop_limit, uint32_t length);
+
 #endif /* HW_PVRDMA_BACKEND_H */

@@ -366,66 +366,6 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
 
 /* ---- datagrams (UD, GSI) ------------------------------------------------- */
 
-static uint16_t pvrdma_ipv4_csum(const uint8_t *h)
-{
-    uint32_t sum = 0;
-    unsigned i;
-
-    for (i = 0; i < 20; i += 2) {
-        sum += (uint32_t)h[i] << 8 | h[i + 1];
-    }
-    while (sum >> 16) {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    return ~sum;
-}
-
-/*
- * The 40 bytes a UD receive buffer starts with on RoCE v2 (IBA annex
- * A17): the IPv6 header, or for IPv4-mapped GIDs 20 zero bytes and the
- * IPv4 header, as the packet would have carried them (UDP, BTH, DETH and
- * ICRC counted in the lengths).
- */
-static void pvrdma_fabric_grh(const PvrdmaFabricMsg *msg,
-                              uint8_t grh[PVRDMA_GRH_SIZE])
-{
-    static const uint8_t v4mapped[12] = {
-        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
-    };
-    uint32_t rest = 8 + 12 + 8 + msg->length + 4;  /* UDP BTH DETH .. ICRC */
-    uint16_t csum;
-
-    memset(grh, 0, PVRDMA_GRH_SIZE);
-    if (!memcmp(msg->sgid, v4mapped, 12) && !memcmp(msg->dgid, v4mapped, 12)) {
-        uint8_t *ip = grh + 20;
-        uint32_t total = 20 + rest;
-
-        ip[0] = 0x45;
-        ip[1] = msg->tclass;
-        ip[2] = total >> 8;
-        ip[3] = total;
-        ip[6] = 0x40;           /* don't fragment */
-        ip[8] = msg->hop_limit;
-        ip[9] = 17;             /* UDP */
-        memcpy(ip + 12, msg->sgid + 12, 4);
-        memcpy(ip + 16, msg->dgid + 12, 4);
-        csum = pvrdma_ipv4_csum(ip);
-        ip[10] = csum >> 8;
-        ip[11] = csum;
-        return;
-    }
-    grh[0] = 0x60 | msg->tclass >> 4;
-    grh[1] = (msg->tclass & 0xF) << 4 | (msg->flow_label >> 16 & 0xF);
-    grh[2] = msg->flow_label >> 8;
-    grh[3] = msg->flow_label;
-    grh[4] = rest >> 8;
-    grh[5] = rest;
-    grh[6] = 17;                /* next header: UDP */
-    grh[7] = msg->hop_limit;
-    memcpy(grh + 8, msg->sgid, 16);
-    memcpy(grh + 24, msg->dgid, 16);
-}
-
 static int pvrdma_fabric_grh_read(void *opaque, uint64_t off, void *buf,
                                   uint64_t n)
 {
@@ -479,7 +419,8 @@ static bool pvrdma_fabric_begin_ud(PvrdmaFabricExec *ex)
         pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
         return false;
     }
-    pvrdma_fabric_grh(msg, grh);
+    pvrdma_grh_build(grh, msg->sgid, msg->dgid, msg->tclass, msg->flow_label,
+                     msg->hop_limit, msg->length);
     ret = pvrdma_sgl_xfer(&ex->rwr.sgl, 0, PVRDMA_GRH_SIZE, true,
                           pvrdma_fabric_grh_read, grh);
     if (ret != PVRDMA_COPY_OK) {

@@ -18,28 +18,12 @@
 #include <infiniband/verbs.h>
 
 #include "pvrdma_core_int.h"
-#include "pvrdma_ibverbs.h"
+#include "pvrdma_ibv_int.h"
 
 /* Host CQ entries: every host QP of a device completes into one CQ. */
 #define PVRDMA_IBV_CQE          4096
 /* Host send queue depth: the core lets one request per QP out. */
 #define PVRDMA_IBV_SEND_WR      2
-
-struct PvrdmaIbv {
-    char *name;
-    uint32_t port;
-    int32_t gid_index;
-    struct ibv_context *ctx;
-    struct ibv_device_attr dev_attr;
-    struct ibv_port_attr port_attr;
-    PvrdmaCore *core;           /* after pvrdma_ibv_attach() */
-    struct ibv_comp_channel *chan;
-    struct ibv_cq *cq;
-    GHashTable *qps;            /* host qp_num -> PvrdmaIbvQp */
-    uint32_t next_gen;          /* tags work requests per host QP */
-    uint32_t unacked_events;
-    bool port_down;             /* the last port event was PORT_ERR */
-};
 
 /*
  * Guest DMA MRs (kernel users: SGEs carry guest bus addresses) use host
@@ -69,12 +53,6 @@ typedef struct PvrdmaIbvMr {
     size_t alias_len;
 } PvrdmaIbvMr;
 
-/* The first receive SGE of a UD receive: its MR (by handle) and address. */
-typedef struct PvrdmaIbvGrhAt {
-    uint32_t mr_handle;
-    uint64_t va;
-} PvrdmaIbvGrhAt;
-
 /*
  * A guest SRQ on a host SRQ: receive WQEs taken from the guest ring sit
  * in slots until their host completion (any QP, any order) frees them.
@@ -91,26 +69,6 @@ typedef struct PvrdmaIbvSrq {
     uint32_t nfree;
     uint32_t max_sge;           /* the host SRQ's */
 } PvrdmaIbvSrq;
-
-typedef struct PvrdmaIbvQp {
-    PvrdmaIbv *ibv;
-    PvrdmaQp *qp;
-    struct ibv_qp *hqp;         /* NULL: GSI, not carried yet */
-    uint32_t gen;               /* in every wr_id of this QP */
-    uint32_t max_send_sge;      /* the host QP's */
-    uint32_t max_recv_sge;
-    bool send_out;              /* the core's request is on the host SQ */
-    bool atomic_out;            /* ... and it is an atomic */
-    /* UD: the address handle of the last destination, and its key. */
-    struct ibv_ah *ah;
-    struct ibv_ah_attr ah_key;
-    /* Receive WQEs taken from the guest ring, in ring order. */
-    uint64_t *recv_wr_id;
-    PvrdmaIbvGrhAt *recv_grh;   /* UD: where each one's GRH lands */
-    uint32_t recv_n;            /* slots */
-    uint32_t recv_head;         /* oldest taken, not completed */
-    uint32_t recv_count;        /* taken, not completed */
-} PvrdmaIbvQp;
 
 /* wr_id of host work requests: QP tag, receive flag, receive slot. */
 #define PVRDMA_IBV_WRID(gen, recv, slot) \
@@ -245,6 +203,9 @@ PvrdmaIbv *pvrdma_ibv_open(const PvrdmaIbvConfig *cfg, char **msg)
                         "show lists them)");
         return NULL;
     }
+    if (!pvrdma_ibv_cm_ports_ok(cfg->cm_ports, msg)) {
+        return NULL;
+    }
     list = ibv_get_device_list(&n);
     if (!list || n == 0) {
         *msg = g_strdup_printf("pvrdma: ibdev=%s: this host has no RDMA "
@@ -277,6 +238,7 @@ PvrdmaIbv *pvrdma_ibv_open(const PvrdmaIbvConfig *cfg, char **msg)
     ibv->name = g_strdup(cfg->ibdev);
     ibv->port = cfg->ibport;
     ibv->gid_index = cfg->gid_index;
+    ibv->cm_ports = g_strdup(cfg->cm_ports);
     ibv->ctx = ibv_open_device(dev);
     ibv_free_device_list(list);
     if (!ibv->ctx) {
@@ -306,6 +268,7 @@ void pvrdma_ibv_close(PvrdmaIbv *ibv)
     if (!ibv) {
         return;
     }
+    pvrdma_ibv_cm_free(ibv->cm);
     if (ibv->cq) {
         ibv_destroy_cq(ibv->cq);
     }
@@ -319,6 +282,7 @@ void pvrdma_ibv_close(PvrdmaIbv *ibv)
         ibv_close_device(ibv->ctx);
     }
     g_free(ibv->name);
+    g_free(ibv->cm_ports);
     g_free(ibv);
 }
 
@@ -698,11 +662,13 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     PvrdmaIbvQp *q;
 
     if (qp->type == PVRDMA_QPT_GSI) {
-        /* Carried later (docs/ibverbs.md): its datagrams are lost. */
+        /* No host QP: its CM MADs go through the host's RDMA CM. */
         q = g_new0(PvrdmaIbvQp, 1);
         q->ibv = ibv;
         q->qp = qp;
+        q->cm_sq_psn = -1;
         qp->be = q;
+        ibv->gsi = q;
         return 0;
     }
     if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UD) {
@@ -726,6 +692,7 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     q = g_new0(PvrdmaIbvQp, 1);
     q->ibv = ibv;
     q->qp = qp;
+    q->cm_sq_psn = -1;
     q->hqp = ibv_create_qp(pvrdma_ibv_hpd(pd), &init);
     if (!q->hqp) {
         g_printerr("pvrdma: %s refused a QP (%u send, %u receive WQEs, "
@@ -750,10 +717,11 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
 }
 
 /*
- * The host GID index for the guest's @sgid_index, or -1: the host's RoCE
- * v2 entry of the same GID (the guest's port is RoCE v2).
+ * The host GID index for the guest's @gid, or -1: the host's RoCE v2
+ * entry of the same GID (the guest's port is RoCE v2).  Not @quiet: say
+ * what to do when there is none.
  */
-static int pvrdma_ibv_sgid_of(PvrdmaIbv *ibv, const uint8_t *gid)
+int pvrdma_ibv_host_gid(PvrdmaIbv *ibv, const uint8_t *gid, bool quiet)
 {
     struct ibv_gid_entry e;
     int i;
@@ -767,6 +735,9 @@ static int pvrdma_ibv_sgid_of(PvrdmaIbv *ibv, const uint8_t *gid)
             !memcmp(e.gid.raw, gid, 16)) {
             return i;
         }
+    }
+    if (quiet) {
+        return -1;
     }
     g_printerr("pvrdma: %s: the guest's GID "
                "%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:"
@@ -794,7 +765,7 @@ static int pvrdma_ibv_sgid(PvrdmaIbv *ibv, uint32_t sgid_index)
                    "which it never set\n", ibv->name, sgid_index);
         return -1;
     }
-    return pvrdma_ibv_sgid_of(ibv, gid);
+    return pvrdma_ibv_host_gid(ibv, gid, false);
 }
 
 /*
@@ -948,6 +919,10 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
     PVRDMA_IBV_COPY(PVRDMA_QP_MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER,
                     min_rnr_timer);
     PVRDMA_IBV_COPY(PVRDMA_QP_SQ_PSN, IBV_QP_SQ_PSN, sq_psn);
+    if ((mask & PVRDMA_QP_SQ_PSN) && q->cm_sq_psn >= 0) {
+        /* The peer expects what the host's CM told it (pvrdma_ibv_cm.c). */
+        h.sq_psn = q->cm_sq_psn;
+    }
     PVRDMA_IBV_COPY(PVRDMA_QP_MAX_DEST_RD_ATOMIC,
                     IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
     PVRDMA_IBV_COPY(PVRDMA_QP_DEST_QPN, IBV_QP_DEST_QPN, dest_qp_num);
@@ -978,6 +953,7 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
         /* The host dropped its receive queue; the guest's ring restarts. */
         q->recv_head = q->recv_count = 0;
         q->send_out = false;
+        q->cm_sq_psn = -1;
         q->gen = ++ibv->next_gen;
         break;
     }
@@ -991,6 +967,9 @@ static void pvrdma_ibv_qp_destroy(void *be, PvrdmaQp *qp)
 
     if (!q) {
         return;
+    }
+    if (ibv->gsi == q) {
+        ibv->gsi = NULL;
     }
     if (q->hqp) {
         g_hash_table_remove(ibv->qps, GUINT_TO_POINTER(q->hqp->qp_num));
@@ -1041,7 +1020,7 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
     struct ibv_ah *ah;
     int sgid;
 
-    sgid = pvrdma_ibv_sgid_of(ibv, req->sgid);
+    sgid = pvrdma_ibv_host_gid(ibv, req->sgid, false);
     if (sgid < 0 || !pd) {
         return NULL;
     }
@@ -1073,6 +1052,14 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
     return ah;
 }
 
+/* Bytes of a guest MAD, out of its send SGL. */
+static int pvrdma_ibv_take_mad(void *opaque, uint64_t off, void *buf,
+                               uint64_t n)
+{
+    memcpy((uint8_t *)opaque + off, buf, n);
+    return 0;
+}
+
 static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
                              PvrdmaSendWr *req)
 {
@@ -1082,9 +1069,19 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
     int nsge;
 
     if (!q->hqp) {
-        /* GSI: a datagram nobody carries is lost, as UD allows. */
+        /*
+         * GSI: CM MADs go to the host's RDMA CM; the rest, which nobody
+         * carries, is lost as a datagram may be.
+         */
         PvrdmaSendResult res = { .status = PVRDMA_WC_SUCCESS };
+        uint8_t mad[PVRDMA_IBV_MAD_SIZE];
+        size_t len = MIN(req->length, sizeof(mad));
 
+        if (q->ibv->cm &&
+            pvrdma_sgl_xfer(&req->local, 0, len, false, pvrdma_ibv_take_mad,
+                            mad) == PVRDMA_COPY_OK) {
+            pvrdma_ibv_cm_guest_mad(q->ibv->cm, mad, len, req);
+        }
         pvrdma_core_send_done(q->ibv->core, qp, &res);
         return 0;
     }
@@ -1167,10 +1164,46 @@ static void pvrdma_ibv_cancel(void *be G_GNUC_UNUSED, PvrdmaQp *qp)
     }
 }
 
-static void pvrdma_ibv_recv_posted(void *be G_GNUC_UNUSED, PvrdmaQp *qp)
+static void pvrdma_ibv_recv_posted(void *be, PvrdmaQp *qp)
 {
-    if (qp->be) {
+    PvrdmaIbv *ibv = be;
+
+    if (qp->be && qp->be == ibv->gsi) {
+        if (ibv->cm) {
+            pvrdma_ibv_cm_recv_posted(ibv->cm);
+        }
+    } else if (qp->be) {
         pvrdma_ibv_take_recvs(qp->be);
+    }
+}
+
+static int pvrdma_ibv_gid_bind(void *be, uint32_t index,
+                               const uint8_t gid[16],
+                               uint8_t gid_type G_GNUC_UNUSED)
+{
+    PvrdmaIbv *ibv = be;
+
+    if (ibv->cm) {
+        pvrdma_ibv_cm_gid(ibv->cm, index, gid);
+    }
+    return 0;
+}
+
+static void pvrdma_ibv_gid_unbind(void *be, uint32_t index)
+{
+    PvrdmaIbv *ibv = be;
+
+    if (ibv->cm) {
+        pvrdma_ibv_cm_gid(ibv->cm, index, NULL);
+    }
+}
+
+static void pvrdma_ibv_reset(void *be)
+{
+    PvrdmaIbv *ibv = be;
+
+    if (ibv->cm) {
+        pvrdma_ibv_cm_reset(ibv->cm);
     }
 }
 
@@ -1435,6 +1468,9 @@ void pvrdma_ibv_process(PvrdmaIbv *ibv)
     }
     pvrdma_core_enter(ibv->core);
     pvrdma_ibv_async(ibv);
+    if (ibv->cm) {
+        pvrdma_ibv_cm_process(ibv->cm);
+    }
     for (;;) {
         n = ibv_poll_cq(ibv->cq, G_N_ELEMENTS(wc), wc);
         for (i = 0; i < n; i++) {
@@ -1529,6 +1565,7 @@ static void pvrdma_ibv_free(void *be)
 
 const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .name = "ibverbs",
+    .reset = pvrdma_ibv_reset,
     .free = pvrdma_ibv_free,
     .pd_create = pvrdma_ibv_pd_create,
     .pd_destroy = pvrdma_ibv_pd_destroy,
@@ -1544,6 +1581,8 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .submit = pvrdma_ibv_submit,
     .cancel = pvrdma_ibv_cancel,
     .recv_posted = pvrdma_ibv_recv_posted,
+    .gid_bind = pvrdma_ibv_gid_bind,
+    .gid_unbind = pvrdma_ibv_gid_unbind,
     .poll = pvrdma_ibv_poll,
 };
 
@@ -1619,10 +1658,28 @@ int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg)
     fcntl(ibv->ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
     ibv_req_notify_cq(ibv->cq, 0);
     pvrdma_core_set_backend(core, &pvrdma_ibv_backend_ops, ibv);
+    if (g_strcmp0(ibv->cm_ports, "none") != 0) {
+        char *why = NULL;
+
+        ibv->cm = pvrdma_ibv_cm_new(ibv, ibv->cm_ports, &why);
+        if (!ibv->cm) {
+            g_printerr("%s\n", why);
+            g_free(why);
+        }
+    }
     return 0;
 }
 
-int pvrdma_ibv_fd(PvrdmaIbv *ibv, bool async)
+int pvrdma_ibv_fd(PvrdmaIbv *ibv, unsigned i)
 {
-    return async ? ibv->ctx->async_fd : ibv->chan->fd;
+    switch (i) {
+    case 0:
+        return ibv->chan->fd;
+    case 1:
+        return ibv->ctx->async_fd;
+    case 2:
+        return ibv->cm ? pvrdma_ibv_cm_fd(ibv->cm) : -1;
+    default:
+        return -1;
+    }
 }

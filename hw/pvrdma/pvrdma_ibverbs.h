@@ -16,6 +16,12 @@ typedef struct PvrdmaIbvConfig {
     const char *ibdev;          /* host device name (ibdev=) */
     uint32_t ibport;            /* its port (ibport=, from 1) */
     int32_t gid_index;          /* gid-index=, or -1: the guest's GIDs */
+    /*
+     * cm-ports=: RDMA CM ports (colon-separated) the host listens on for
+     * the guest, at each guest address the host device owns; "none": no
+     * RDMA CM for the guest; NULL: the default list.
+     */
+    const char *cm_ports;
 } PvrdmaIbvConfig;
 
 typedef struct PvrdmaIbv PvrdmaIbv;
@@ -38,11 +44,13 @@ char *pvrdma_ibv_describe(PvrdmaIbv *ibv);
  */
 int pvrdma_ibv_attach(PvrdmaIbv *ibv, PvrdmaCore *core, char **msg);
 /*
- * The file descriptors that become readable when host completions
- * (@async false) or host async events (@async true) wait; the caller then
- * runs pvrdma_ibv_process() (under the core's lock), which takes both.
+ * The file descriptors that become readable when host completions (0),
+ * host async events (1) or host RDMA CM events (2) wait, -1 if there is
+ * none; the caller then runs pvrdma_ibv_process() (under the core's
+ * lock), which takes all.
  */
-int pvrdma_ibv_fd(PvrdmaIbv *ibv, bool async);
+#define PVRDMA_IBV_NFDS 3
+int pvrdma_ibv_fd(PvrdmaIbv *ibv, unsigned i);
 void pvrdma_ibv_process(PvrdmaIbv *ibv);
 
 #endif /* HW_PVRDMA_IBVERBS_H */

@@ -193,3 +193,66 @@ int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
     pvrdma_sgl_seek(&c, sgl, off);
     return pvrdma_sgl_cursor_copy(&c, off, (void *)buf, len, true);
 }
+
+/* ---- datagram headers ---------------------------------------------------- */
+
+static uint16_t pvrdma_ipv4_csum(const uint8_t *h)
+{
+    uint32_t sum = 0;
+    unsigned i;
+
+    for (i = 0; i < 20; i += 2) {
+        sum += (uint32_t)h[i] << 8 | h[i + 1];
+    }
+    while (sum >> 16) {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    return ~sum;
+}
+
+/*
+ * The 40 bytes a UD receive buffer starts with on RoCE v2 (IBA annex
+ * A17): the IPv6 header, or for IPv4-mapped GIDs 20 zero bytes and the
+ * IPv4 header, as the packet would have carried them (UDP, BTH, DETH and
+ * ICRC counted in the lengths).
+ */
+void pvrdma_grh_build(uint8_t grh[PVRDMA_GRH_SIZE], const uint8_t sgid[16],
+                      const uint8_t dgid[16], uint8_t tclass,
+                      uint32_t flow_label, uint8_t hop_limit, uint32_t length)
+{
+    static const uint8_t v4mapped[12] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+    };
+    uint32_t rest = 8 + 12 + 8 + length + 4;  /* UDP BTH DETH .. ICRC */
+    uint16_t csum;
+
+    memset(grh, 0, PVRDMA_GRH_SIZE);
+    if (!memcmp(sgid, v4mapped, 12) && !memcmp(dgid, v4mapped, 12)) {
+        uint8_t *ip = grh + 20;
+        uint32_t total = 20 + rest;
+
+        ip[0] = 0x45;
+        ip[1] = tclass;
+        ip[2] = total >> 8;
+        ip[3] = total;
+        ip[6] = 0x40;           /* don't fragment */
+        ip[8] = hop_limit;
+        ip[9] = 17;             /* UDP */
+        memcpy(ip + 12, sgid + 12, 4);
+        memcpy(ip + 16, dgid + 12, 4);
+        csum = pvrdma_ipv4_csum(ip);
+        ip[10] = csum >> 8;
+        ip[11] = csum;
+        return;
+    }
+    grh[0] = 0x60 | tclass >> 4;
+    grh[1] = (tclass & 0xF) << 4 | (flow_label >> 16 & 0xF);
+    grh[2] = flow_label >> 8;
+    grh[3] = flow_label;
+    grh[4] = rest >> 8;
+    grh[5] = rest;
+    grh[6] = 17;                /* next header: UDP */
+    grh[7] = hop_limit;
+    memcpy(grh + 8, sgid, 16);
+    memcpy(grh + 24, dgid, 16);
+}

@@ -44,6 +44,13 @@ refused fabric-path=/tmp,fabric-peer=127.0.0.1:1 "give one or the other"
 refused backend=ibverbs "needs ibdev=NAME, the host RDMA device"
 refused backend=ibverbs,ibdev=x,fabric-path=/tmp "belong to backend=fabric"
 refused ibdev=x "belong to backend=ibverbs"
+refused cm-ports=7174 "belong to backend=ibverbs"
+for bad in 0 70000 7174:x 7174::4420; do
+    refused backend=ibverbs,ibdev=x,cm-ports=$bad \
+        "cm-ports=$bad: give up to 16 port numbers separated by ':'" \
+        -m 128 -object memory-backend-memfd,id=ram,size=128M,share=on \
+        -machine memory-backend=ram
+done
 refused backend=ibverbs,ibdev=x \
     "needs it shared: add -object memory-backend-memfd,id=ram,size=SIZE,share=on"
 refused backend=ibverbs,ibdev=pvrdma-test-none \

@@ -8,9 +8,13 @@
 #      1 MiB), and our verification program rc_verify with its requester
 #      in the inner guest and its responder (agent) on the outer rxe0:
 #      every opcode, byte and completion field, the error statuses;
+#      RDMA CM both ways: the inner rping client against a native rping
+#      server, a native rping client against the inner rping server
+#      (rping -V: the client checks every byte it gets back);
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
-#      user-mode hostfwd of A's QEMU, once A listens);
+#      user-mode hostfwd of A's QEMU, once A listens), then rping (RDMA
+#      CM) from B to A;
 #  (c) what QEMU says when the host device is missing, has no such port
 #      or GID, is down, or guest RAM is not shared, and when such a VM is
 #      asked to migrate.
@@ -35,11 +39,25 @@ case $ip in
     ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ||
         exit 1
     # The agent's rxe0 uses its first RoCE v2 IPv4 GID (10.0.2.15).
-    ./rc_verify -d pvrdma0 -g 1 -D rxe0 -P -t 30 -c "$gw" ;;
+    ./rc_verify -d pvrdma0 -g 1 -D rxe0 -P -t 30 -c "$gw" || exit 1
+    # RDMA CM: to the outer guest's own address, then serving it.
+    rping -c -a 10.0.2.15 -C 20 -S 4000 -V || exit 1
+    echo "RPING-CLIENT-OK"
+    rping -s -a "$ip" -C 20 -S 4000 || exit 1
+    echo "RPING-SERVER-OK" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
-    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c ;;
+    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
+    rping -s -a "$ip" -C 20 -S 4000 || exit 1
+    echo "RPING-SERVER-OK" ;;
 10.0.5.2)   # (b), B: started once A listens
-    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" ;;
+    ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" || exit 1
+    # A's rping server starts after its ping-pong: until then A rejects.
+    for i in $(seq 120); do
+        rping -c -a 10.0.4.2 -C 20 -S 4000 -V && echo "RPING-CLIENT-OK" &&
+            exit 0
+        sleep 2
+    done
+    exit 1 ;;
 esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
@@ -104,6 +122,17 @@ timeout 900 ib_write_bw -d rxe0 -x "$idx" -F -n 50 -s 1048576 -p 18517 \
 bw1m=$!
 ./rc_verify -s > /tmp/agent.out 2>&1 &
 agent=$!
+timeout 900 rping -s -a 10.0.2.15 -C 20 -S 4000 > /tmp/rping-srv.out 2>&1 &
+rping_srv=$!
+# The inner guest serves rping last: until then its device rejects.
+(
+    for i in $(seq 450); do
+        timeout 120 rping -c -a 10.0.3.2 -C 20 -S 4000 -V && exit 0
+        sleep 2
+    done
+    exit 1
+) > /tmp/rping-cli.out 2>&1 &
+rping_cli=$!
 INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900 ||
     fail "the inner guest failed"
 wait $native || { cat /tmp/native.out; fail "native ibv_rc_pingpong failed"; }
@@ -122,6 +151,13 @@ set -- $res
 [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
     fail "rc_verify inner guest -> native rxe0: $2 of $(($1 + $2)) checks failed"
 echo "rc_verify inner guest -> native rxe0: all $1 checks passed"
+wait $rping_srv || { cat /tmp/rping-srv.out; fail "native rping server failed"; }
+grep -q RPING-CLIENT-OK /tmp/inner.log ||
+    fail "the inner guest's rping client did not connect to the native server"
+wait $rping_cli || { tail /tmp/rping-cli.out; fail "native rping client failed"; }
+grep -q RPING-SERVER-OK /tmp/inner.log ||
+    fail "the native rping client never reached the inner guest's server"
+echo "RDMA CM: inner rping client -> native server, native client -> inner server: ok"
 
 echo "=== (b) two inner guests"
 INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515" \
@@ -143,6 +179,9 @@ cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
 [ -z "$rc_a$rc_b" ] || fail "inner guests A and B: ping-pong failed"
 grep -q "200 iters in" /tmp/innerA.log && grep -q "200 iters in" /tmp/innerB.log ||
     fail "inner guests A and B: no ping-pong result"
+grep -q RPING-SERVER-OK /tmp/innerA.log && grep -q RPING-CLIENT-OK /tmp/innerB.log ||
+    fail "inner guests A and B: rping (RDMA CM) did not complete"
+echo "RDMA CM: inner B rping client -> inner A server: ok"
 
 echo "=== (c) a port that is down"
 ip link set eth0 down
@@ -152,11 +191,13 @@ refused "port 1 of host RDMA device rxe0 is DOWN, not ACTIVE: bring its network 
 ip link set eth0 up
 echo GUEST-OK
 GUEST
+# The outer guest has no pvrdma device of its own: rxe0 must be the only
+# RDMA device on its eth0, or the host's RDMA CM may pick the other one.
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1500 --smp 2 \
-    --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
+    --pvrdma 0 --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
     --add "$rc_verify" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner" \
+grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify), inner <-> inner (ping-pong -c), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways), inner <-> inner (ping-pong -c, rping), errors named"

@@ -155,6 +155,7 @@ typedef struct PvrdmaCmConn {
     uint32_t guest_id;          /* the guest's own comm ID */
     uint64_t tid;
     uint32_t guest_qpn;
+    uint32_t peer_qpn;
     uint8_t guest_gid[16];
     uint8_t peer_gid[16];
     /* Active: what the guest's REQ asked of the connection. */
@@ -644,10 +645,17 @@ static void cm_guest_rep(PvrdmaIbvCm *cm, PvrdmaCmConn *c, const uint8_t *mad)
         cm_conn_free(c, false);
         return;
     }
+    /*
+     * The host's REP told the peer a receive PSN of the host CM's choice:
+     * the guest's RTR, held until now, takes that one.
+     */
     memset(&attr, 0, sizeof(attr));
-    attr.qp_state = IBV_QPS_RTS;
+    attr.qp_state = IBV_QPS_RTR;
     if (rdma_init_qp_attr(c->id, &attr, &mask) == 0) {
-        q->cm_sq_psn = attr.sq_psn;
+        q->cm_rq_psn = attr.rq_psn;
+    }
+    if (pvrdma_ibv_qp_release(q) < 0) {
+        pvrdma_core_qp_error(cm->ibv->core, q->qp, -1);
     }
     c->state = PVRDMA_CM_ACCEPTED;
 }
@@ -752,12 +760,18 @@ static void cm_host_rep(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
         c->dead = true;
         return;
     }
-    q->cm_sq_psn = rts.sq_psn;
+    /*
+     * Linux's CM (both ends): a REQ's starting PSN is what the passive
+     * side sends from, a REP's what the active side sends from.  The peer
+     * sends from the host REQ's PSN, so the guest receives from it; the
+     * guest sends from the peer REP's, which the REP below carries.
+     */
+    q->cm_rq_psn = rtr.rq_psn;
     cm_header(mad, CM_ATTR_REP, c->tid);
     cm_put32(mad, REP_LOCAL_ID, c->my_id);
     cm_put32(mad, REP_REMOTE_ID, c->guest_id);
     cm_put24(mad, REP_QPN, p->qp_num);
-    cm_put24(mad, REP_PSN, rtr.rq_psn);
+    cm_put24(mad, REP_PSN, rts.sq_psn);
     mad[REP_RESP_RES] = p->responder_resources;
     mad[REP_INIT_DEPTH] = p->initiator_depth;
     mad[REP_DELAY_FO_FC] = 15 << 3 | 2 << 1 | (p->flow_control & 1);
@@ -797,6 +811,7 @@ static void cm_host_req(PvrdmaIbvCm *cm, PvrdmaCmListen *l,
     }
     c->id = ev->id;
     c->id->context = c;
+    c->peer_qpn = p->qp_num;
     c->tid = ++cm->next_tid;
     cm_sa_to_gid(rdma_get_local_addr(c->id), c->guest_gid);
     peer_port = cm_sa_to_gid(rdma_get_peer_addr(c->id), c->peer_gid);
@@ -811,7 +826,7 @@ static void cm_host_req(PvrdmaIbvCm *cm, PvrdmaCmListen *l,
     mad[REQ_INIT_DEPTH] = p->initiator_depth;
     /* 4 s response timeouts, RC, the peer's flow control. */
     mad[REQ_TIMEOUT_TYPE_FC] = 20 << 3 | (p->flow_control & 1);
-    cm_put24(mad, REQ_PSN, rtr.rq_psn);
+    cm_put24(mad, REQ_PSN, rts.sq_psn);     /* what the guest sends from */
     mad[REQ_TIMEOUT_RETRY] = 20 << 3 | (p->retry_count & 7);
     cm_put16(mad, REQ_PKEY, 0xffff);
     mad[REQ_MTU_RNR] = (rtr.path_mtu & 0xf) << 4 | (p->rnr_retry_count & 7);
@@ -973,6 +988,22 @@ void pvrdma_ibv_cm_process(PvrdmaIbvCm *cm)
     }
 }
 
+bool pvrdma_ibv_cm_claims(PvrdmaIbvCm *cm, uint32_t dest_qpn,
+                          const uint8_t *dgid)
+{
+    GHashTableIter it;
+    PvrdmaCmConn *c;
+
+    g_hash_table_iter_init(&it, cm->conns);
+    while (g_hash_table_iter_next(&it, NULL, (gpointer *)&c)) {
+        if (!c->active && c->state == PVRDMA_CM_REQ_SENT &&
+            c->peer_qpn == dest_qpn && !memcmp(c->peer_gid, dgid, 16)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* ---- listening for the guest --------------------------------------------- */
 
 static void cm_unlisten(PvrdmaIbvCm *cm, int64_t index)
@@ -1002,9 +1033,11 @@ void pvrdma_ibv_cm_gid(PvrdmaIbvCm *cm, uint32_t index, const uint8_t *gid)
     /*
      * Only at addresses the host device owns for the guest: with
      * gid-index=N the guest shares the host's address, whose ports are
-     * the host's own.
+     * the host's own.  Not at IPv6 link-local ones, which need an
+     * interface to be named (and a guest's may well equal the host's).
      */
     if (!gid || cm->ibv->gid_index >= 0 ||
+        (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) ||
         pvrdma_ibv_host_gid(cm->ibv, gid, true) < 0) {
         return;
     }

@@ -62,10 +62,21 @@ struct PvrdmaIbvQp {
     uint32_t recv_head;         /* oldest taken, not completed */
     uint32_t recv_count;        /* taken, not completed */
     /*
-     * The send PSN the host's CM announced for the connection it made for
-     * this QP (-1: none): it replaces the guest's own at RTS.
+     * The receive PSN the host's CM announced to the peer for the
+     * connection it made for this QP (-1: none): it replaces the guest's
+     * own at RTR.
      */
-    int64_t cm_sq_psn;
+    int64_t cm_rq_psn;
+    /*
+     * Transitions held back (the guest's RTR and RTS of a QP the host's
+     * CM has yet to accept a connection for, whose receive PSN is not
+     * known yet): replayed by pvrdma_ibv_qp_release().
+     */
+    struct {
+        struct pvrdma_qp_attr attr;
+        uint32_t mask;
+    } held[4];
+    unsigned nheld;
 };
 
 /*
@@ -92,6 +103,15 @@ void pvrdma_ibv_cm_recv_posted(PvrdmaIbvCm *cm);
 void pvrdma_ibv_cm_gid(PvrdmaIbvCm *cm, uint32_t index, const uint8_t *gid);
 /* The guest's driver reset the device: every connection goes. */
 void pvrdma_ibv_cm_reset(PvrdmaIbvCm *cm);
+/*
+ * Is a guest QP moving to RTR towards (@dest_qpn, @dgid) the one a
+ * connection request the device gave the guest is for?  Its transitions
+ * are then held until the guest accepts.
+ */
+bool pvrdma_ibv_cm_claims(PvrdmaIbvCm *cm, uint32_t dest_qpn,
+                          const uint8_t *dgid);
+/* Carry out the held transitions of @q; 0 or a negative errno. */
+int pvrdma_ibv_qp_release(PvrdmaIbvQp *q);
 /* The host GID index of a guest GID (-1: not a GID of the host port). */
 int pvrdma_ibv_host_gid(PvrdmaIbv *ibv, const uint8_t *gid, bool quiet);
 

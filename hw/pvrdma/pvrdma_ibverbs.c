@@ -666,7 +666,7 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
         q = g_new0(PvrdmaIbvQp, 1);
         q->ibv = ibv;
         q->qp = qp;
-        q->cm_sq_psn = -1;
+        q->cm_rq_psn = -1;
         qp->be = q;
         ibv->gsi = q;
         return 0;
@@ -692,7 +692,7 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     q = g_new0(PvrdmaIbvQp, 1);
     q->ibv = ibv;
     q->qp = qp;
-    q->cm_sq_psn = -1;
+    q->cm_rq_psn = -1;
     q->hqp = ibv_create_qp(pvrdma_ibv_hpd(pd), &init);
     if (!q->hqp) {
         g_printerr("pvrdma: %s refused a QP (%u send, %u receive WQEs, "
@@ -855,17 +855,15 @@ static void pvrdma_ibv_flush_recvs(PvrdmaIbvQp *q)
     }
 }
 
-static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
-                                const struct pvrdma_qp_attr *a, uint32_t mask)
+/* A guest transition on the host QP. */
+static int pvrdma_ibv_qp_apply(PvrdmaIbvQp *q, const struct pvrdma_qp_attr *a,
+                               uint32_t mask)
 {
-    PvrdmaIbv *ibv = be;
-    PvrdmaIbvQp *q = qp->be;
+    PvrdmaIbv *ibv = q->ibv;
+    PvrdmaQp *qp = q->qp;
     struct ibv_qp_attr h;
     int hmask = 0, sgid;
 
-    if (!q->hqp) {
-        return 0;
-    }
     memset(&h, 0, sizeof(h));
     if (mask & PVRDMA_QP_STATE) {
         h.qp_state = (enum ibv_qp_state)a->qp_state;
@@ -914,15 +912,15 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
     PVRDMA_IBV_COPY(PVRDMA_QP_RETRY_CNT, IBV_QP_RETRY_CNT, retry_cnt);
     PVRDMA_IBV_COPY(PVRDMA_QP_RNR_RETRY, IBV_QP_RNR_RETRY, rnr_retry);
     PVRDMA_IBV_COPY(PVRDMA_QP_RQ_PSN, IBV_QP_RQ_PSN, rq_psn);
+    if ((mask & PVRDMA_QP_RQ_PSN) && q->cm_rq_psn >= 0) {
+        /* The peer sends from what the host's CM told it (_ibv_cm.c). */
+        h.rq_psn = q->cm_rq_psn;
+    }
     PVRDMA_IBV_COPY(PVRDMA_QP_MAX_QP_RD_ATOMIC, IBV_QP_MAX_QP_RD_ATOMIC,
                     max_rd_atomic);
     PVRDMA_IBV_COPY(PVRDMA_QP_MIN_RNR_TIMER, IBV_QP_MIN_RNR_TIMER,
                     min_rnr_timer);
     PVRDMA_IBV_COPY(PVRDMA_QP_SQ_PSN, IBV_QP_SQ_PSN, sq_psn);
-    if ((mask & PVRDMA_QP_SQ_PSN) && q->cm_sq_psn >= 0) {
-        /* The peer expects what the host's CM told it (pvrdma_ibv_cm.c). */
-        h.sq_psn = q->cm_sq_psn;
-    }
     PVRDMA_IBV_COPY(PVRDMA_QP_MAX_DEST_RD_ATOMIC,
                     IBV_QP_MAX_DEST_RD_ATOMIC, max_dest_rd_atomic);
     PVRDMA_IBV_COPY(PVRDMA_QP_DEST_QPN, IBV_QP_DEST_QPN, dest_qp_num);
@@ -953,11 +951,58 @@ static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
         /* The host dropped its receive queue; the guest's ring restarts. */
         q->recv_head = q->recv_count = 0;
         q->send_out = false;
-        q->cm_sq_psn = -1;
+        q->cm_rq_psn = -1;
         q->gen = ++ibv->next_gen;
         break;
     }
     return 0;
+}
+
+static int pvrdma_ibv_qp_modify(void *be, PvrdmaQp *qp,
+                                const struct pvrdma_qp_attr *a, uint32_t mask)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvQp *q = qp->be;
+    bool leaving = (mask & PVRDMA_QP_STATE) &&
+                   (a->qp_state == PVRDMA_QPS_RESET ||
+                    a->qp_state == PVRDMA_QPS_ERR);
+
+    if (!q->hqp) {
+        return 0;
+    }
+    /*
+     * The guest accepting a connection the host's CM has not accepted yet
+     * (pvrdma_ibv_cm.c): the receive PSN the peer will use is known only
+     * then, so RTR (and what follows) waits for the guest's REP.
+     */
+    if (!leaving &&
+        (q->nheld || ((mask & PVRDMA_QP_STATE) &&
+                      a->qp_state == PVRDMA_QPS_RTR && ibv->cm &&
+                      (mask & PVRDMA_QP_DEST_QPN) &&
+                      pvrdma_ibv_cm_claims(ibv->cm, a->dest_qp_num,
+                                           a->ah_attr.grh.dgid)))) {
+        if (q->nheld == G_N_ELEMENTS(q->held)) {
+            return -EINVAL;
+        }
+        q->held[q->nheld].attr = *a;
+        q->held[q->nheld].mask = mask;
+        q->nheld++;
+        return 0;
+    }
+    q->nheld = 0;
+    return pvrdma_ibv_qp_apply(q, a, mask);
+}
+
+int pvrdma_ibv_qp_release(PvrdmaIbvQp *q)
+{
+    unsigned i, n = q->nheld;
+    int ret = 0;
+
+    q->nheld = 0;
+    for (i = 0; i < n && ret == 0; i++) {
+        ret = pvrdma_ibv_qp_apply(q, &q->held[i].attr, q->held[i].mask);
+    }
+    return ret;
 }
 
 static void pvrdma_ibv_qp_destroy(void *be, PvrdmaQp *qp)

@@ -41,20 +41,26 @@ case $ip in
     # The agent's rxe0 uses its first RoCE v2 IPv4 GID (10.0.2.15).
     ./rc_verify -d pvrdma0 -g 1 -D rxe0 -P -t 30 -c "$gw" || exit 1
     # RDMA CM: to the outer guest's own address, then serving it.
-    rping -c -a 10.0.2.15 -C 20 -S 4000 -V || exit 1
+    rping -c -a 10.0.2.15 -C 20 -S 4000 -V -v | tee /tmp/rping.out
+    [ "$(grep -c "^ping data: " /tmp/rping.out)" = 20 ] || exit 1
     echo "RPING-CLIENT-OK"
-    rping -s -a "$ip" -C 20 -S 4000 || exit 1
+    rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
+    [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
     echo "RPING-SERVER-OK" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
-    rping -s -a "$ip" -C 20 -S 4000 || exit 1
+    rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
+    [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
     echo "RPING-SERVER-OK" ;;
 10.0.5.2)   # (b), B: started once A listens
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" || exit 1
     # A's rping server starts after its ping-pong: until then A rejects.
     for i in $(seq 120); do
-        rping -c -a 10.0.4.2 -C 20 -S 4000 -V && echo "RPING-CLIENT-OK" &&
+        rping -c -a 10.0.4.2 -C 20 -S 4000 -V -v > /tmp/rping.out
+        if [ "$(grep -c "^ping data: " /tmp/rping.out)" = 20 ]; then
+            echo "RPING-CLIENT-OK"
             exit 0
+        fi
         sleep 2
     done
     exit 1 ;;
@@ -122,12 +128,14 @@ timeout 900 ib_write_bw -d rxe0 -x "$idx" -F -n 50 -s 1048576 -p 18517 \
 bw1m=$!
 ./rc_verify -s > /tmp/agent.out 2>&1 &
 agent=$!
-timeout 900 rping -s -a 10.0.2.15 -C 20 -S 4000 > /tmp/rping-srv.out 2>&1 &
+timeout 900 rping -s -a 10.0.2.15 -C 20 -S 4000 -v > /tmp/rping-srv.out 2>&1 &
 rping_srv=$!
 # The inner guest serves rping last: until then its device rejects.
 (
     for i in $(seq 450); do
-        timeout 120 rping -c -a 10.0.3.2 -C 20 -S 4000 -V && exit 0
+        timeout 120 rping -c -a 10.0.3.2 -C 20 -S 4000 -V -v > /tmp/rping-try.out
+        [ "$(grep -c "^ping data: " /tmp/rping-try.out)" = 20 ] &&
+            cat /tmp/rping-try.out && exit 0
         sleep 2
     done
     exit 1
@@ -151,7 +159,8 @@ set -- $res
 [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
     fail "rc_verify inner guest -> native rxe0: $2 of $(($1 + $2)) checks failed"
 echo "rc_verify inner guest -> native rxe0: all $1 checks passed"
-wait $rping_srv || { cat /tmp/rping-srv.out; fail "native rping server failed"; }
+wait $rping_srv && [ "$(grep -c "^server ping data: " /tmp/rping-srv.out)" = 20 ] ||
+    { cat /tmp/rping-srv.out; fail "native rping server failed"; }
 grep -q RPING-CLIENT-OK /tmp/inner.log ||
     fail "the inner guest's rping client did not connect to the native server"
 wait $rping_cli || { tail /tmp/rping-cli.out; fail "native rping client failed"; }

@@ -6,13 +6,16 @@
  * device exists: in our test guest with Soft-RoCE (tests/guest/
  * test-ibverbs-direct.sh), since the build machines have none.
  *
- *   test_ibv_direct IBDEV GID_INDEX
+ *   test_ibv_direct IBDEV GID_INDEX IPV4_A IPV4_B
  *
  * GID_INDEX: the host port's GID both devices use (gid-index=), and the
- * destination of both QPs (a loopback through the device).
+ * destination of both QPs (a loopback through the device).  IPV4_A/_B:
+ * two more addresses of the device's netdev, the guests' own in the RDMA
+ * CM test (test_cm).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1012,6 +1015,455 @@ static void test_reg_1gib(void **state)
     pair_free(p);
 }
 
+/* ---- RDMA CM (pvrdma_ibv_cm.c) ------------------------------------------- */
+
+/*
+ * Two fake guests whose GIDs are two addresses of the host device's
+ * netdev (argv[3], argv[4]), each with a GSI QP: the test plays the
+ * guests' CM, writing and reading CM MADs, and the devices carry them out
+ * with the host's RDMA CM.  B listens on CM_PORT.
+ */
+#define CM_PORT     7400
+#define CM_MAD_VA   VA_A            /* the MAD a GSI QP sends */
+#define CM_RECV_VA  (VA_A + 4096)   /* its receive buffers (GRH + MAD) */
+#define CM_DATA_VA  (VA_A + 2 * 4096)
+#define MAD_LEN     256
+#define M           24              /* CM message body in a MAD */
+
+static uint8_t cm_gid[2][16];
+
+typedef struct CmDev {
+    Dev d;
+    FvQp *gsi, *rc;
+    FvCq *gcq, *gscq;           /* QP1's receive and send CQs */
+    FvMr *mr;
+    uint64_t next_id;
+} CmDev;
+
+static void put16(uint8_t *m, unsigned off, uint16_t v)
+{
+    m[off] = v >> 8;
+    m[off + 1] = v;
+}
+
+static void put24(uint8_t *m, unsigned off, uint32_t v)
+{
+    m[off] = v >> 16;
+    m[off + 1] = v >> 8;
+    m[off + 2] = v;
+}
+
+static void put32(uint8_t *m, unsigned off, uint32_t v)
+{
+    put16(m, off, v >> 16);
+    put16(m, off + 2, v);
+}
+
+static uint32_t get32(const uint8_t *m, unsigned off)
+{
+    return (uint32_t)m[off] << 24 | m[off + 1] << 16 | m[off + 2] << 8 |
+           m[off + 3];
+}
+
+static void cm_mad(uint8_t *m, uint16_t attr, uint32_t tid)
+{
+    memset(m, 0, MAD_LEN);
+    m[0] = 1;
+    m[1] = 0x07;                    /* CM class, version 2, SEND */
+    m[2] = 2;
+    m[3] = 3;
+    put32(m, 12, tid);
+    put16(m, 16, attr);
+}
+
+static void cm_post_recv(CmDev *c, unsigned slot)
+{
+    struct pvrdma_sge g = sge(c->mr, CM_RECV_VA + slot * 512, 40 + MAD_LEN);
+
+    fv_post_recv(c->gsi, slot, &g, 1);
+    fv_ring_rq(c->gsi);
+}
+
+static void cm_dev_init(CmDev *c, const uint8_t gid[16])
+{
+    PvrdmaIbvConfig cfg = {
+        .ibdev = ibdev, .ibport = 1, .gid_index = -1, .cm_ports = "7400",
+    };
+    struct pvrdma_cmd_create_bind b = { .hdr.cmd = PVRDMA_CMD_CREATE_BIND };
+    struct pvrdma_qp_attr a;
+    char *msg = NULL;
+    unsigned i;
+
+    c->d.fg = fg_new(NULL);
+    c->d.ibv = pvrdma_ibv_open(&cfg, &msg);
+    if (!c->d.ibv || pvrdma_ibv_attach(c->d.ibv, c->d.fg->core, &msg) < 0) {
+        fail_msg("%s", msg);
+    }
+    fg_setup(c->d.fg);
+    /* The guest's GID is an address the host device owns: B listens. */
+    b.mtu = 1024;
+    b.vlan = 0xfff;
+    memcpy(b.new_gid, gid, 16);
+    b.gid_type = PVRDMA_GID_TYPE_FLAG_ROCE_V2;
+    assert_int_equal(fg_cmd(c->d.fg, &b, sizeof(b), NULL), 0);
+    assert_int_equal(fg_create_pd(c->d.fg, 0, &c->d.pd), 0);
+    c->d.cq = fv_cq_new(c->d.fg, 0, 64);
+    c->gcq = fv_cq_new(c->d.fg, 0, 64);
+    c->gscq = fv_cq_new(c->d.fg, 0, 64);
+    c->gsi = fv_qp_new(c->d.fg, PVRDMA_QPT_GSI, c->d.pd, c->gscq, c->gcq,
+                       NULL, 16, 2, false);
+    assert_int_equal(fg_qp_to_rts(c->d.fg, c->gsi->handle, PVRDMA_QPT_GSI),
+                     0);
+    c->rc = fv_qp_new(c->d.fg, PVRDMA_QPT_RC, c->d.pd, c->d.cq, c->d.cq,
+                      NULL, 16, 2, false);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = ALL_ACCESS;
+    assert_int_equal(fg_modify_qp(c->d.fg, c->rc->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_PKEY_INDEX | PVRDMA_QP_PORT |
+                                  PVRDMA_QP_ACCESS_FLAGS, &a), 0);
+    c->mr = fv_mr_new(c->d.fg, c->d.pd, VA_A, MR_LEN, ALL_ACCESS);
+    for (i = 0; i < 4; i++) {
+        cm_post_recv(c, i);
+    }
+}
+
+static void cm_dev_free(CmDev *c)
+{
+    fg_free(c->d.fg);
+    g_free(c->d.cq);
+    g_free(c->gcq);
+    g_free(c->gscq);
+    g_free(c->gsi);
+    g_free(c->rc);
+    g_free(c->mr);
+}
+
+/* Run both devices (host CM events, completions) for a while. */
+static void cm_run(CmDev *c, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        pvrdma_ibv_process(c[i].d.ibv);
+    }
+}
+
+/* @c's guest sends @m on QP1 to @dgid's QP1; the send completes. */
+static void cm_send(CmDev *c, const uint8_t *m, size_t len,
+                    const uint8_t dgid[16])
+{
+    struct pvrdma_sge g = sge(c->mr, CM_MAD_VA, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(++c->next_id, PVRDMA_WR_SEND, 1);
+    struct pvrdma_cqe cqe;
+
+    memcpy(fv_mr_ptr(c->mr, CM_MAD_VA), m, len);
+    h.wr.ud.remote_qpn = 1;
+    h.wr.ud.remote_qkey = 0x80010000;
+    h.wr.ud.av.hop_limit = 64;
+    h.wr.ud.av.port_pd = 1;
+    memcpy(h.wr.ud.av.dgid, dgid, 16);
+    fv_post_send(c->gsi, &h, &g, 1);
+    fv_ring_sq(c->gsi);
+    assert_true(fv_cq_poll(c->gscq, &cqe));
+    assert_int_equal(cqe.wr_id, c->next_id);
+    assert_int_equal(cqe.status, PVRDMA_WC_SUCCESS);
+}
+
+/*
+ * The next MAD @c's guest receives on QP1 within @us (false if none),
+ * with the GRH of a datagram from @sgid checked; its buffer is posted
+ * again.
+ */
+static bool cm_recv(CmDev *all, CmDev *c, uint8_t *m, const uint8_t *sgid,
+                    gint64 us)
+{
+    gint64 end = g_get_monotonic_time() + us;
+    struct pvrdma_cqe cqe;
+    uint64_t va;
+
+    while (!fv_cq_poll(c->gcq, &cqe)) {
+        cm_run(all, 2);
+        if (g_get_monotonic_time() > end) {
+            return false;
+        }
+        g_usleep(200);
+    }
+    assert_int_equal(cqe.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(cqe.opcode, PVRDMA_WC_RECV);
+    assert_int_equal(cqe.qp, c->gsi->handle);
+    assert_int_equal(cqe.src_qp, 1);
+    assert_int_equal(cqe.byte_len, 40 + MAD_LEN);
+    assert_int_equal(cqe.network_hdr_type, PVRDMA_NETWORK_IPV4);
+    assert_true(cqe.wc_flags & PVRDMA_WC_GRH);
+    va = CM_RECV_VA + cqe.wr_id * 512;
+    /* The GRH: an IPv4 header from the peer's address to ours. */
+    assert_int_equal(*fv_mr_ptr(c->mr, va + 20), 0x45);
+    if (sgid) {
+        assert_memory_equal(fv_mr_ptr(c->mr, va + 20 + 12), sgid + 12, 4);
+    }
+    mr_read(c->mr, va + 40, m, MAD_LEN);
+    cm_post_recv(c, cqe.wr_id);
+    return true;
+}
+
+static void cm_expect(CmDev *all, CmDev *c, uint8_t *m, uint16_t attr,
+                      const uint8_t *sgid)
+{
+    if (!cm_recv(all, c, m, sgid, WAIT_US)) {
+        fail_msg("no CM MAD 0x%x within %d s", attr, WAIT_US / 1000000);
+    }
+    if ((m[16] << 8 | m[17]) != attr) {
+        fail_msg("CM MAD 0x%x where 0x%x was due", m[16] << 8 | m[17], attr);
+    }
+    assert_int_equal(m[1], 0x07);
+    assert_int_equal(m[2], 2);
+    assert_int_equal(m[3], 3);
+}
+
+/* A REQ of @c's guest to @dst's address, port @port. */
+static void cm_req(uint8_t *m, CmDev *c, uint32_t comm_id, uint16_t ps,
+                   uint16_t port, uint32_t qpn, const uint8_t *src,
+                   const uint8_t *dst)
+{
+    uint8_t *pd = m + M + 140;
+
+    cm_mad(m, 0x10, comm_id);
+    put32(m, M + 0, comm_id);
+    put32(m, M + 8, 0);
+    put32(m, M + 12, (uint32_t)ps << 16 | port);
+    put24(m, M + 32, qpn);
+    m[M + 35] = 1;                  /* responder resources */
+    m[M + 39] = 1;                  /* initiator depth */
+    m[M + 43] = 20 << 3;            /* RC */
+    put24(m, M + 44, 0x123456);     /* the guest's PSN: not used */
+    m[M + 47] = 20 << 3 | 7;
+    put16(m, M + 48, 0xffff);
+    m[M + 50] = 3 << 4 | 7;
+    m[M + 51] = 15 << 4;
+    memcpy(m + M + 56, src, 16);
+    memcpy(m + M + 72, dst, 16);
+    m[M + 93] = 64;
+    pd[1] = 4 << 4;                 /* RDMA CM header, IPv4 */
+    put16(pd, 2, 5555);
+    memcpy(pd + 16, src + 12, 4);
+    memcpy(pd + 32, dst + 12, 4);
+    memcpy(pd + 36, "hello-cm", 8);
+    (void)c;
+}
+
+static void cm_qp_rtr_rts(CmDev *c, uint32_t dqpn, const uint8_t *dgid,
+                          uint32_t rq_psn, uint32_t sq_psn)
+{
+    struct pvrdma_qp_attr a;
+
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_RTR;
+    a.path_mtu = PVRDMA_MTU_1024;
+    a.dest_qp_num = dqpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.ah_flags = PVRDMA_AH_FLAG_GRH;
+    a.ah_attr.port_num = 1;
+    a.ah_attr.grh.hop_limit = 64;
+    memcpy(a.ah_attr.grh.dgid, dgid, 16);
+    assert_int_equal(fg_modify_qp(c->d.fg, c->rc->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_AV | PVRDMA_QP_PATH_MTU |
+                                  PVRDMA_QP_DEST_QPN | PVRDMA_QP_RQ_PSN |
+                                  PVRDMA_QP_MAX_DEST_RD_ATOMIC |
+                                  PVRDMA_QP_MIN_RNR_TIMER, &a), 0);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_RTS;
+    a.sq_psn = sq_psn;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    assert_int_equal(fg_modify_qp(c->d.fg, c->rc->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_SQ_PSN | PVRDMA_QP_TIMEOUT |
+                                  PVRDMA_QP_RETRY_CNT | PVRDMA_QP_RNR_RETRY |
+                                  PVRDMA_QP_MAX_QP_RD_ATOMIC, &a), 0);
+}
+
+/* @from's RC QP SENDs @len bytes to @to's; the bytes arrive intact. */
+static void cm_rc_send(CmDev *all, CmDev *from, CmDev *to, uint32_t len,
+                       uint8_t seed)
+{
+    struct pvrdma_sge gs = sge(from->mr, CM_DATA_VA, len);
+    struct pvrdma_sge gr = sge(to->mr, CM_DATA_VA, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(0x5e, PVRDMA_WR_SEND, 1);
+    gint64 end = g_get_monotonic_time() + WAIT_US;
+    struct pvrdma_cqe c;
+
+    fv_mr_fill(from->mr, CM_DATA_VA, len, seed);
+    memset(fv_mr_ptr(to->mr, CM_DATA_VA), 0, len);
+    fv_post_recv(to->rc, 0x7e, &gr, 1);
+    fv_ring_rq(to->rc);
+    h.send_flags = SIG;
+    fv_post_send(from->rc, &h, &gs, 1);
+    fv_ring_sq(from->rc);
+    while (!fv_cq_poll(to->d.cq, &c)) {
+        cm_run(all, 2);
+        if (g_get_monotonic_time() > end) {
+            fail_msg("the SEND did not arrive: PSNs wrong?");
+        }
+        g_usleep(200);
+    }
+    assert_int_equal(c.wr_id, 0x7e);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.byte_len, len);
+    assert_true(fv_mr_check(to->mr, CM_DATA_VA, len, seed));
+    while (!fv_cq_poll(from->d.cq, &c)) {
+        cm_run(all, 2);
+        assert_true(g_get_monotonic_time() < end);
+        g_usleep(200);
+    }
+    assert_int_equal(c.wr_id, 0x5e);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+}
+
+/* Nothing reaches either guest's QP1 for a while. */
+static void cm_quiet(CmDev *c)
+{
+    uint8_t m[MAD_LEN];
+
+    assert_false(cm_recv(c, &c[0], m, NULL, 300000));
+    assert_false(cm_recv(c, &c[1], m, NULL, 1000));
+}
+
+static void test_cm(void **state)
+{
+    CmDev c[2], *a = &c[0], *b = &c[1];
+    uint8_t m[MAD_LEN], r[MAD_LEN];
+    uint32_t a_id = 0x1111, b_id = 0x2222, a_peer, b_peer, psn;
+
+    (void)state;
+    memset(c, 0, sizeof(c));
+    cm_dev_init(a, cm_gid[0]);
+    cm_dev_init(b, cm_gid[1]);
+
+    /* A connects to B's port: B's guest gets the REQ. */
+    cm_req(m, a, a_id, 0x0106, CM_PORT, a->rc->qpn, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, b, r, 0x10, cm_gid[0]);
+    b_peer = get32(r, M + 0);
+    assert_int_equal(get32(r, M + 12), 0x01060000u | CM_PORT);
+    assert_int_equal(get32(r, M + 32) >> 8, a->rc->qpn);
+    assert_int_equal(r[M + 43] & 6, 0);                     /* RC */
+    assert_memory_equal(r + M + 56, cm_gid[0], 16);
+    assert_memory_equal(r + M + 72, cm_gid[1], 16);
+    assert_int_equal(r[M + 140 + 1], 4 << 4);
+    assert_memory_equal(r + M + 140 + 16, cm_gid[0] + 12, 4);
+    assert_memory_equal(r + M + 140 + 32, cm_gid[1] + 12, 4);
+    assert_memory_equal(r + M + 140 + 36, "hello-cm", 8);
+    psn = get32(r, M + 44) >> 8;
+
+    /* B's guest accepts: its QP goes RTR/RTS first (as librdmacm does). */
+    cm_qp_rtr_rts(b, a->rc->qpn, cm_gid[0], 0x654321, psn);
+    assert_int_equal(fv_qp_state(b->rc), PVRDMA_QPS_RTS);
+    cm_mad(m, 0x13, 0x99);
+    put32(m, M + 0, b_id);
+    put32(m, M + 4, b_peer);
+    put24(m, M + 12, b->rc->qpn);
+    put24(m, M + 20, 0x654321);     /* the guest's PSN: not used */
+    m[M + 24] = 1;
+    m[M + 25] = 1;
+    m[M + 27] = 7 << 5;
+    memcpy(m + M + 36, "hi-back", 7);
+    cm_send(b, m, MAD_LEN, cm_gid[0]);
+
+    /* A's guest gets the REP, connects its QP, sends the RTU. */
+    cm_expect(c, a, r, 0x13, cm_gid[1]);
+    assert_int_equal(get32(r, M + 4), a_id);
+    assert_int_equal(get32(r, M + 12) >> 8, b->rc->qpn);
+    assert_memory_equal(r + M + 36, "hi-back", 7);
+    a_peer = get32(r, M + 0);
+    cm_qp_rtr_rts(a, b->rc->qpn, cm_gid[1], 0x123456, get32(r, M + 20) >> 8);
+    cm_mad(m, 0x14, 0x98);
+    put32(m, M + 0, a_id);
+    put32(m, M + 4, a_peer);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, b, r, 0x14, cm_gid[0]);
+    assert_int_equal(get32(r, M + 0), b_peer);
+    assert_int_equal(get32(r, M + 4), b_id);
+
+    /* The QPs talk both ways: every PSN is what the other side expects. */
+    cm_rc_send(c, a, b, 3000, 0x31);
+    cm_rc_send(c, b, a, 2000, 0x32);
+    cm_rc_send(c, a, b, 100, 0x33);
+
+    /* A disconnects: its DREP at once, B's guest gets a DREQ. */
+    cm_mad(m, 0x15, 0x97);
+    put32(m, M + 0, a_id);
+    put32(m, M + 4, a_peer);
+    put24(m, M + 8, b->rc->qpn);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x16, NULL);
+    assert_int_equal(get32(r, M + 4), a_id);
+    cm_expect(c, b, r, 0x15, cm_gid[0]);
+    assert_int_equal(get32(r, M + 4), b_id);
+    assert_int_equal(get32(r, M + 8) >> 8, b->rc->qpn);
+
+    /* Refused at once: another port space, a QP that is not A's. */
+    cm_req(m, a, 0x3333, 0x013f, CM_PORT, a->rc->qpn, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x12, NULL);
+    assert_int_equal(get32(r, M + 4), 0x3333);
+    assert_int_equal(r[M + 10] << 8 | r[M + 11], 8);    /* service ID */
+    cm_req(m, a, 0x4444, 0x0106, CM_PORT, a->rc->qpn ^ 0x100, cm_gid[0],
+           cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x12, NULL);
+    assert_int_equal(get32(r, M + 4), 0x4444);
+    assert_int_equal(r[M + 10] << 8 | r[M + 11], 1);    /* no QP */
+    /* A port nobody listens on: the host's CM rejects (service ID). */
+    cm_req(m, a, 0x5555, 0x0106, CM_PORT + 1, a->rc->qpn, cm_gid[0],
+           cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x12, NULL);
+    assert_int_equal(get32(r, M + 4), 0x5555);
+    assert_int_equal(r[M + 10] << 8 | r[M + 11], 8);
+    /* A DREQ for no connection still gets its DREP. */
+    cm_mad(m, 0x15, 0x96);
+    put32(m, M + 0, 0x6666);
+    put32(m, M + 4, 0xdead);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x16, NULL);
+    assert_int_equal(get32(r, M + 4), 0x6666);
+
+    /*
+     * Hostile or foreign MADs change nothing and answer nothing: REP and
+     * RTU naming no connection, a short MAD, another class, garbage.
+     */
+    cm_mad(m, 0x13, 0x95);
+    put32(m, M + 4, a_peer ^ 0x5a5a);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_mad(m, 0x14, 0x94);
+    put32(m, M + 4, b_peer);            /* B's ID, sent by A */
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_req(m, a, 0x7777, 0x0106, CM_PORT, a->rc->qpn, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, 100, cm_gid[1]);
+    m[1] = 0x04;                        /* performance management */
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    for (unsigned i = 0; i < MAD_LEN; i++) {
+        m[i] = g_random_int();
+    }
+    m[0] = 1;
+    m[1] = 0x07;
+    m[2] = 2;
+    m[3] = 3;
+    /* Any message but DREQ, which is answered whatever its IDs. */
+    put16(m, 16, (const uint16_t[]){ 0x11, 0x12, 0x13, 0x14, 0x16 }
+                 [g_random_int_range(0, 5)]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_quiet(c);
+
+    cm_dev_free(a);
+    cm_dev_free(b);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -1026,16 +1478,26 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_refuses),
         cmocka_unit_test(test_clamped_to_host),
         cmocka_unit_test(test_reg_1gib),
+        cmocka_unit_test(test_cm),
     };
     struct ibv_context *ctx;
     union ibv_gid gid;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: %s IBDEV GID_INDEX\n", argv[0]);
+    if (argc != 5) {
+        fprintf(stderr, "usage: %s IBDEV GID_INDEX IPV4_A IPV4_B\n",
+                argv[0]);
         return 2;
     }
     ibdev = argv[1];
     gid_index = atoi(argv[2]);
+    for (int i = 0; i < 2; i++) {
+        cm_gid[i][10] = cm_gid[i][11] = 0xff;
+        if (inet_pton(AF_INET, argv[3 + i], cm_gid[i] + 12) != 1) {
+            fprintf(stderr, "%s: %s is not an IPv4 address\n", argv[0],
+                    argv[3 + i]);
+            return 2;
+        }
+    }
     ctx = open_ibdev();
     if (!ctx || ibv_query_gid(ctx, 1, gid_index, &gid)) {
         fprintf(stderr, "%s: no GID %d on %s\n", argv[0], gid_index, ibdev);
@@ -1043,5 +1505,9 @@ int main(int argc, char **argv)
     }
     memcpy(host_gid, gid.raw, 16);
     ibv_close_device(ctx);
+    if (getenv("TEST_FILTER")) {
+        /* One test (or a pattern): TEST_FILTER=test_cm */
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    }
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

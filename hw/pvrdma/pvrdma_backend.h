@@ -152,6 +152,15 @@ typedef struct PvrdmaBackendOps {
      */
     int (*mr_register)(void *be, PvrdmaMr *mr);
     void (*mr_deregister)(void *be, PvrdmaMr *mr);
+    /*
+     * A fast-reg MR was registered (REG_MR, @valid: its frmr_* fields and
+     * keys are the new ones) or invalidated (LOCAL_INV of a registered
+     * one) by a send WQE of @qp, in that queue's order.  Returns the
+     * WQE's status (PVRDMA_WC_SUCCESS, or the error it completes with).
+     * A backend may choose an MR's keys in mr_register (lkey == rkey;
+     * REG_MR changes only their low byte).
+     */
+    uint32_t (*mr_fastreg)(void *be, PvrdmaQp *qp, PvrdmaMr *mr, bool valid);
 
     int (*cq_create)(void *be, PvrdmaCq *cq);
     void (*cq_destroy)(void *be, PvrdmaCq *cq);

@@ -127,6 +127,11 @@ static void pvrdma_pd_free(PvrdmaCore *core, PvrdmaPd *pd)
 
 static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
 {
+    if (core->key_mrs && (mr->lkey >> 8) != mr->handle &&
+        g_hash_table_lookup(core->key_mrs,
+                            GUINT_TO_POINTER(mr->lkey >> 8)) == mr) {
+        g_hash_table_remove(core->key_mrs, GUINT_TO_POINTER(mr->lkey >> 8));
+    }
     if (core->be_ops->mr_deregister) {
         core->be_ops->mr_deregister(core->be, mr);
     }
@@ -543,6 +548,14 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
             g_free(mr->frmr_pages);
             goto fail_free;
         }
+    }
+    if ((mr->lkey >> 8) != handle) {
+        /* The backend chose the keys (they index its own objects). */
+        if (!core->key_mrs) {
+            core->key_mrs = g_hash_table_new(NULL, NULL);
+        }
+        g_hash_table_insert(core->key_mrs, GUINT_TO_POINTER(mr->lkey >> 8),
+                            mr);
     }
     pd->refs++;
     resp->create_mr_resp.mr_handle = handle;

@@ -601,6 +601,9 @@ void pvrdma_core_free(PvrdmaCore *core)
     pvrdma_table_destroy(&core->uc_tbl);
     pvrdma_table_destroy(&core->pd_tbl);
     pvrdma_table_destroy(&core->mr_tbl);
+    if (core->key_mrs) {
+        g_hash_table_destroy(core->key_mrs);
+    }
     pvrdma_table_destroy(&core->cq_tbl);
     pvrdma_table_destroy(&core->qp_tbl);
     pvrdma_table_destroy(&core->srq_tbl);

@@ -295,6 +295,11 @@ struct PvrdmaCore {
     PvrdmaTable uc_tbl;
     PvrdmaTable pd_tbl;
     PvrdmaTable mr_tbl;
+    /*
+     * MRs whose keys the backend chose (fast-reg MRs on a host device's
+     * memory windows): key >> 8 -> PvrdmaMr; NULL until the first.
+     */
+    GHashTable *key_mrs;
     PvrdmaTable cq_tbl;
     PvrdmaTable qp_tbl;
     PvrdmaTable srq_tbl;

@@ -22,8 +22,11 @@
 
 /* Host CQ entries: every host QP of a device completes into one CQ. */
 #define PVRDMA_IBV_CQE          4096
-/* Host send queue depth: the core lets one request per QP out. */
-#define PVRDMA_IBV_SEND_WR      2
+/*
+ * Host send queue depth: the core lets one request per QP out; memory
+ * window binds and invalidations (fast-reg MRs) go in between.
+ */
+#define PVRDMA_IBV_SEND_WR      16
 
 /*
  * Guest DMA MRs (kernel users: SGEs carry guest bus addresses) use host
@@ -48,9 +51,16 @@ typedef struct PvrdmaIbvPd {
 } PvrdmaIbvPd;
 
 typedef struct PvrdmaIbvMr {
-    struct ibv_mr *mr;
+    struct ibv_mr *mr;          /* fast-reg: the current registration's */
     void *alias;                /* the MR's pages, contiguous */
     size_t alias_len;
+    /*
+     * Fast-reg MRs: a type 2 memory window of the host device, bound on
+     * each REG_MR over a host MR of that registration's pages; earlier
+     * registrations wait in @old until the window has left them.
+     */
+    struct ibv_mw *mw;
+    GSList *old;
 } PvrdmaIbvMr;
 
 /*
@@ -71,6 +81,8 @@ typedef struct PvrdmaIbvSrq {
 } PvrdmaIbvSrq;
 
 /* wr_id of host work requests: QP tag, receive flag, receive slot. */
+/* Send slot of memory window binds and invalidations (fast-reg MRs). */
+#define PVRDMA_IBV_SLOT_MW      1
 #define PVRDMA_IBV_WRID(gen, recv, slot) \
     (((uint64_t)(gen) << 32) | ((uint64_t)(recv) << 31) | (slot))
 
@@ -453,7 +465,7 @@ static int pvrdma_ibv_sges(PvrdmaIbv *ibv, const PvrdmaSgl *sgl,
         PvrdmaPd *pd;
 
         if (m) {
-            if (n == max) {
+            if (n == max || !m->mr) {
                 return -1;
             }
             out[n].addr = seg->va;
@@ -462,8 +474,6 @@ static int pvrdma_ibv_sges(PvrdmaIbv *ibv, const PvrdmaSgl *sgl,
             continue;
         }
         if (!(seg->mr->flags & PVRDMA_MR_FLAG_DMA)) {
-            g_printerr("pvrdma: %s: a fast-reg MR is not carried by "
-                       "backend=ibverbs yet\n", ibv->name);
             return -1;
         }
         pd = pvrdma_table_lookup(&ibv->core->pd_tbl, seg->mr->pd_handle);
@@ -486,14 +496,36 @@ static int pvrdma_ibv_sges(PvrdmaIbv *ibv, const PvrdmaSgl *sgl,
     return n;
 }
 
+/* Free the registrations in @m->old that the window has left. */
+static void pvrdma_ibv_frmr_reap(PvrdmaIbvMr *m)
+{
+    GSList *l, *next;
+    PvrdmaIbvMr *o;
+
+    for (l = m->old; l; l = next) {
+        next = l->next;
+        o = l->data;
+        if (ibv_dereg_mr(o->mr) == 0) {
+            munmap(o->alias, o->alias_len);
+            g_free(o);
+            m->old = g_slist_delete_link(m->old, l);
+        }
+    }
+}
+
 static void pvrdma_ibv_mr_free(PvrdmaIbvMr *m)
 {
+    if (m->mw) {
+        ibv_dealloc_mw(m->mw);
+    }
     if (m->mr) {
         ibv_dereg_mr(m->mr);
     }
     if (m->alias) {
         munmap(m->alias, m->alias_len);
     }
+    pvrdma_ibv_frmr_reap(m);
+    g_slist_free_full(m->old, g_free);     /* the host refuses: leaked */
     g_free(m);
 }
 
@@ -548,6 +580,167 @@ static void *pvrdma_ibv_alias(PvrdmaMr *mr, size_t *len, size_t *runs)
     return base;
 }
 
+/*
+ * A fast-reg MR: a type 2 memory window whose rkey (any key byte) the
+ * guest uses as its keys, so that peers reach the registrations through
+ * the host device.
+ */
+static int pvrdma_ibv_frmr_create(PvrdmaIbv *ibv, PvrdmaPd *pd, PvrdmaMr *mr)
+{
+    PvrdmaIbvMr *m = g_new0(PvrdmaIbvMr, 1);
+
+    m->mw = pd ? ibv_alloc_mw(pvrdma_ibv_hpd(pd), IBV_MW_TYPE_2) : NULL;
+    if (!m->mw) {
+        g_printerr("pvrdma: %s: no memory window for a fast-reg MR of the "
+                   "guest (%s): kernel users such as NVMe-oF and NFS over "
+                   "RDMA need them, and host devices without type 2 "
+                   "memory windows cannot carry them\n", ibv->name,
+                   strerror(errno));
+        g_free(m);
+        return -ENOMEM;
+    }
+    mr->lkey = mr->rkey = m->mw->rkey;
+    mr->be = m;
+    return 0;
+}
+
+/*
+ * The pages of @mr's current registration, in order, at one new range of
+ * our address space (as pvrdma_ibv_alias() does for user MRs).
+ */
+static void *pvrdma_ibv_frmr_alias(PvrdmaIbv *ibv, PvrdmaMr *mr, size_t *len)
+{
+    uint32_t n = mr->frmr_npages, i, run;
+    uint8_t *base;
+
+    *len = (size_t)n * PVRDMA_PAGE_SIZE;
+    base = mmap(NULL, *len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS |
+                MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        return NULL;
+    }
+    for (i = 0; i < n; i += run) {
+        uint64_t want, got;
+        void *host;
+        bool ok;
+
+        run = 1;
+        while (i + run < n && mr->frmr_pages[i + run] ==
+               mr->frmr_pages[i] + (uint64_t)run * PVRDMA_PAGE_SIZE) {
+            run++;
+        }
+        want = got = (uint64_t)run * PVRDMA_PAGE_SIZE;
+        host = pvrdma_core_dma_map(ibv->core, mr->frmr_pages[i], &got, true);
+        ok = host && got == want &&
+             mremap(host, 0, want, MREMAP_MAYMOVE | MREMAP_FIXED,
+                    base + (size_t)i * PVRDMA_PAGE_SIZE) != MAP_FAILED;
+        if (host) {
+            pvrdma_core_dma_unmap(ibv->core, host, got, true, 0);
+        }
+        if (!ok) {
+            munmap(base, *len);
+            return NULL;
+        }
+    }
+    return base;
+}
+
+/* REG_MR: a host MR of the new page list, the window bound over it. */
+static uint32_t pvrdma_ibv_frmr_bind(PvrdmaIbv *ibv, PvrdmaIbvQp *q,
+                                     PvrdmaMr *mr, struct ibv_send_wr *wr)
+{
+    PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl, mr->pd_handle);
+    PvrdmaIbvMr *m = mr->be;
+
+    if (m->mr) {
+        PvrdmaIbvMr *o = g_new0(PvrdmaIbvMr, 1);
+
+        o->mr = m->mr;
+        o->alias = m->alias;
+        o->alias_len = m->alias_len;
+        m->old = g_slist_prepend(m->old, o);
+        m->mr = NULL;
+        m->alias = NULL;
+    }
+    pvrdma_ibv_frmr_reap(m);
+    m->alias = pvrdma_ibv_frmr_alias(ibv, mr, &m->alias_len);
+    if (!m->alias || !pd) {
+        g_printerr("pvrdma: %s: cannot map the pages of fast-reg MR %u: "
+                   "%s\n", ibv->name, mr->handle, strerror(errno));
+        return PVRDMA_WC_LOC_PROT_ERR;
+    }
+    m->mr = ibv_reg_mr_iova2(pvrdma_ibv_hpd(pd), (uint8_t *)m->alias +
+                             (mr->frmr_iova & (PVRDMA_PAGE_SIZE - 1)),
+                             mr->frmr_length, mr->frmr_iova,
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+    if (!m->mr) {
+        g_printerr("pvrdma: %s: registering fast-reg MR %u (%" G_GUINT64_FORMAT
+                   " bytes) failed: %s\n", ibv->name, mr->handle,
+                   (uint64_t)mr->frmr_length, strerror(errno));
+        munmap(m->alias, m->alias_len);
+        m->alias = NULL;
+        return PVRDMA_WC_LOC_PROT_ERR;
+    }
+    wr->opcode = IBV_WR_BIND_MW;
+    wr->bind_mw.mw = m->mw;
+    wr->bind_mw.rkey = mr->rkey;
+    wr->bind_mw.bind_info.mr = m->mr;
+    wr->bind_mw.bind_info.addr = mr->frmr_iova;
+    wr->bind_mw.bind_info.length = mr->frmr_length;
+    wr->bind_mw.bind_info.mw_access_flags =
+        pvrdma_ibv_access(mr->access) & (IBV_ACCESS_REMOTE_WRITE |
+                                         IBV_ACCESS_REMOTE_READ |
+                                         IBV_ACCESS_REMOTE_ATOMIC);
+    (void)q;
+    return PVRDMA_WC_SUCCESS;
+}
+
+/*
+ * REG_MR and LOCAL_INV of a fast-reg MR, on the host QP in the guest
+ * QP's order: bind the window over the new registration, or invalidate
+ * it.  The guest's WQE completes at once; what follows it on that QP
+ * runs after it on the host.
+ */
+static uint32_t pvrdma_ibv_mr_fastreg(void *be, PvrdmaQp *qp, PvrdmaMr *mr,
+                                      bool valid)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvQp *q = qp->be;
+    PvrdmaIbvMr *m = mr->be;
+    struct ibv_send_wr wr, *bad;
+    uint32_t st;
+
+    if (!q || !q->hqp || !m || !m->mw) {
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = PVRDMA_IBV_WRID(q->gen, 0, PVRDMA_IBV_SLOT_MW);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (valid) {
+        st = pvrdma_ibv_frmr_bind(ibv, q, mr, &wr);
+        if (st != PVRDMA_WC_SUCCESS) {
+            return st;
+        }
+    } else {
+        wr.opcode = IBV_WR_LOCAL_INV;
+        wr.invalidate_rkey = mr->rkey;
+    }
+    if (ibv_post_send(q->hqp, &wr, &bad)) {
+        g_printerr("pvrdma: %s refused to %s a memory window for QP 0x%x: "
+                   "%s\n", ibv->name, valid ? "bind" : "invalidate",
+                   qp->qpn, strerror(errno));
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    if (valid) {
+        /*
+         * A bind by work request leaves the window's rkey to us: the next
+         * bind names the window by the key it has then.
+         */
+        m->mw->rkey = mr->rkey;
+    }
+    return PVRDMA_WC_SUCCESS;
+}
+
 static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
 {
     PvrdmaIbv *ibv = be;
@@ -557,13 +750,11 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
     void *base;
     int ret;
 
+    if (mr->flags == PVRDMA_MR_FLAG_FRMR) {
+        return pvrdma_ibv_frmr_create(ibv, pd, mr);
+    }
     if (mr->flags != 0) {
-        /*
-         * DMA and fast-reg MRs are not carried yet (docs/ibverbs.md).
-         * Their creation succeeds, as guest kernels make them while
-         * setting up (ib_alloc_pd); work requests that use them complete
-         * with LOC_QP_OP_ERR.
-         */
+        /* DMA MRs: host MRs over windows of guest RAM, made on use. */
         return 0;
     }
     ret = pvrdma_core_mr_pin(ibv->core, mr);
@@ -1320,7 +1511,17 @@ static void pvrdma_ibv_recv_cqe(PvrdmaIbvQp *q, uint64_t wr_id,
             cqe.imm_data = wc->imm_data;
             cqe.wc_flags |= PVRDMA_WC_WITH_IMM;
         }
-        if (wc->wc_flags & IBV_WC_WITH_INV) {
+        /*
+         * Soft-RoCE hands user space the kernel's flag bits, where
+         * invalidation is bit 2 (IBV_WC_IP_CSUM_OK to libibverbs, which
+         * means nothing for an RC receive).
+         */
+        if ((wc->wc_flags & IBV_WC_WITH_INV) ||
+            (q->qp->type == PVRDMA_QPT_RC && wc->opcode == IBV_WC_RECV &&
+             (wc->wc_flags & IBV_WC_IP_CSUM_OK))) {
+            /* The host invalidated the window; the guest's MR follows. */
+            pvrdma_core_invalidate(q->ibv->core, q->qp,
+                                   wc->invalidated_rkey);
             cqe.imm_data = GUINT32_TO_LE(wc->invalidated_rkey);
             cqe.wc_flags |= PVRDMA_WC_WITH_INVALIDATE;
         }
@@ -1413,6 +1614,14 @@ static void pvrdma_ibv_dispatch(PvrdmaIbv *ibv, const struct ibv_wc *wc)
     }
     if (wc->wr_id & (1ull << 31)) {
         pvrdma_ibv_recv_wc(q, wc);
+    } else if ((wc->wr_id & 0x7fffffffu) == PVRDMA_IBV_SLOT_MW) {
+        /* A window bind or invalidation: only its failure matters. */
+        if (wc->status != IBV_WC_SUCCESS) {
+            g_printerr("pvrdma: %s: a memory window operation of QP 0x%x "
+                       "failed: %s\n", ibv->name, q->qp->qpn,
+                       ibv_wc_status_str(wc->status));
+            pvrdma_core_qp_error(ibv->core, q->qp, -1);
+        }
     } else {
         pvrdma_ibv_send_wc(q, wc);
     }
@@ -1616,6 +1825,7 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .pd_destroy = pvrdma_ibv_pd_destroy,
     .mr_register = pvrdma_ibv_mr_register,
     .mr_deregister = pvrdma_ibv_mr_deregister,
+    .mr_fastreg = pvrdma_ibv_mr_fastreg,
     .qp_create = pvrdma_ibv_qp_create,
     .qp_modify = pvrdma_ibv_qp_modify,
     .qp_destroy = pvrdma_ibv_qp_destroy,

@@ -398,12 +398,37 @@ static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
 
 /* ---- keys and memory ----------------------------------------------------- */
 
-/* The MR a key names: key = handle << 8 | key byte, lkey == rkey. */
+/*
+ * The MRs whose keys have @key's index (key >> 8, any key byte): the
+ * core's keys are handle << 8 | key byte; a backend may choose its own
+ * (core->key_mrs), which could share an index with a handle: both are
+ * candidates, the callers match the rest.
+ */
+static void pvrdma_wq_key_index(PvrdmaCore *core, uint32_t key,
+                                PvrdmaMr *cand[2])
+{
+    cand[0] = core->key_mrs ?
+              g_hash_table_lookup(core->key_mrs, GUINT_TO_POINTER(key >> 8)) :
+              NULL;
+    cand[1] = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
+    if (cand[1] && (cand[1]->lkey >> 8) != (key >> 8)) {
+        cand[1] = NULL;
+    }
+}
+
+/* The MR a key names exactly (lkey == rkey). */
 static PvrdmaMr *pvrdma_wq_key_mr(PvrdmaCore *core, uint32_t key)
 {
-    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
+    PvrdmaMr *cand[2];
+    int i;
 
-    return mr && mr->lkey == key ? mr : NULL;
+    pvrdma_wq_key_index(core, key, cand);
+    for (i = 0; i < 2; i++) {
+        if (cand[i] && cand[i]->lkey == key) {
+            return cand[i];
+        }
+    }
+    return NULL;
 }
 
 /*
@@ -523,11 +548,17 @@ static bool pvrdma_wq_access_ok(uint32_t access)
 /* The fast-reg MR of @qp's PD that @key names (any key byte). */
 static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
 {
-    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, key >> 8);
+    PvrdmaMr *cand[2];
+    int i;
 
-    return mr && mr->flags == PVRDMA_MR_FLAG_FRMR &&
-           mr->pd_handle == qp->pd_handle ?
-           mr : NULL;
+    pvrdma_wq_key_index(core, key, cand);
+    for (i = 0; i < 2; i++) {
+        if (cand[i] && cand[i]->flags == PVRDMA_MR_FLAG_FRMR &&
+            cand[i]->pd_handle == qp->pd_handle) {
+            return cand[i];
+        }
+    }
+    return NULL;
 }
 
 bool pvrdma_core_inv_ok(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
@@ -601,14 +632,32 @@ static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
     mr->access = access;
     mr->lkey = rkey;
     mr->rkey = rkey;
+    if (core->be_ops->mr_fastreg) {
+        uint32_t st = core->be_ops->mr_fastreg(core->be, qp, mr, true);
+
+        if (st != PVRDMA_WC_SUCCESS) {
+            mr->frmr_valid = false;
+            return st;
+        }
+    }
     return PVRDMA_WC_SUCCESS;
 }
 
 static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
                                     uint32_t rkey)
 {
+    PvrdmaMr *mr;
+
     if (!pvrdma_core_inv_ok(core, qp, rkey)) {
         return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    mr = pvrdma_wq_frmr(core, qp, rkey);
+    if (mr->frmr_valid && core->be_ops->mr_fastreg) {
+        uint32_t st = core->be_ops->mr_fastreg(core->be, qp, mr, false);
+
+        if (st != PVRDMA_WC_SUCCESS) {
+            return st;
+        }
     }
     pvrdma_core_invalidate(core, qp, rkey);
     return PVRDMA_WC_SUCCESS;

@@ -1015,6 +1015,142 @@ static void test_reg_1gib(void **state)
     pair_free(p);
 }
 
+/* ---- fast-reg MRs (memory windows of the host device) -------------------- */
+
+/* REG_MR of @f on @qp: @npages of its pages at @iova, key byte in @key. */
+static void reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
+                   uint32_t npages, uint32_t len, uint32_t access,
+                   uint32_t key)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_FAST_REG_MR, 0);
+    uint32_t i;
+
+    for (i = 0; i < npages; i++) {
+        f->pl_table[i] = f->pages[i];
+    }
+    h.wr.fast_reg.iova_start = iova;
+    h.wr.fast_reg.pl_pdir_dma = f->pl_pdir;
+    h.wr.fast_reg.page_shift = 12;
+    h.wr.fast_reg.page_list_len = npages;
+    h.wr.fast_reg.length = len;
+    h.wr.fast_reg.access_flags = access;
+    h.wr.fast_reg.rkey = key;
+    fv_post_send(qp, &h, NULL, 0);
+    fv_ring_sq(qp);
+}
+
+/* Byte @off of @f's registration at page offset @first. */
+static uint8_t *frmr_byte(Dev *d, FvFrmr *f, uint64_t first, uint64_t off)
+{
+    uint64_t rel = first + off;
+
+    return fg_ptr(d->fg, f->pages[rel >> 12] + (rel & 0xfff));
+}
+
+/* A's WRITE or READ of @len bytes at @va of B's fast-reg MR via @rkey. */
+static void frmr_rdma(Pair *p, uint64_t id, uint32_t op, uint64_t va,
+                      uint32_t len, uint32_t rkey, uint32_t status)
+{
+    struct pvrdma_sge s = sge(p->ma, op == PVRDMA_WR_RDMA_READ ?
+                                     VA_A + 3 * 4096 : VA_A, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, 1);
+
+    h.wr.rdma.remote_addr = va;
+    h.wr.rdma.rkey = rkey;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, id, status);
+}
+
+/*
+ * Kernel ULPs' memory registration: B's fast-reg MR registered over
+ * scattered pages with a key byte of its choice (REG_MR), written and
+ * read by A through that rkey (bytes checked in B's pages), invalidated
+ * by B (LOCAL_INV: A's WRITE then fails), registered again, invalidated
+ * by A's SEND_WITH_INV (B's CQE says which key; B can register it once
+ * more and A write through it).
+ */
+static void test_frmr(void **state)
+{
+    Pair *p = pair_new();
+    FvFrmr *f = fv_frmr_new(p->b.fg, p->b.pd, 4);
+    uint64_t iova = 0x10000000a00ull;
+    uint32_t len = 3 * 4096 - 0xa00 - 100, key, i;
+    struct pvrdma_sge rs = sge(p->mb, VA_B, 64), ss = sge(p->ma, VA_A, 64);
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+
+    (void)state;
+    /* The guest's keys are the host window's: peers use them as they are. */
+    assert_int_not_equal(f->key >> 8, f->handle);
+    key = (f->key & ~0xffu) | 0x42;
+    reg_mr(p->qb, f, 1, iova, 3, len, ALL_ACCESS, key);
+    expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
+    fv_mr_fill(p->ma, VA_A, 6000, 0x17);
+    frmr_rdma(p, 2, PVRDMA_WR_RDMA_WRITE, iova + 0x100, 6000, key,
+              PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 6000; i++) {
+        assert_int_equal(*frmr_byte(&p->b, f, 0xa00 + 0x100, i),
+                         *fv_mr_ptr(p->ma, VA_A + i));
+    }
+    for (i = 0; i < 5000; i++) {
+        *frmr_byte(&p->b, f, 0xa00, i) = (uint8_t)(i * 7 + 3);
+    }
+    frmr_rdma(p, 3, PVRDMA_WR_RDMA_READ, iova, 5000, key, PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 5000; i++) {
+        assert_int_equal(*fv_mr_ptr(p->ma, VA_A + 3 * 4096 + i),
+                         (uint8_t)(i * 7 + 3));
+    }
+    /* LOCAL_INV by B: the key is dead for A. */
+    h = wqe(4, PVRDMA_WR_LOCAL_INV, 0);
+    h.ex.invalidate_rkey = key;
+    fv_post_send(p->qb, &h, NULL, 0);
+    fv_ring_sq(p->qb);
+    expect_cqe(p, p->b.cq, 4, PVRDMA_WC_SUCCESS);
+    frmr_rdma(p, 5, PVRDMA_WR_RDMA_WRITE, iova, 100, key,
+              PVRDMA_WC_REM_ACCESS_ERR);
+    pair_free(p);
+    g_free(f);
+
+    /* Registered again (another key byte), A's SEND_WITH_INV ends it. */
+    p = pair_new();
+    f = fv_frmr_new(p->b.fg, p->b.pd, 4);
+    key = (f->key & ~0xffu) | 0x43;
+    reg_mr(p->qb, f, 1, iova, 1, 4096 - 0xa00, ALL_ACCESS, key);
+    expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
+    fv_post_recv(p->qb, 2, &rs, 1);
+    fv_ring_rq(p->qb);
+    h = wqe(3, PVRDMA_WR_SEND_WITH_INV, 1);
+    h.ex.invalidate_rkey = key;
+    fv_post_send(p->qa, &h, &ss, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, 3, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    if (!(c.wc_flags & PVRDMA_WC_WITH_INVALIDATE)) {
+        fail_msg("receive of a SEND_WITH_INV: wc_flags 0x%x, opcode %u, "
+                 "byte_len %u", c.wc_flags, c.opcode, c.byte_len);
+    }
+    assert_int_equal(GUINT32_FROM_LE(c.imm_data), key);
+    /* Invalid now, so B may register it again; A writes through it. */
+    key = (f->key & ~0xffu) | 0x44;
+    reg_mr(p->qb, f, 4, iova, 2, 4096, ALL_ACCESS, key);
+    expect_cqe(p, p->b.cq, 4, PVRDMA_WC_SUCCESS);
+    fv_mr_fill(p->ma, VA_A, 4096, 0x29);
+    frmr_rdma(p, 6, PVRDMA_WR_RDMA_WRITE, iova, 4096, key,
+              PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 4096; i++) {
+        assert_int_equal(*frmr_byte(&p->b, f, 0xa00, i),
+                         *fv_mr_ptr(p->ma, VA_A + i));
+    }
+    /* The old key byte does not reach it. */
+    frmr_rdma(p, 7, PVRDMA_WR_RDMA_WRITE, iova, 100, key ^ 0x3,
+              PVRDMA_WC_REM_ACCESS_ERR);
+    pair_free(p);
+    g_free(f);
+}
+
 /* ---- RDMA CM (pvrdma_ibv_cm.c) ------------------------------------------- */
 
 /*
@@ -1478,6 +1614,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_host_refuses),
         cmocka_unit_test(test_clamped_to_host),
         cmocka_unit_test(test_reg_1gib),
+        cmocka_unit_test(test_frmr),
         cmocka_unit_test(test_cm),
     };
     struct ibv_context *ctx;

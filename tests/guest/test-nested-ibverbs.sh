@@ -10,7 +10,10 @@
 #      every opcode, byte and completion field, the error statuses;
 #      RDMA CM both ways: the inner rping client against a native rping
 #      server, a native rping client against the inner rping server
-#      (rping -V: the client checks every byte it gets back);
+#      (rping -V: the client checks every byte it gets back); NVMe over
+#      RDMA from the inner guest to a kernel target in the outer guest
+#      (a kernel user: RDMA CM, fast-reg MRs), the data found on the
+#      target's disk;
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens), then rping (RDMA
@@ -46,7 +49,15 @@ case $ip in
     echo "RPING-CLIENT-OK"
     rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
     [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
-    echo "RPING-SERVER-OK" ;;
+    echo "RPING-SERVER-OK"
+    # A kernel user: NVMe over RDMA to the outer guest's target (RDMA
+    # CM, fast-reg MRs, DMA MRs).
+    fail() { echo "FAIL: $*"; exit 1; }
+    . ./nvmeof.sh
+    dmesg_mark
+    nvmeof_host 10.0.2.15
+    dmesg_clean
+    echo "NVMEOF-HOST-OK" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
     rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
@@ -67,11 +78,12 @@ case $ip in
 esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
-    "$rc_verify"
+    "$rc_verify" "$TESTS_TOP/tests/guest/nvmeof.sh"
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
 . ./rxe.sh
 . ./inner.sh
+. ./nvmeof.sh
 rxe_up
 for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
     ip addr add $a/24 dev eth0
@@ -130,7 +142,9 @@ bw1m=$!
 agent=$!
 timeout 900 rping -s -a 10.0.2.15 -C 20 -S 4000 -v > /tmp/rping-srv.out 2>&1 &
 rping_srv=$!
-# The inner guest serves rping last: until then its device rejects.
+nvmeof_target 10.0.2.15
+# The inner guest serves rping after its client: until then its device
+# rejects.
 (
     for i in $(seq 450); do
         timeout 120 rping -c -a 10.0.3.2 -C 20 -S 4000 -V -v > /tmp/rping-try.out
@@ -167,6 +181,14 @@ wait $rping_cli || { tail /tmp/rping-cli.out; fail "native rping client failed";
 grep -q RPING-SERVER-OK /tmp/inner.log ||
     fail "the native rping client never reached the inner guest's server"
 echo "RDMA CM: inner rping client -> native server, native client -> inner server: ok"
+grep -q NVMEOF-HOST-OK /tmp/inner.log ||
+    fail "NVMe over RDMA from the inner guest to the native target failed"
+# What the inner guest wrote is on the target's RAM disk, byte for byte.
+sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp/inner.log)
+[ -n "$sum" ] && [ "$(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)" = "$sum" ] ||
+    fail "the native target's RAM disk does not hold what the inner guest wrote"
+nvmeof_target_down
+echo "NVMe over RDMA: inner guest host -> native target: 4 MiB written, read back and found on the target's disk"
 
 echo "=== (b) two inner guests"
 INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515" \
@@ -204,9 +226,10 @@ GUEST
 # RDMA device on its eth0, or the host's RDMA CM may pick the other one.
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1500 --smp 2 \
     --pvrdma 0 --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
+    --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
     --add "$rc_verify" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM" \
+grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways), inner <-> inner (ping-pong -c, rping), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host), inner <-> inner (ping-pong -c, rping), errors named"

@@ -772,8 +772,9 @@ static void cm_host_rep(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
     cm_put32(mad, REP_REMOTE_ID, c->guest_id);
     cm_put24(mad, REP_QPN, p->qp_num);
     cm_put24(mad, REP_PSN, rts.sq_psn);
-    mad[REP_RESP_RES] = p->responder_resources;
-    mad[REP_INIT_DEPTH] = p->initiator_depth;
+    /* The event's counts are ours, the message's the sender's. */
+    mad[REP_RESP_RES] = p->initiator_depth;
+    mad[REP_INIT_DEPTH] = p->responder_resources;
     mad[REP_DELAY_FO_FC] = 15 << 3 | 2 << 1 | (p->flow_control & 1);
     mad[REP_RNR_SRQ] = (p->rnr_retry_count & 7) << 5 | (p->srq & 1) << 4;
     cm_put64(mad, REP_CA_GUID, cm->guid);
@@ -822,8 +823,9 @@ static void cm_host_req(PvrdmaIbvCm *cm, PvrdmaCmListen *l,
     cm_put64(mad, REQ_SERVICE_ID, (uint64_t)CMA_PS_TCP << 16 | l->port);
     cm_put64(mad, REQ_CA_GUID, cm->guid);
     cm_put24(mad, REQ_QPN, p->qp_num);
-    mad[REQ_RESP_RES] = p->responder_resources;
-    mad[REQ_INIT_DEPTH] = p->initiator_depth;
+    /* The event's counts are ours, the message's the sender's. */
+    mad[REQ_RESP_RES] = p->initiator_depth;
+    mad[REQ_INIT_DEPTH] = p->responder_resources;
     /* 4 s response timeouts, RC, the peer's flow control. */
     mad[REQ_TIMEOUT_TYPE_FC] = 20 << 3 | (p->flow_control & 1);
     cm_put24(mad, REQ_PSN, rts.sq_psn);     /* what the guest sends from */

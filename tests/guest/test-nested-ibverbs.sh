@@ -17,7 +17,8 @@
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens), then rping (RDMA
-#      CM) from B to A;
+#      CM) from B to A, and NVMe over RDMA from B (host) to A (target),
+#      the data found on A's disk;
 #  (c) what QEMU says when the host device is missing, has no such port
 #      or GID, is down, or guest RAM is not shared, and when such a VM is
 #      asked to migrate.
@@ -60,9 +61,17 @@ case $ip in
     echo "NVMEOF-HOST-OK" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
+    fail() { echo "FAIL: $*"; exit 1; }
+    . ./nvmeof.sh
+    nvmeof_target "$ip"
     rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
     [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
-    echo "RPING-SERVER-OK" ;;
+    echo "RPING-SERVER-OK"
+    # B says when its NVMe host is done (port 5000, forwarded from the
+    # outer 18601); then what is on the disk.
+    nc -l -p 5000 > /dev/null
+    echo "NVMET-DISK $(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)"
+    nvmeof_target_down ;;
 10.0.5.2)   # (b), B: started once A listens
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" || exit 1
     # A's rping server starts after its ping-pong: until then A rejects.
@@ -70,11 +79,23 @@ case $ip in
         rping -c -a 10.0.4.2 -C 20 -S 4000 -V -v > /tmp/rping.out
         if [ "$(grep -c "^ping data: " /tmp/rping.out)" = 20 ]; then
             echo "RPING-CLIENT-OK"
-            exit 0
+            break
         fi
         sleep 2
     done
-    exit 1 ;;
+    # NVMe over RDMA to A's target (set up before A's rping server);
+    # A is told when it is over, whatever the outcome.
+    (
+        fail() { echo "FAIL: $*"; exit 1; }
+        . ./nvmeof.sh
+        dmesg_mark
+        nvmeof_host 10.0.4.2
+        dmesg_clean
+        echo "NVMEOF-HOST-OK"
+    )
+    st=$?
+    echo done | nc "$gw" 18601
+    exit $st ;;
 esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
@@ -191,7 +212,7 @@ nvmeof_target_down
 echo "NVMe over RDMA: inner guest host -> native target: 4 MiB written, read back and found on the target's disk"
 
 echo "=== (b) two inner guests"
-INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515" \
+INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515,hostfwd=tcp:127.0.0.1:18601-10.0.4.2:5000" \
     inner_run innerA 10.0.4.2 512 600 > /tmp/innerA.out 2>&1 &
 a=$!
 # B's connection through the hostfwd must find A listening (a forwarded
@@ -213,6 +234,12 @@ grep -q "200 iters in" /tmp/innerA.log && grep -q "200 iters in" /tmp/innerB.log
 grep -q RPING-SERVER-OK /tmp/innerA.log && grep -q RPING-CLIENT-OK /tmp/innerB.log ||
     fail "inner guests A and B: rping (RDMA CM) did not complete"
 echo "RDMA CM: inner B rping client -> inner A server: ok"
+grep -q NVMEOF-HOST-OK /tmp/innerB.log ||
+    fail "inner guests A and B: NVMe over RDMA from B to A failed"
+sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp/innerB.log)
+[ -n "$sum" ] && grep -q "^NVMET-DISK $sum" /tmp/innerA.log ||
+    fail "A's disk does not hold what B wrote over NVMe/RDMA"
+echo "NVMe over RDMA: inner B host -> inner A target: 4 MiB written, read back and found on A's disk"
 
 echo "=== (c) a port that is down"
 ip link set eth0 down
@@ -232,4 +259,4 @@ GUEST
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host), inner <-> inner (ping-pong -c, rping), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"

@@ -1370,8 +1370,8 @@ static void cm_req(uint8_t *m, CmDev *c, uint32_t comm_id, uint16_t ps,
     put32(m, M + 8, 0);
     put32(m, M + 12, (uint32_t)ps << 16 | port);
     put24(m, M + 32, qpn);
-    m[M + 35] = 1;                  /* responder resources */
-    m[M + 39] = 1;                  /* initiator depth */
+    m[M + 35] = 3;                  /* responder resources */
+    m[M + 39] = 2;                  /* initiator depth */
     m[M + 43] = 20 << 3;            /* RC */
     put24(m, M + 44, 0x123456);     /* the guest's PSN: not used */
     m[M + 47] = 20 << 3 | 7;
@@ -1494,6 +1494,9 @@ static void test_cm(void **state)
     assert_memory_equal(r + M + 140 + 16, cm_gid[0] + 12, 4);
     assert_memory_equal(r + M + 140 + 32, cm_gid[1] + 12, 4);
     assert_memory_equal(r + M + 140 + 36, "hello-cm", 8);
+    /* RDMA read credits as A's guest stated them (the sender's view). */
+    assert_int_equal(r[M + 35], 3);
+    assert_int_equal(r[M + 39], 2);
     psn = get32(r, M + 44) >> 8;
 
     /* B's guest accepts: its QP goes RTR/RTS first (as librdmacm does). */
@@ -1504,8 +1507,8 @@ static void test_cm(void **state)
     put32(m, M + 4, b_peer);
     put24(m, M + 12, b->rc->qpn);
     put24(m, M + 20, 0x654321);     /* the guest's PSN: not used */
-    m[M + 24] = 1;
-    m[M + 25] = 1;
+    m[M + 24] = 2;                  /* responder resources (<= A's depth) */
+    m[M + 25] = 3;                  /* initiator depth (<= A's resources) */
     m[M + 27] = 7 << 5;
     memcpy(m + M + 36, "hi-back", 7);
     cm_send(b, m, MAD_LEN, cm_gid[0]);
@@ -1515,6 +1518,8 @@ static void test_cm(void **state)
     assert_int_equal(get32(r, M + 4), a_id);
     assert_int_equal(get32(r, M + 12) >> 8, b->rc->qpn);
     assert_memory_equal(r + M + 36, "hi-back", 7);
+    assert_int_equal(r[M + 24], 2);
+    assert_int_equal(r[M + 25], 3);
     a_peer = get32(r, M + 0);
     cm_qp_rtr_rts(a, b->rc->qpn, cm_gid[1], 0x123456, get32(r, M + 20) >> 8);
     cm_mad(m, 0x14, 0x98);

@@ -1017,28 +1017,6 @@ static void test_reg_1gib(void **state)
 
 /* ---- fast-reg MRs (memory windows of the host device) -------------------- */
 
-/* REG_MR of @f on @qp: @npages of its pages at @iova, key byte in @key. */
-static void reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
-                   uint32_t npages, uint32_t len, uint32_t access,
-                   uint32_t key)
-{
-    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_FAST_REG_MR, 0);
-    uint32_t i;
-
-    for (i = 0; i < npages; i++) {
-        f->pl_table[i] = f->pages[i];
-    }
-    h.wr.fast_reg.iova_start = iova;
-    h.wr.fast_reg.pl_pdir_dma = f->pl_pdir;
-    h.wr.fast_reg.page_shift = 12;
-    h.wr.fast_reg.page_list_len = npages;
-    h.wr.fast_reg.length = len;
-    h.wr.fast_reg.access_flags = access;
-    h.wr.fast_reg.rkey = key;
-    fv_post_send(qp, &h, NULL, 0);
-    fv_ring_sq(qp);
-}
-
 /* Byte @off of @f's registration at page offset @first. */
 static uint8_t *frmr_byte(Dev *d, FvFrmr *f, uint64_t first, uint64_t off)
 {
@@ -1084,7 +1062,7 @@ static void test_frmr(void **state)
     /* The guest's keys are the host window's: peers use them as they are. */
     assert_int_not_equal(f->key >> 8, f->handle);
     key = (f->key & ~0xffu) | 0x42;
-    reg_mr(p->qb, f, 1, iova, 3, len, ALL_ACCESS, key);
+    fv_post_reg_mr(p->qb, f, 1, iova, 3, len, ALL_ACCESS, key);
     expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
     fv_mr_fill(p->ma, VA_A, 6000, 0x17);
     frmr_rdma(p, 2, PVRDMA_WR_RDMA_WRITE, iova + 0x100, 6000, key,
@@ -1116,7 +1094,7 @@ static void test_frmr(void **state)
     p = pair_new();
     f = fv_frmr_new(p->b.fg, p->b.pd, 4);
     key = (f->key & ~0xffu) | 0x43;
-    reg_mr(p->qb, f, 1, iova, 1, 4096 - 0xa00, ALL_ACCESS, key);
+    fv_post_reg_mr(p->qb, f, 1, iova, 1, 4096 - 0xa00, ALL_ACCESS, key);
     expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
     fv_post_recv(p->qb, 2, &rs, 1);
     fv_ring_rq(p->qb);
@@ -1135,7 +1113,7 @@ static void test_frmr(void **state)
     assert_int_equal(GUINT32_FROM_LE(c.imm_data), key);
     /* Invalid now, so B may register it again; A writes through it. */
     key = (f->key & ~0xffu) | 0x44;
-    reg_mr(p->qb, f, 4, iova, 2, 4096, ALL_ACCESS, key);
+    fv_post_reg_mr(p->qb, f, 4, iova, 2, 4096, ALL_ACCESS, key);
     expect_cqe(p, p->b.cq, 4, PVRDMA_WC_SUCCESS);
     fv_mr_fill(p->ma, VA_A, 4096, 0x29);
     frmr_rdma(p, 6, PVRDMA_WR_RDMA_WRITE, iova, 4096, key,

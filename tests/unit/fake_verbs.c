@@ -467,6 +467,31 @@ FvFrmr *fv_frmr_new(FakeGuest *fg, uint32_t pd, uint32_t max_sg)
     return f;
 }
 
+void fv_post_reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
+                    uint32_t npages, uint32_t len, uint32_t access,
+                    uint32_t key)
+{
+    struct pvrdma_sq_wqe_hdr h;
+    uint32_t i;
+
+    memset(&h, 0, sizeof(h));
+    h.wr_id = id;
+    h.opcode = PVRDMA_WR_FAST_REG_MR;
+    h.send_flags = PVRDMA_WR_FLAG_SIGNALED;
+    for (i = 0; i < npages && i < FV_MAX_PAGES; i++) {
+        f->pl_table[i] = f->pages[i];
+    }
+    h.wr.fast_reg.iova_start = iova;
+    h.wr.fast_reg.pl_pdir_dma = f->pl_pdir;
+    h.wr.fast_reg.page_shift = 12;
+    h.wr.fast_reg.page_list_len = npages;
+    h.wr.fast_reg.length = len;
+    h.wr.fast_reg.access_flags = access;
+    h.wr.fast_reg.rkey = key;
+    fv_post_send(qp, &h, NULL, 0);
+    fv_ring_sq(qp);
+}
+
 /* ---- device rings -------------------------------------------------------- */
 
 bool fv_async_next(FakeGuest *fg, uint32_t *type, uint32_t *info)

@@ -140,5 +140,12 @@ typedef struct FvFrmr {
 } FvFrmr;
 
 FvFrmr *fv_frmr_new(FakeGuest *fg, uint32_t pd, uint32_t max_sg);
+/*
+ * Post and ring a signaled REG_MR of @f on @qp: its first @npages pages
+ * at @iova, @len bytes, key @key (its byte the new one).
+ */
+void fv_post_reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
+                    uint32_t npages, uint32_t len, uint32_t access,
+                    uint32_t key);
 
 #endif /* TESTS_UNIT_FAKE_VERBS_H */

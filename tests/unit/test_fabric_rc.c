@@ -1669,21 +1669,7 @@ static void post_reg_mr(Pair *p, FvFrmr *f, uint64_t id, uint64_t iova,
                         uint32_t npages, uint32_t len, uint32_t access,
                         uint32_t key)
 {
-    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_FAST_REG_MR, SIG, 0);
-    uint32_t i;
-
-    for (i = 0; i < npages && i < FV_MAX_PAGES; i++) {
-        f->pl_table[i] = f->pages[i];
-    }
-    h.wr.fast_reg.iova_start = iova;
-    h.wr.fast_reg.pl_pdir_dma = f->pl_pdir;
-    h.wr.fast_reg.page_shift = 12;
-    h.wr.fast_reg.page_list_len = npages;
-    h.wr.fast_reg.length = len;
-    h.wr.fast_reg.access_flags = access;
-    h.wr.fast_reg.rkey = key;
-    fv_post_send(p->b, &h, NULL, 0);
-    fv_ring_sq(p->b);
+    fv_post_reg_mr(p->b, f, id, iova, npages, len, access, key);
 }
 
 static void do_fast_reg(bool two)

@@ -13,7 +13,8 @@
 #      (rping -V: the client checks every byte it gets back); NVMe over
 #      RDMA from the inner guest to a kernel target in the outer guest
 #      (a kernel user: RDMA CM, fast-reg MRs), the data found on the
-#      target's disk;
+#      target's disk; an NFS over RDMA client of the outer guest's nfsd,
+#      the file checked on the server;
 #  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens), then rping (RDMA
@@ -58,7 +59,13 @@ case $ip in
     dmesg_mark
     nvmeof_host 10.0.2.15
     dmesg_clean
-    echo "NVMEOF-HOST-OK" ;;
+    echo "NVMEOF-HOST-OK"
+    # Another: an NFS over RDMA client of the outer guest's nfsd.
+    . ./nfs.sh
+    dmesg_mark
+    nfs_client 10.0.2.15
+    dmesg_clean
+    echo "NFS-CLIENT-OK" ;;
 10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
     fail() { echo "FAIL: $*"; exit 1; }
@@ -99,12 +106,14 @@ case $ip in
 esac
 INNER
 nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
-    "$rc_verify" "$TESTS_TOP/tests/guest/nvmeof.sh"
+    "$rc_verify" "$TESTS_TOP/tests/guest/nvmeof.sh" \
+    "$TESTS_TOP/tests/guest/nfs.sh"
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
 . ./rxe.sh
 . ./inner.sh
 . ./nvmeof.sh
+. ./nfs.sh
 rxe_up
 for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
     ip addr add $a/24 dev eth0
@@ -164,6 +173,7 @@ agent=$!
 timeout 900 rping -s -a 10.0.2.15 -C 20 -S 4000 -v > /tmp/rping-srv.out 2>&1 &
 rping_srv=$!
 nvmeof_target 10.0.2.15
+nfs_server 10.0.2.15
 # The inner guest serves rping after its client: until then its device
 # rejects.
 (
@@ -210,6 +220,13 @@ sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp
     fail "the native target's RAM disk does not hold what the inner guest wrote"
 nvmeof_target_down
 echo "NVMe over RDMA: inner guest host -> native target: 4 MiB written, read back and found on the target's disk"
+grep -q NFS-CLIENT-OK /tmp/inner.log ||
+    fail "NFS over RDMA from the inner guest to the native nfsd failed"
+sum=$(sed -n 's/.*16 MiB written and read back equal in .* READs (\([0-9a-f]*\)).*/\1/p' /tmp/inner.log)
+[ -n "$sum" ] && [ "$(nfs_server_md5)" = "$sum" ] ||
+    fail "the native nfsd's file is not what the inner guest wrote"
+nfs_server_down
+echo "NFS over RDMA: inner guest client -> native nfsd: 16 MiB written, read back over RDMA and found on the server"
 
 echo "=== (b) two inner guests"
 INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515,hostfwd=tcp:127.0.0.1:18601-10.0.4.2:5000" \
@@ -253,10 +270,10 @@ GUEST
 # RDMA device on its eth0, or the host's RDMA CM may pick the other one.
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 1500 --smp 2 \
     --pvrdma 0 --mem 3072 --add "$TESTS_TOP/tests/guest/pair.sh" "${NESTED_ADDS[@]}" \
-    --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
+    --add "$TESTS_TOP/tests/guest/nvmeof.sh" --add "$TESTS_TOP/tests/guest/nfs.sh" \
     --add "$rc_verify" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA" \
+grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA|^NFS over RDMA" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host, NFS/RDMA client), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"

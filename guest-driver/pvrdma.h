@@ -117,6 +117,7 @@ struct pvrdma_cq {
 	refcount_t refcnt;
 	struct completion free;
 	spinlock_t lock;
+	struct mutex resize_mutex;	/* user CQ: one resize at a time */
 	struct pvrdma_pdir pdir;
 	struct ib_umem *umem;
 	struct pvrdma_ring_state *ring_state;
@@ -229,6 +230,8 @@ struct pvrdma_mr {
 	struct ib_mr ibmr;
 	u32 mr_handle;
 	struct ib_umem *umem;
+	u64 start;		/* user MR: address, access (for rereg) */
+	int access;
 	struct pvrdma_pdir pdir;
 	u32 max_pages;
 	u32 npages;
@@ -528,6 +531,7 @@ int pvrdma_query_port_attr(struct pvrdma_dev *dev,
 int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 		     struct ib_udata *udata);
 int pvrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata);
+int pvrdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata);
 void pvrdma_cq_notify(struct pvrdma_dev *dev, u32 cq_handle);
 void pvrdma_cq_event(struct pvrdma_dev *dev, u32 cq_handle,
 		     enum ib_event_type type);
@@ -575,6 +579,9 @@ int pvrdma_destroy_ah(struct ib_ah *ibah, u32 flags);
 /* pvrdma_mr.c */
 
 struct ib_mr *pvrdma_get_dma_mr(struct ib_pd *ibpd, int access_flags);
+struct ib_mr *pvrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				   u64 length, u64 virt_addr, int access_flags,
+				   struct ib_pd *ibpd, struct ib_udata *udata);
 struct ib_mr *pvrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 				 u64 virt_addr, int access_flags,
 				 struct ib_udata *udata);

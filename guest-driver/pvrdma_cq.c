@@ -466,6 +466,7 @@ int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	}
 
 	spin_lock_init(&cq->lock);
+	mutex_init(&cq->resize_mutex);
 	refcount_set(&cq->refcnt, 1);
 	init_completion(&cq->free);
 
@@ -540,6 +541,76 @@ err_free_ring:
 	pvrdma_cq_free_ring(dev, cq);
 err_dec_count:
 	atomic_dec(&dev->num_cqs);
+	return ret;
+}
+
+/**
+ * pvrdma_resize_cq() - move a user CQ to a ring of another size
+ * @ibcq: the CQ
+ * @cqe: entries wanted, rounded up to a power of two
+ * @udata: the provider's new ring buffer (struct pvrdma_resize_cq, laid
+ *	   out as for CREATE_CQ)
+ *
+ * A project extension (PVRDMA_EX_CAP_RESIZE_CQ): RESIZE_CQ hands the
+ * device the new ring, and the device moves the CQEs not yet polled into
+ * it. The provider polls nothing meanwhile (it holds its CQ lock). Kernel
+ * CQs are not resized. On an error the CQ stays on its old ring.
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibcq->device);
+	struct pvrdma_cq *cq = to_pcq(ibcq);
+	union pvrdma_cmd_req req = {};
+	union pvrdma_cmd_resp resp;
+	struct pvrdma_pdir pdir = {};
+	struct ib_umem *umem;
+	u32 entries;
+	int ret;
+
+	if (!(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_RESIZE_CQ) || !udata ||
+	    !cq->umem)
+		return -EOPNOTSUPP;
+	if (cqe < 1 || cqe > dev->caps.max_cqe)
+		return -EINVAL;
+	entries = roundup_pow_of_two(cqe);
+	if (entries > dev->caps.max_cqe)
+		return -EINVAL;
+
+	/* Two threads of a process could ask at once: not both replace. */
+	mutex_lock(&cq->resize_mutex);
+	ret = pvrdma_pdir_pin_user_ring(dev, udata,
+					(size_t)entries * PVRDMA_CQE_SIZE,
+					&umem, &pdir);
+	if (ret < 0)
+		goto out_unlock;
+
+	req.resize_cq_ex.hdr.cmd = PVRDMA_CMD_RESIZE_CQ;
+	req.resize_cq_ex.cq_handle = cq->cq_handle;
+	req.resize_cq_ex.cqe = entries;
+	req.resize_cq_ex.pdir_dma = pdir.dir_dma;
+	req.resize_cq_ex.nchunks = ret;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (!ret && resp.resize_cq_resp.cqe != entries) {
+		pvrdma_err_cq(cq, "device resized to %u entries, not %u\n",
+			      resp.resize_cq_resp.cqe, entries);
+		ret = -EIO;
+	}
+	if (ret) {
+		pvrdma_pdir_cleanup(dev, &pdir);
+		ib_umem_release(umem);
+		goto out_unlock;
+	}
+
+	pvrdma_cq_free_ring(dev, cq);
+	cq->pdir = pdir;
+	cq->umem = umem;
+	cq->ncqe = entries;
+	ibcq->cqe = entries;
+	pvrdma_dbg_cq(cq, "resized to %u entries\n", entries);
+out_unlock:
+	mutex_unlock(&cq->resize_mutex);
 	return ret;
 }
 

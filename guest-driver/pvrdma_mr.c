@@ -152,6 +152,8 @@ struct ib_mr *pvrdma_reg_user_mr(struct ib_pd *ibpd, u64 start, u64 length,
 		goto err_free_pdir;
 
 	mr->ibmr.length = length;
+	mr->start = start;
+	mr->access = access_flags;
 	pvrdma_dbg(dev, "mr#%u: %llu bytes in %u pages, lkey %#x rkey %#x\n",
 		   mr->mr_handle, length, npages, mr->ibmr.lkey,
 		   mr->ibmr.rkey);
@@ -164,6 +166,43 @@ err_release_umem:
 err_free_mr:
 	pvrdma_mr_free(dev, mr);
 	return ERR_PTR(ret);
+}
+
+/**
+ * pvrdma_rereg_user_mr() - change a user MR's pages, access or PD
+ * @ibmr: the user MR
+ * @flags: IB_MR_REREG_TRANS, _PD, _ACCESS
+ * @start: new address (with IB_MR_REREG_TRANS)
+ * @length: new length (with IB_MR_REREG_TRANS)
+ * @virt_addr: new IOVA (with IB_MR_REREG_TRANS)
+ * @access_flags: new access (with IB_MR_REREG_ACCESS)
+ * @ibpd: the PD the MR is to be in (the old one without IB_MR_REREG_PD)
+ * @udata: none expected
+ *
+ * The device has no command to change an MR, so a new one is registered
+ * with what changes and what stays; the IB core then replaces the old one
+ * (DESTROY_MR) under the same user handle. The keys change, as ibverbs
+ * allows; on an error the old MR is untouched.
+ *
+ * Return: the new MR or an ERR_PTR.
+ */
+struct ib_mr *pvrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
+				   u64 length, u64 virt_addr, int access_flags,
+				   struct ib_pd *ibpd, struct ib_udata *udata)
+{
+	struct pvrdma_mr *old = to_pmr(ibmr);
+
+	if (!old->umem)
+		return ERR_PTR(-EINVAL);
+	if (!(flags & IB_MR_REREG_TRANS)) {
+		start = old->start;
+		virt_addr = old->start;
+		length = ibmr->length;
+	}
+	if (!(flags & IB_MR_REREG_ACCESS))
+		access_flags = old->access;
+	return pvrdma_reg_user_mr(ibpd, start, length, virt_addr, access_flags,
+				  udata);
 }
 
 /**

@@ -597,7 +597,9 @@ const struct ib_device_ops pvrdma_dev_ops = {
 	.query_port = pvrdma_query_port,
 	.query_qp = pvrdma_query_qp,
 	.reg_user_mr = pvrdma_reg_user_mr,
+	.rereg_user_mr = pvrdma_rereg_user_mr,
 	.req_notify_cq = pvrdma_req_notify_cq,
+	.resize_cq = pvrdma_resize_cq,
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, pvrdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, pvrdma_cq, ibcq),

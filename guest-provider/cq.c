@@ -4,6 +4,7 @@
  * memory and is polled without a system call.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,24 +20,45 @@ static size_t pvrdma_cq_buf_size(size_t pg_sz, uint32_t nelems)
 		     pg_sz);
 }
 
-struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
-				struct ibv_comp_channel *channel,
-				int comp_vector)
+static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags);
+
+/* What ibv_create_cq_ex may ask of this device. */
+#define PVRDMA_CQ_WC_FLAGS IBV_WC_STANDARD_FLAGS
+#define PVRDMA_CQ_INIT_ATTR_MASK IBV_CQ_INIT_ATTR_MASK_FLAGS
+#define PVRDMA_CQ_CREATE_FLAGS IBV_CREATE_CQ_ATTR_SINGLE_THREADED
+
+/*
+ * Create a CQ for ibv_create_cq (@ex false) or ibv_create_cq_ex. The CQE
+ * has no timestamp, so completion timestamps cannot be offered; a single
+ * threaded CQ is one that takes its lock uncontended.
+ */
+static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
+					  struct ibv_cq_init_attr_ex *attr,
+					  bool ex)
 {
 	struct pvrdma_device *dev = to_pvrdma_dev(ibvctx->device);
+	struct pvrdma_ucmd_create_cq_ex_resp resp_ex = {};
+	struct pvrdma_ucmd_create_cq_ex cmd_ex = {};
 	struct pvrdma_ucmd_create_cq_resp resp = {};
 	struct pvrdma_ucmd_create_cq cmd = {};
 	struct pvrdma_cq *cq;
 	uint32_t nelems;
 	int err;
 
+	if (ex && ((attr->comp_mask & ~PVRDMA_CQ_INIT_ATTR_MASK) ||
+		   (attr->wc_flags & ~PVRDMA_CQ_WC_FLAGS) ||
+		   (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
+		    attr->flags & ~PVRDMA_CQ_CREATE_FLAGS))) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	/* CREATE_CQ carries the buffer size in 32 bits (spec §9). */
-	if (ncqe < 1 || ncqe > (UINT32_MAX - dev->pg_sz) /
-				       (2 * sizeof(struct pvrdma_cqe))) {
+	if (attr->cqe < 1 || attr->cqe > (UINT32_MAX - dev->pg_sz) /
+					       (2 * sizeof(struct pvrdma_cqe))) {
 		errno = EINVAL;
 		return NULL;
 	}
-	nelems = roundup_pow_of_two(ncqe);
+	nelems = roundup_pow_of_two(attr->cqe);
 
 	cq = calloc(1, sizeof(*cq));
 	if (!cq) {
@@ -57,11 +79,27 @@ struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
 	cq->ring = &((struct pvrdma_ring_state *)cq->buf)->rx;
 	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)cq->buf + dev->pg_sz);
 
-	cmd.buf_addr = (uintptr_t)cq->buf;
-	cmd.buf_size = cq->buf_size;
-	err = ibv_cmd_create_cq(ibvctx, nelems, channel, comp_vector,
-				&cq->ibvcq, &cmd.ibv_cmd, sizeof(cmd),
-				&resp.ibv_resp, sizeof(resp));
+	if (ex) {
+		struct ibv_cq_init_attr_ex cmd_attr = *attr;
+
+		cmd_ex.buf_addr = (uintptr_t)cq->buf;
+		cmd_ex.buf_size = cq->buf_size;
+		cmd_attr.cqe = nelems;
+		/* The device reports none of the extras: the kernel sees none. */
+		cmd_attr.wc_flags = 0;
+		cmd_attr.comp_mask = 0;
+		err = ibv_cmd_create_cq_ex(ibvctx, &cmd_attr, &cq->vcq,
+					   &cmd_ex.ibv_cmd, sizeof(cmd_ex),
+					   &resp_ex.ibv_resp, sizeof(resp_ex),
+					   0);
+	} else {
+		cmd.buf_addr = (uintptr_t)cq->buf;
+		cmd.buf_size = cq->buf_size;
+		err = ibv_cmd_create_cq(ibvctx, nelems, attr->channel,
+					attr->comp_vector, &cq->vcq.cq,
+					&cmd.ibv_cmd, sizeof(cmd),
+					&resp.ibv_resp, sizeof(resp));
+	}
 	if (err) {
 		verbs_err(verbs_get_ctx(ibvctx), "CREATE_CQ failed: %d\n",
 			  err);
@@ -72,21 +110,22 @@ struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
 	 * The kernel reports the device's ring size in cqe. poll_cq masks
 	 * indices with it, so it must be a power of two that fits the buffer.
 	 */
-	if (cq->ibvcq.cqe < 1 || (uint32_t)cq->ibvcq.cqe > nelems ||
-	    (cq->ibvcq.cqe & (cq->ibvcq.cqe - 1))) {
+	if (cq->vcq.cq.cqe < 1 || (uint32_t)cq->vcq.cq.cqe > nelems ||
+	    (cq->vcq.cq.cqe & (cq->vcq.cq.cqe - 1))) {
 		verbs_err(verbs_get_ctx(ibvctx),
 			  "CREATE_CQ returned a bad ring size %d for %u\n",
-			  cq->ibvcq.cqe, nelems);
+			  cq->vcq.cq.cqe, nelems);
 		err = EIO;
 		goto err_destroy_cq;
 	}
-	cq->nelems = cq->ibvcq.cqe;
-	cq->cqn = resp.cqn;
-
-	return &cq->ibvcq;
+	cq->nelems = cq->vcq.cq.cqe;
+	cq->cqn = ex ? resp_ex.cqn : resp.cqn;
+	if (ex)
+		pvrdma_cq_ex_init(cq, attr->wc_flags);
+	return cq;
 
 err_destroy_cq:
-	ibv_cmd_destroy_cq(&cq->ibvcq);
+	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_free_buf:
 	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
 err_destroy_lock:
@@ -95,6 +134,28 @@ err_free_cq:
 	free(cq);
 	errno = err;
 	return NULL;
+}
+
+struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
+				struct ibv_comp_channel *channel,
+				int comp_vector)
+{
+	struct ibv_cq_init_attr_ex attr = {
+		.cqe = ncqe < 0 ? 0 : ncqe,
+		.channel = channel,
+		.comp_vector = comp_vector,
+	};
+	struct pvrdma_cq *cq = pvrdma_cq_create(ibvctx, &attr, false);
+
+	return cq ? &cq->vcq.cq : NULL;
+}
+
+struct ibv_cq_ex *pvrdma_create_cq_ex(struct ibv_context *ibvctx,
+				      struct ibv_cq_init_attr_ex *attr)
+{
+	struct pvrdma_cq *cq = pvrdma_cq_create(ibvctx, attr, true);
+
+	return cq ? &cq->vcq.cq_ex : NULL;
 }
 
 int pvrdma_destroy_cq(struct ibv_cq *ibvcq)
@@ -109,6 +170,55 @@ int pvrdma_destroy_cq(struct ibv_cq *ibvcq)
 	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
 	pthread_spin_destroy(&cq->lock);
 	free(cq);
+	return 0;
+}
+
+/*
+ * Move the CQ to a ring of another size (a project extension: the device
+ * copies the CQEs not yet polled to the start of the new ring and sets
+ * its indices). Polling waits on the CQ lock meanwhile; on an error the
+ * CQ stays on its ring. A device without the extension: EOPNOTSUPP from
+ * the kernel.
+ */
+int pvrdma_resize_cq(struct ibv_cq *ibvcq, int ncqe)
+{
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvcq->context->device);
+	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
+	struct ib_uverbs_resize_cq_resp resp = {};
+	struct pvrdma_ucmd_resize_cq cmd = {};
+	size_t buf_size;
+	uint32_t nelems;
+	void *buf;
+	int err;
+
+	if (ncqe < 1 || (size_t)ncqe > (UINT32_MAX - dev->pg_sz) /
+					       (2 * sizeof(struct pvrdma_cqe)))
+		return EINVAL;
+	nelems = roundup_pow_of_two(ncqe);
+	buf_size = pvrdma_cq_buf_size(dev->pg_sz, nelems);
+	buf = pvrdma_alloc_ring_buf(buf_size);
+	if (!buf)
+		return errno;
+
+	pthread_spin_lock(&cq->lock);
+	cmd.buf_addr = (uintptr_t)buf;
+	cmd.buf_size = buf_size;
+	err = ibv_cmd_resize_cq(ibvcq, nelems, &cmd.ibv_cmd, sizeof(cmd),
+				&resp, sizeof(resp));
+	if (!err && resp.cqe != nelems)
+		err = EIO;	/* the kernel and the ring disagree: give up */
+	if (err) {
+		pthread_spin_unlock(&cq->lock);
+		pvrdma_free_ring_buf(buf, buf_size);
+		return err;
+	}
+	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
+	cq->buf = buf;
+	cq->buf_size = buf_size;
+	cq->ring = &((struct pvrdma_ring_state *)buf)->rx;
+	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)buf + dev->pg_sz);
+	cq->nelems = nelems;
+	pthread_spin_unlock(&cq->lock);
 	return 0;
 }
 
@@ -177,18 +287,17 @@ static struct pvrdma_qp *pvrdma_lookup_qp(struct pvrdma_context *ctx,
 }
 
 /*
- * Take the CQE at cons_head, if any (spec §8.4 poll algorithm). Returns 1
- * when wc was filled, 0 when the ring is empty, -1 when the ring state is
- * invalid. A CQE whose QP this context does not know is consumed and
- * dropped: it can only belong to a QP that is already gone. *drops_left
- * bounds the drops of one poll_cq call, so that a device that keeps
- * producing such CQEs cannot keep the caller spinning.
+ * Take the CQE at cons_head, if any (spec §8.4 poll algorithm): copy it to
+ * *cqe and consume it. Returns 1 when a CQE was taken, 0 when the ring is
+ * empty, -1 when the ring state is invalid. A CQE whose QP this context
+ * does not know is consumed and dropped: it can only belong to a QP that
+ * is already gone. *drops_left bounds the drops of one call, so that a
+ * device that keeps producing such CQEs cannot keep the caller spinning.
  */
-static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
-			   struct ibv_wc *wc, uint32_t *drops_left)
+static int pvrdma_take_cqe(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
+			   struct pvrdma_cqe *cqe, struct pvrdma_qp **qp,
+			   uint32_t *drops_left)
 {
-	struct pvrdma_cqe cqe;
-	struct pvrdma_qp *qp;
 	uint32_t slot;
 	int ret;
 
@@ -200,44 +309,74 @@ static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 		/* Read the CQE only after seeing the producer index. */
 		udma_from_device_barrier();
 		/* One copy, so the device cannot change fields under us. */
-		cqe = cq->cqes[slot];
+		*cqe = cq->cqes[slot];
+		pvrdma_ring_consume(cq->ring, cq->nelems);
 
-		qp = pvrdma_lookup_qp(ctx, le64toh(cqe.qp));
-		if (qp)
-			break;
+		*qp = pvrdma_lookup_qp(ctx, le64toh(cqe->qp));
+		if (*qp)
+			return 1;
 
 		verbs_warn_datapath(&ctx->ibvctx,
 				    "CQ %u: dropped CQE of unknown QP %#llx\n",
 				    cq->cqn,
-				    (unsigned long long)le64toh(cqe.qp));
-		pvrdma_ring_consume(cq->ring, cq->nelems);
+				    (unsigned long long)le64toh(cqe->qp));
 		if (!--*drops_left)
 			return 0;
 	}
+}
 
-	wc->wr_id = le64toh(cqe.wr_id);
-	wc->status = pvrdma_to_ibv_wc_status(le32toh(cqe.status));
-	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe.opcode));
-	wc->vendor_err = le32toh(cqe.vendor_err);
-	wc->byte_len = le32toh(cqe.byte_len);
+/*
+ * Project convention: a SEND_WITH_INV receive carries the invalidated
+ * rkey in imm_data as a plain little-endian u32, not in wire order.
+ */
+static uint32_t pvrdma_cqe_inv_rkey(const struct pvrdma_cqe *cqe)
+{
+	return le32toh((__force uint32_t)cqe->imm_data);
+}
+
+static void pvrdma_cqe_to_wc(const struct pvrdma_cqe *cqe,
+			     const struct pvrdma_qp *qp, struct ibv_wc *wc)
+{
+	wc->wr_id = le64toh(cqe->wr_id);
+	wc->status = pvrdma_to_ibv_wc_status(le32toh(cqe->status));
+	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe->opcode));
+	wc->vendor_err = le32toh(cqe->vendor_err);
+	wc->byte_len = le32toh(cqe->byte_len);
 	wc->qp_num = qp->vqp.qp.qp_num;
-	wc->src_qp = le32toh(cqe.src_qp);
-	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe.wc_flags));
-	/*
-	 * Project convention: a SEND_WITH_INV receive carries the invalidated
-	 * rkey in imm_data as a plain little-endian u32, not in wire order.
-	 */
+	wc->src_qp = le32toh(cqe->src_qp);
+	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe->wc_flags));
 	if (wc->wc_flags & IBV_WC_WITH_INV)
-		wc->invalidated_rkey = le32toh((__force uint32_t)cqe.imm_data);
+		wc->invalidated_rkey = pvrdma_cqe_inv_rkey(cqe);
 	else
-		wc->imm_data = cqe.imm_data;
-	wc->pkey_index = le16toh(cqe.pkey_index);
-	wc->slid = le16toh(cqe.slid);
-	wc->sl = cqe.sl;
-	wc->dlid_path_bits = cqe.dlid_path_bits;
+		wc->imm_data = cqe->imm_data;
+	wc->pkey_index = le16toh(cqe->pkey_index);
+	wc->slid = le16toh(cqe->slid);
+	wc->sl = cqe->sl;
+	wc->dlid_path_bits = cqe->dlid_path_bits;
+}
 
-	pvrdma_ring_consume(cq->ring, cq->nelems);
-	return 1;
+/*
+ * Take one CQE; on an empty ring, ring CQ_POLL first if it is time (see
+ * pvrdma_poll_cq) and look once more. *rang: CQ_POLL was rung already.
+ */
+static int pvrdma_poll_one(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
+			   struct pvrdma_cqe *cqe, struct pvrdma_qp **qp,
+			   uint32_t *drops_left, bool *rang)
+{
+	int ret = pvrdma_take_cqe(ctx, cq, cqe, qp, drops_left);
+
+	if (ret == 0 && !*rang && ctx->cq_poll_every &&
+	    cq->empty_polls++ % ctx->cq_poll_every == 0) {
+		/* Consumed CQEs first: the device may reuse slots. */
+		udma_to_device_barrier();
+		pvrdma_uar_write(ctx, PVRDMA_UAR_CQ_OFFSET, PVRDMA_UAR_CQ_POLL,
+				 cq->cqn);
+		*rang = true;
+		ret = pvrdma_take_cqe(ctx, cq, cqe, qp, drops_left);
+	}
+	if (ret > 0)
+		cq->empty_polls = 0;
+	return ret;
 }
 
 /*
@@ -257,26 +396,18 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvcq->context);
 	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
 	uint32_t drops_left = cq->nelems;
+	struct pvrdma_cqe cqe;
+	struct pvrdma_qp *qp;
 	bool rang = false;
 	int npolled;
 	int ret = 0;
 
 	pthread_spin_lock(&cq->lock);
 	for (npolled = 0; npolled < num_entries; npolled++) {
-		ret = pvrdma_poll_one(ctx, cq, &wc[npolled], &drops_left);
-		if (ret == 0 && !rang && ctx->cq_poll_every &&
-		    cq->empty_polls++ % ctx->cq_poll_every == 0) {
-			/* Consumed CQEs first: the device may reuse slots. */
-			udma_to_device_barrier();
-			pvrdma_uar_write(ctx, PVRDMA_UAR_CQ_OFFSET,
-					 PVRDMA_UAR_CQ_POLL, cq->cqn);
-			rang = true;
-			ret = pvrdma_poll_one(ctx, cq, &wc[npolled],
-					      &drops_left);
-		}
+		ret = pvrdma_poll_one(ctx, cq, &cqe, &qp, &drops_left, &rang);
 		if (ret <= 0)
 			break;
-		cq->empty_polls = 0;
+		pvrdma_cqe_to_wc(&cqe, qp, &wc[npolled]);
 	}
 	pthread_spin_unlock(&cq->lock);
 
@@ -286,6 +417,151 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 		return -EIO;
 	}
 	return npolled;
+}
+
+/*
+ * The extended poll API: start_poll takes the CQ lock and the first CQE,
+ * next_poll the following ones, end_poll drops the lock; the readers look
+ * at the CQE taken last (a copy: its ring slot is already the device's).
+ * start_poll keeps the lock only when it returns 0, as ibverbs requires.
+ */
+static struct pvrdma_cq *cqx_to_cq(struct ibv_cq_ex *cqx)
+{
+	return container_of(cqx, struct pvrdma_cq, vcq.cq_ex);
+}
+
+static int pvrdma_cqx_take(struct pvrdma_cq *cq, bool *rang)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(cq->vcq.cq.context);
+	uint32_t drops_left = cq->nelems;
+	int ret;
+
+	ret = pvrdma_poll_one(ctx, cq, &cq->cur, &cq->cur_qp, &drops_left,
+			      rang);
+	if (ret < 0) {
+		verbs_err_datapath(&ctx->ibvctx, "CQ %u: ring state invalid\n",
+				   cq->cqn);
+		return EIO;
+	}
+	if (!ret)
+		return ENOENT;
+	cq->vcq.cq_ex.wr_id = le64toh(cq->cur.wr_id);
+	cq->vcq.cq_ex.status = pvrdma_to_ibv_wc_status(le32toh(cq->cur.status));
+	return 0;
+}
+
+static int pvrdma_start_poll(struct ibv_cq_ex *cqx,
+			     struct ibv_poll_cq_attr *attr)
+{
+	struct pvrdma_cq *cq = cqx_to_cq(cqx);
+	bool rang = false;
+	int err;
+
+	if (attr->comp_mask)
+		return EINVAL;
+	pthread_spin_lock(&cq->lock);
+	err = pvrdma_cqx_take(cq, &rang);
+	if (err)
+		pthread_spin_unlock(&cq->lock);
+	return err;
+}
+
+static int pvrdma_next_poll(struct ibv_cq_ex *cqx)
+{
+	/* One CQ_POLL per start_poll at most: the device was just asked. */
+	bool rang = true;
+
+	return pvrdma_cqx_take(cqx_to_cq(cqx), &rang);
+}
+
+static void pvrdma_end_poll(struct ibv_cq_ex *cqx)
+{
+	pthread_spin_unlock(&cqx_to_cq(cqx)->lock);
+}
+
+static enum ibv_wc_opcode pvrdma_read_opcode(struct ibv_cq_ex *cqx)
+{
+	return pvrdma_to_ibv_wc_opcode(le32toh(cqx_to_cq(cqx)->cur.opcode));
+}
+
+static uint32_t pvrdma_read_vendor_err(struct ibv_cq_ex *cqx)
+{
+	return le32toh(cqx_to_cq(cqx)->cur.vendor_err);
+}
+
+static uint32_t pvrdma_read_byte_len(struct ibv_cq_ex *cqx)
+{
+	return le32toh(cqx_to_cq(cqx)->cur.byte_len);
+}
+
+/*
+ * ibv_wc_read_invalidated_rkey() reads this too, and takes the key as it
+ * comes, in host order.
+ */
+static __be32 pvrdma_read_imm_data(struct ibv_cq_ex *cqx)
+{
+	const struct pvrdma_cqe *cqe = &cqx_to_cq(cqx)->cur;
+
+	if (le32toh(cqe->wc_flags) & PVRDMA_WC_WITH_INVALIDATE)
+		return (__force __be32)pvrdma_cqe_inv_rkey(cqe);
+	return cqe->imm_data;
+}
+
+static uint32_t pvrdma_read_qp_num(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur_qp->vqp.qp.qp_num;
+}
+
+static uint32_t pvrdma_read_src_qp(struct ibv_cq_ex *cqx)
+{
+	return le32toh(cqx_to_cq(cqx)->cur.src_qp);
+}
+
+static unsigned int pvrdma_read_wc_flags(struct ibv_cq_ex *cqx)
+{
+	return pvrdma_to_ibv_wc_flags(le32toh(cqx_to_cq(cqx)->cur.wc_flags));
+}
+
+static uint32_t pvrdma_read_slid(struct ibv_cq_ex *cqx)
+{
+	return le16toh(cqx_to_cq(cqx)->cur.slid);
+}
+
+static uint8_t pvrdma_read_sl(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.sl;
+}
+
+static uint8_t pvrdma_read_dlid_path_bits(struct ibv_cq_ex *cqx)
+{
+	return cqx_to_cq(cqx)->cur.dlid_path_bits;
+}
+
+/* The readers of the fields asked for (pvrdma_cq_create refused others). */
+static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
+{
+	struct ibv_cq_ex *cqx = &cq->vcq.cq_ex;
+
+	cqx->start_poll = pvrdma_start_poll;
+	cqx->next_poll = pvrdma_next_poll;
+	cqx->end_poll = pvrdma_end_poll;
+	cqx->read_opcode = pvrdma_read_opcode;
+	cqx->read_vendor_err = pvrdma_read_vendor_err;
+	cqx->read_wc_flags = pvrdma_read_wc_flags;
+	if (wc_flags & IBV_WC_EX_WITH_BYTE_LEN)
+		cqx->read_byte_len = pvrdma_read_byte_len;
+	if (wc_flags & IBV_WC_EX_WITH_IMM)
+		cqx->read_imm_data = pvrdma_read_imm_data;
+	if (wc_flags & IBV_WC_EX_WITH_QP_NUM)
+		cqx->read_qp_num = pvrdma_read_qp_num;
+	if (wc_flags & IBV_WC_EX_WITH_SRC_QP)
+		cqx->read_src_qp = pvrdma_read_src_qp;
+	if (wc_flags & IBV_WC_EX_WITH_SLID)
+		cqx->read_slid = pvrdma_read_slid;
+	if (wc_flags & IBV_WC_EX_WITH_SL)
+		cqx->read_sl = pvrdma_read_sl;
+	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
+		cqx->read_dlid_path_bits = pvrdma_read_dlid_path_bits;
 }
 
 /*

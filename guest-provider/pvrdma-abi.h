@@ -20,6 +20,10 @@ DECLARE_DRV_CMD(pvrdma_ucmd_alloc_pd, IB_USER_VERBS_CMD_ALLOC_PD,
 		empty, pvrdma_alloc_pd_resp);
 DECLARE_DRV_CMD(pvrdma_ucmd_create_cq, IB_USER_VERBS_CMD_CREATE_CQ,
 		pvrdma_create_cq, pvrdma_create_cq_resp);
+DECLARE_DRV_CMD(pvrdma_ucmd_create_cq_ex, IB_USER_VERBS_EX_CMD_CREATE_CQ,
+		pvrdma_create_cq, pvrdma_create_cq_resp);
+DECLARE_DRV_CMD(pvrdma_ucmd_resize_cq, IB_USER_VERBS_CMD_RESIZE_CQ,
+		pvrdma_resize_cq, empty);
 DECLARE_DRV_CMD(pvrdma_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		pvrdma_create_qp, pvrdma_create_qp_resp);
 DECLARE_DRV_CMD(pvrdma_ucmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,

@@ -25,7 +25,9 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.alloc_pd = pvrdma_alloc_pd,
 	.create_ah = pvrdma_create_ah,
 	.create_cq = pvrdma_create_cq,
+	.create_cq_ex = pvrdma_create_cq_ex,
 	.create_qp = pvrdma_create_qp,
+	.create_qp_ex = pvrdma_create_qp_ex,
 	.create_srq = pvrdma_create_srq,
 	.dealloc_pd = pvrdma_dealloc_pd,
 	.dereg_mr = pvrdma_dereg_mr,
@@ -45,7 +47,9 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.query_qp = pvrdma_query_qp,
 	.query_srq = pvrdma_query_srq,
 	.reg_mr = pvrdma_reg_mr,
+	.rereg_mr = pvrdma_rereg_mr,
 	.req_notify_cq = pvrdma_req_notify_cq,
+	.resize_cq = pvrdma_resize_cq,
 };
 
 /*

@@ -9,8 +9,10 @@
 #define __PVRDMA_H__
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <infiniband/driver.h>
 #include <util/mmio.h>
@@ -56,7 +58,7 @@ struct pvrdma_pd {
  * produces, poll_cq consumes under the CQ lock.
  */
 struct pvrdma_cq {
-	struct ibv_cq ibvcq;
+	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex when extended */
 	pthread_spinlock_t lock;
 	void *buf;
 	size_t buf_size;
@@ -65,6 +67,12 @@ struct pvrdma_cq {
 	uint32_t nelems;		/* power of two, from the kernel */
 	uint32_t cqn;			/* device CQ handle */
 	uint32_t empty_polls;		/* in a row; paces CQ_POLL */
+	/*
+	 * ibv_start_poll .. ibv_end_poll (under lock): the CQE taken last,
+	 * copied out of the ring, and its QP; the ibv_wc_read_* calls read it.
+	 */
+	struct pvrdma_cqe cur;
+	struct pvrdma_qp *cur_qp;
 };
 
 /*
@@ -110,6 +118,20 @@ struct pvrdma_qp {
 	void *inl_buf;
 	size_t inl_buf_size;
 	struct ibv_mr *inl_mr;
+	/*
+	 * The ibv_wr_* batch being built (qp_ex.c), under the SQ lock from
+	 * wr_start to wr_complete / wr_abort: WQEs are written at the private
+	 * producer index prod and published together.
+	 */
+	struct {
+		uint64_t ops;		/* IBV_QP_EX_WITH_* asked for */
+		uint32_t prod;
+		uint32_t count;		/* WQEs written in this batch */
+		uint32_t slot;		/* of the WQE being built */
+		int err;		/* first error; nothing is posted */
+		struct pvrdma_sq_wqe_hdr *cur;	/* NULL: none being built */
+		bool cur_has_addr;	/* UD: wr_set_ud_addr was called */
+	} wr;
 };
 
 /* Inline bytes a send WR may carry (and the per-slot buffer stride). */
@@ -150,7 +172,7 @@ static inline struct pvrdma_pd *to_pvrdma_pd(struct ibv_pd *ibvpd)
 
 static inline struct pvrdma_cq *to_pvrdma_cq(struct ibv_cq *ibvcq)
 {
-	return container_of(ibvcq, struct pvrdma_cq, ibvcq);
+	return container_of(ibvcq, struct pvrdma_cq, vcq.cq);
 }
 
 static inline struct pvrdma_qp *to_pvrdma_qp(struct ibv_qp *ibvqp)
@@ -182,9 +204,52 @@ static inline void pvrdma_uar_write(struct pvrdma_context *ctx,
 		     flags | (handle & PVRDMA_UAR_HANDLE_MASK));
 }
 
+/* Send flags that mean the same to the device as to ibverbs (spec §8.3). */
+#define PVRDMA_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | \
+			   IBV_SEND_SOLICITED | IBV_SEND_IP_CSUM)
+
+/* IBA: a UD WR's Q_Key with the high bit set stands for the QP's Q_Key. */
+#define PVRDMA_QKEY_USE_QP 0x80000000u
+
+static inline uint32_t pvrdma_ud_qkey(const struct pvrdma_qp *qp,
+				      uint32_t qkey)
+{
+	return qkey & PVRDMA_QKEY_USE_QP ? qp->qkey : qkey;
+}
+
+/*
+ * Start a send WQE: stale union members of an earlier WQE in the slot
+ * must not leak through, so the header is cleared first (spec §8.2).
+ */
+static inline void pvrdma_sq_wqe_init(struct pvrdma_sq_wqe_hdr *wqe,
+				      uint64_t wr_id, unsigned int send_flags,
+				      uint32_t opcode)
+{
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr_id = htole64(wr_id);
+	wqe->opcode = htole32(opcode);
+	wqe->send_flags = htole32(send_flags & PVRDMA_SEND_FLAGS);
+}
+
+static inline void pvrdma_write_sges(struct pvrdma_sge *dst,
+				     const struct ibv_sge *src,
+				     uint32_t num_sge)
+{
+	uint32_t i;
+
+	for (i = 0; i < num_sge; i++) {
+		dst[i].addr = htole64(src[i].addr);
+		dst[i].length = htole32(src[i].length);
+		dst[i].lkey = htole32(src[i].lkey);
+	}
+}
+
 /* Zeroed, page-aligned ring memory shared with the device. */
 void *pvrdma_alloc_ring_buf(size_t size);
 void pvrdma_free_ring_buf(void *buf, size_t size);
+
+/* Install the ibv_wr_* calls for @send_ops_flags (qp_ex.c). */
+int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags);
 
 /* Drop a QP's CQEs from a CQ; the caller holds cq->lock. */
 void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle);

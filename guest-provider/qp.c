@@ -15,13 +15,6 @@
 #include "pvrdma.h"
 #include "verbs.h"
 
-/* Send flags that mean the same to the device as to ibverbs (spec §8.3). */
-#define PVRDMA_SEND_FLAGS (IBV_SEND_FENCE | IBV_SEND_SIGNALED | \
-			   IBV_SEND_SOLICITED | IBV_SEND_IP_CSUM)
-
-/* IBA: a UD WR's Q_Key with the high bit set stands for the QP's Q_Key. */
-#define PVRDMA_QKEY_USE_QP 0x80000000u
-
 /*
  * Size a work queue (spec §8.1): at least one WR and one SGE, the WR count
  * rounded up to a power of two, the WQE (header plus SGEs) rounded up to a
@@ -58,18 +51,6 @@ static size_t pvrdma_wq_bytes(const struct pvrdma_wq *wq)
 static void *pvrdma_wq_get_wqe(struct pvrdma_wq *wq, uint32_t slot)
 {
 	return wq->wqes + (size_t)slot * wq->wqe_size;
-}
-
-static void pvrdma_write_sges(struct pvrdma_sge *dst,
-			      const struct ibv_sge *src, uint32_t num_sge)
-{
-	uint32_t i;
-
-	for (i = 0; i < num_sge; i++) {
-		dst[i].addr = htole64(src[i].addr);
-		dst[i].length = htole32(src[i].length);
-		dst[i].lkey = htole32(src[i].lkey);
-	}
 }
 
 /*
@@ -234,17 +215,32 @@ static int pvrdma_qp_table_insert(struct pvrdma_context *ctx,
 	return err;
 }
 
-struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
-				struct ibv_qp_init_attr *attr)
+/* What ibv_create_qp_ex may ask of this device. */
+#define PVRDMA_QP_INIT_ATTR_MASK (IBV_QP_INIT_ATTR_PD | \
+				  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
+				   struct ibv_qp_init_attr_ex *attr)
 {
-	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvpd->context);
-	struct pvrdma_device *dev = to_pvrdma_dev(ibvpd->context->device);
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvctx);
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvctx->device);
 	struct pvrdma_ucmd_create_qp_resp resp = {};
 	struct pvrdma_ucmd_create_qp cmd = {};
-	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct ibv_qp_init_attr_ex attr_ex;
+	struct ibv_qp_init_attr attr_sz;
 	struct pvrdma_qp *qp;
 	int err;
 
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if ((attr->comp_mask & ~PVRDMA_QP_INIT_ATTR_MASK) ||
+	    (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
+	     attr->create_flags)) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
 	/* User space gets RC and UD QPs only (spec §9). */
 	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
 		errno = EOPNOTSUPP;
@@ -261,11 +257,12 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 		return NULL;
 	}
 
-	err = pvrdma_qp_alloc_bufs(qp, dev->pg_sz, attr);
+	memcpy(&attr_sz, attr, sizeof(attr_sz));
+	err = pvrdma_qp_alloc_bufs(qp, dev->pg_sz, &attr_sz);
 	if (err)
 		goto err_free_qp;
 	if (attr->cap.max_inline_data) {
-		err = pvrdma_qp_alloc_inline(qp, ibvpd, dev->pg_sz);
+		err = pvrdma_qp_alloc_inline(qp, attr->pd, dev->pg_sz);
 		if (err)
 			goto err_free_bufs;
 		qp->max_inline = PVRDMA_MAX_INLINE;
@@ -281,16 +278,15 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 	 * The device sizes the rings from these caps with the formulas of
 	 * spec §8.1, so they must describe the buffers exactly. Inline data
 	 * never reaches the device (it gets an SGE into inl_buf): 0 there.
+	 * The kernel sees the PD only; the send ops are the provider's.
 	 */
-	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex = *attr;
 	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
-	attr_ex.pd = ibvpd;
 	pvrdma_qp_caps(qp, &attr_ex.cap);
 	attr_ex.cap.max_inline_data = 0;
 
-	err = ibv_cmd_create_qp_ex(ibvpd->context, &qp->vqp, &attr_ex,
-				   &cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
-				   sizeof(resp));
+	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &attr_ex, &cmd.ibv_cmd,
+				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
 	if (err) {
 		verbs_err(&ctx->ibvctx, "CREATE_QP failed: %d\n", err);
 		goto err_free_bufs;
@@ -299,6 +295,12 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 	/* Device interface >= 20 returns a handle; 0 means "the qpn". */
 	qp->qp_handle = resp.qp_handle ? resp.qp_handle : resp.qpn;
 	qp->state = IBV_QPS_RESET;
+
+	if (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		err = pvrdma_qp_ex_init(qp, attr->send_ops_flags);
+		if (err)
+			goto err_destroy_qp;
+	}
 
 	err = pvrdma_qp_table_insert(ctx, qp);
 	if (err) {
@@ -320,6 +322,21 @@ err_free_qp:
 	free(qp);
 	errno = err;
 	return NULL;
+}
+
+struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
+				struct ibv_qp_init_attr *attr)
+{
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct ibv_qp *qp;
+
+	memcpy(&attr_ex, attr, sizeof(*attr));
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+	attr_ex.pd = ibvpd;
+	qp = pvrdma_create_qp_ex(ibvpd->context, &attr_ex);
+	if (qp)
+		attr->cap = attr_ex.cap;
+	return qp;
 }
 
 int pvrdma_destroy_qp(struct ibv_qp *ibvqp)
@@ -505,12 +522,8 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 {
 	const struct pvrdma_ah *ah;
 
-	/* Stale union members of an earlier WQE must not leak through. */
-	memset(wqe, 0, sizeof(*wqe));
-	wqe->wr_id = htole64(wr->wr_id);
+	pvrdma_sq_wqe_init(wqe, wr->wr_id, wr->send_flags, opcode);
 	wqe->num_sge = htole32(num_sge);
-	wqe->opcode = htole32(opcode);
-	wqe->send_flags = htole32(wr->send_flags & PVRDMA_SEND_FLAGS);
 
 	switch (wr->opcode) {
 	case IBV_WR_SEND_WITH_IMM:
@@ -528,9 +541,8 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD) {
 		ah = to_pvrdma_ah(wr->wr.ud.ah);
 		wqe->wr.ud.remote_qpn = htole32(wr->wr.ud.remote_qpn);
-		wqe->wr.ud.remote_qkey = htole32(
-			wr->wr.ud.remote_qkey & PVRDMA_QKEY_USE_QP ?
-				qp->qkey : wr->wr.ud.remote_qkey);
+		wqe->wr.ud.remote_qkey =
+			htole32(pvrdma_ud_qkey(qp, wr->wr.ud.remote_qkey));
 		wqe->wr.ud.av = ah->av;
 	} else {
 		switch (wr->opcode) {

@@ -16,17 +16,24 @@ int pvrdma_dealloc_pd(struct ibv_pd *ibvpd);
 
 struct ibv_mr *pvrdma_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			     uint64_t hca_va, int access);
+int pvrdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
+		    void *addr, size_t length, int access);
 int pvrdma_dereg_mr(struct verbs_mr *vmr);
 
 struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
 				struct ibv_comp_channel *channel,
 				int comp_vector);
+struct ibv_cq_ex *pvrdma_create_cq_ex(struct ibv_context *ibvctx,
+				      struct ibv_cq_init_attr_ex *attr);
 int pvrdma_destroy_cq(struct ibv_cq *ibvcq);
+int pvrdma_resize_cq(struct ibv_cq *ibvcq, int ncqe);
 int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc);
 int pvrdma_req_notify_cq(struct ibv_cq *ibvcq, int solicited_only);
 
 struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 				struct ibv_qp_init_attr *attr);
+struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
+				   struct ibv_qp_init_attr_ex *attr);
 int pvrdma_destroy_qp(struct ibv_qp *ibvqp);
 int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		     int attr_mask);

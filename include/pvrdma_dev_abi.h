@@ -209,6 +209,9 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* Completions may wait until a CQ_POLL doorbell takes them in (a fabric
  * link to another process): a poller should ring it on an empty poll. */
 #define PVRDMA_EX_CAP_CQ_POLL_HINT      (1u << 31)
+/* RESIZE_CQ takes the new ring (struct pvrdma_cmd_resize_cq_ex) and moves
+ * the CQEs not yet polled into it. */
+#define PVRDMA_EX_CAP_RESIZE_CQ         (1u << 30)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 
@@ -658,6 +661,21 @@ struct pvrdma_cmd_resize_cq {
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_resize_cq, 24);
 
+/*
+ * Project extension (PVRDMA_EX_CAP_RESIZE_CQ): RESIZE_CQ with the new
+ * ring, laid out like CREATE_CQ's (page 0 the ring state, then cqe
+ * CQEs). The first 24 bytes are the VMware request.
+ */
+struct pvrdma_cmd_resize_cq_ex {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t cq_handle;
+    uint32_t cqe;               /* new ring size, a power of two */
+    uint64_t pdir_dma;          /* the new ring's page directory */
+    uint32_t nchunks;           /* its pages, ring-state page included */
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_resize_cq_ex, 40);
+
 struct pvrdma_cmd_resize_cq_resp {
     struct pvrdma_cmd_resp_hdr hdr;
     uint32_t cqe;
@@ -835,6 +853,7 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_destroy_mr destroy_mr;
     struct pvrdma_cmd_create_cq create_cq;
     struct pvrdma_cmd_resize_cq resize_cq;
+    struct pvrdma_cmd_resize_cq_ex resize_cq_ex;
     struct pvrdma_cmd_destroy_cq destroy_cq;
     struct pvrdma_cmd_create_qp create_qp;
     struct pvrdma_cmd_modify_qp modify_qp;

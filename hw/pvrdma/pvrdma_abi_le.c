@@ -257,11 +257,14 @@ static void pvrdma_le_cmd_create_cq_resp(struct pvrdma_cmd_create_cq_resp *p)
     p->cqe = PVRDMA_LE32(p->cqe);
 }
 
-static void pvrdma_le_cmd_resize_cq(struct pvrdma_cmd_resize_cq *p)
+/* The extended layout: a VMware request has zeros there (a full slot). */
+static void pvrdma_le_cmd_resize_cq(struct pvrdma_cmd_resize_cq_ex *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
     p->cq_handle = PVRDMA_LE32(p->cq_handle);
     p->cqe = PVRDMA_LE32(p->cqe);
+    p->pdir_dma = PVRDMA_LE64(p->pdir_dma);
+    p->nchunks = PVRDMA_LE32(p->nchunks);
 }
 
 static void pvrdma_le_cmd_resize_cq_resp(struct pvrdma_cmd_resize_cq_resp *p)
@@ -443,7 +446,7 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         pvrdma_le_cmd_create_cq(&req->create_cq);
         break;
     case PVRDMA_CMD_RESIZE_CQ:
-        pvrdma_le_cmd_resize_cq(&req->resize_cq);
+        pvrdma_le_cmd_resize_cq(&req->resize_cq_ex);
         break;
     case PVRDMA_CMD_DESTROY_CQ:
         pvrdma_le_cmd_destroy_cq(&req->destroy_cq);

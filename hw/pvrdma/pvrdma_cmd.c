@@ -10,7 +10,7 @@
  *    errno) and the command's response struct (zeroed on failure).
  *  - Unknown command codes (>= 21) get a header-only response with
  *    err = EINVAL and ack = 0x80000000 + code (mod 2^32), ERR = -EINVAL.
- *  - RESIZE_CQ is not supported: err = EOPNOTSUPP.
+ *  - RESIZE_CQ takes the extended request (project extension).
  *  - Errors: EINVAL for bad values and bad or dead handles, ENOMEM for
  *    object-count and pinned-page quotas, EBUSY for destroying an object
  *    still referenced (or taking a taken UAR page / second GSI QP), EFAULT
@@ -594,13 +594,70 @@ static int pvrdma_cmd_destroy_mr(PvrdmaCore *core,
 
 /* ---- completion queues --------------------------------------------------- */
 
+/*
+ * The ring of a CQ of @cqe entries in the @nchunks pages listed at
+ * @pdir_dma (page 0 the ring state, CQEs from page 1), as CREATE_CQ and
+ * RESIZE_CQ give it: checked, charged to the pinned-pages quota, its page
+ * list read into *@pages and @ring set up.  On an error nothing stays
+ * charged or allocated.
+ */
+static int pvrdma_cq_ring_new(PvrdmaCore *core, bool resize, uint32_t cqe,
+                              uint32_t nchunks, uint64_t pdir_dma,
+                              uint64_t **pages, PvrdmaRing *ring)
+{
+    uint64_t need;
+    int ret;
+
+    if (!pvrdma_is_pow2(cqe) || cqe > core->cfg.max_cqe) {
+        if (resize) {
+            GERR(core, RESIZE_CQ_CQE_NOT_POWER_TWO,
+                 "RESIZE_CQ: cqe %u not a power of two in 1..%u", cqe,
+                 core->cfg.max_cqe);
+        } else {
+            GERR(core, CREATE_CQ_CQE_NOT_POWER_TWO,
+                 "CREATE_CQ: cqe %u not a power of two in 1..%u", cqe,
+                 core->cfg.max_cqe);
+        }
+        return -EINVAL;
+    }
+    need = pvrdma_pages_for((uint64_t)cqe * PVRDMA_CQE_SIZE);
+    if (nchunks < 1 || !pvrdma_ring_pages_ok(nchunks - 1ull, need)) {
+        if (resize) {
+            GERR(core, RESIZE_CQ_NCHUNKS_CQES_NEED_1,
+                 "RESIZE_CQ: nchunks %u for %u CQEs (need 1 + %"
+                 G_GUINT64_FORMAT ")", nchunks, cqe, need);
+        } else {
+            GERR(core, CREATE_CQ_NCHUNKS_CQES_NEED_1,
+                 "CREATE_CQ: nchunks %u for %u CQEs (need 1 + %"
+                 G_GUINT64_FORMAT ")", nchunks, cqe, need);
+        }
+        return -EINVAL;
+    }
+    ret = pvrdma_core_charge_pages(core, nchunks);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = pvrdma_pdir_read(core, pdir_dma, nchunks, pages);
+    if (ret < 0) {
+        pvrdma_core_uncharge_pages(core, nchunks);
+        return ret;
+    }
+    if (!pvrdma_ring_init(ring, *pages, nchunks, 1, nchunks - 1, cqe,
+                          PVRDMA_CQE_SIZE, PVRDMA_RING_STATE_RX_OFFSET)) {
+        g_free(*pages);
+        pvrdma_core_uncharge_pages(core, nchunks);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int pvrdma_cmd_create_cq(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,
                                 union pvrdma_cmd_resp *resp)
 {
     const struct pvrdma_cmd_create_cq *c = &req->create_cq;
-    uint64_t need;
     uint32_t handle;
+    PvrdmaRing ring;
     PvrdmaUc *uc;
     PvrdmaCq *cq;
     uint64_t *pages;
@@ -611,40 +668,18 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
              "CREATE_CQ: bad context %u", c->ctx_handle);
         return -EINVAL;
     }
-    if (!pvrdma_is_pow2(c->cqe) || c->cqe > core->cfg.max_cqe) {
-        GERR(core, CREATE_CQ_CQE_NOT_POWER_TWO,
-             "CREATE_CQ: cqe %u not a power of two in 1..%u", c->cqe,
-             core->cfg.max_cqe);
-        return -EINVAL;
-    }
-    need = pvrdma_pages_for((uint64_t)c->cqe * PVRDMA_CQE_SIZE);
-    if (c->nchunks < 1 || !pvrdma_ring_pages_ok(c->nchunks - 1ull, need)) {
-        GERR(core, CREATE_CQ_NCHUNKS_CQES_NEED_1,
-             "CREATE_CQ: nchunks %u for %u CQEs (need 1 + %"
-             G_GUINT64_FORMAT ")", c->nchunks, c->cqe, need);
-        return -EINVAL;
-    }
     if (pvrdma_table_full(&core->cq_tbl)) {
         return -ENOMEM;
     }
-    ret = pvrdma_core_charge_pages(core, c->nchunks);
+    ret = pvrdma_cq_ring_new(core, false, c->cqe, c->nchunks, c->pdir_dma,
+                             &pages, &ring);
     if (ret < 0) {
-        return ret;
-    }
-    ret = pvrdma_pdir_read(core, c->pdir_dma, c->nchunks, &pages);
-    if (ret < 0) {
-        pvrdma_core_uncharge_pages(core, c->nchunks);
         return ret;
     }
     cq = g_new0(PvrdmaCq, 1);
     cq->pages = pages;
     cq->npages = c->nchunks;
-    if (!pvrdma_ring_init(&cq->ring, pages, c->nchunks, 1, c->nchunks - 1,
-                          c->cqe, PVRDMA_CQE_SIZE,
-                          PVRDMA_RING_STATE_RX_OFFSET)) {
-        ret = -EINVAL;
-        goto fail_free;
-    }
+    cq->ring = ring;
     ret = pvrdma_table_insert(&core->cq_tbl, cq, &handle);
     if (ret < 0) {
         goto fail_free;
@@ -673,14 +708,107 @@ fail_free:
     return ret;
 }
 
-static int pvrdma_cmd_resize_cq(PvrdmaCore *core,
-                                const union pvrdma_cmd_req *req G_GNUC_UNUSED,
-                                union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
+/*
+ * Copy the CQEs of @cq not yet polled (cons_head .. the device's prod)
+ * into slots 0.. of @ring, which has room for @room of them, and publish
+ * them there (cons_head 0, prod_tail the count).  Returns the count, or a
+ * negative errno (GERR'd) when the guest's cons_head is invalid or they
+ * do not fit.
+ */
+static int pvrdma_cq_move_cqes(PvrdmaCore *core, PvrdmaCq *cq,
+                               PvrdmaRing *ring, uint32_t room)
 {
-    /* Never sent by Linux 6.1 (spec §5.2); resizing is not supported. */
-    GERR(core, RESIZE_CQ_NOT_SUPPORTED,
-         "RESIZE_CQ is not supported");
-    return -EOPNOTSUPP;
+    struct pvrdma_cqe cqe;
+    uint32_t cons, idx, n = 0, zero = 0, prod_le;
+    int ret;
+
+    ret = pvrdma_core_dma_read(core, pvrdma_ring_cons_addr(&cq->ring),
+                               &cons, sizeof(cons));
+    if (ret < 0) {
+        return ret;
+    }
+    cons = GUINT32_FROM_LE(cons);
+    if (pvrdma_ring_can_consume(cq->ring.prod, cons, cq->ring.n) < 0) {
+        GERR(core, RESIZE_CQ_BAD_CONS_HEAD,
+             "RESIZE_CQ: CQ %u has an invalid cons_head 0x%x (N=%u)",
+             cq->handle, cons, cq->ring.n);
+        return -EINVAL;
+    }
+    for (idx = cons; idx != cq->ring.prod;
+         idx = pvrdma_ring_next(idx, cq->ring.n)) {
+        if (n == room) {
+            GERR(core, RESIZE_CQ_PENDING_DO_NOT_FIT,
+                 "RESIZE_CQ: CQ %u has more CQEs to poll than %u",
+                 cq->handle, room);
+            return -EINVAL;
+        }
+        ret = pvrdma_core_dma_read(core,
+                                   pvrdma_ring_elem_addr(&cq->ring,
+                                       pvrdma_ring_slot(idx, cq->ring.n)),
+                                   &cqe, sizeof(cqe));
+        if (ret < 0) {
+            return ret;
+        }
+        ret = pvrdma_core_dma_write(core, pvrdma_ring_elem_addr(ring, n),
+                                    &cqe, sizeof(cqe));
+        if (ret < 0) {
+            return ret;
+        }
+        n++;
+    }
+    ring->prod = n;
+    prod_le = GUINT32_TO_LE(n);
+    ret = pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(ring), &zero,
+                                sizeof(zero));
+    if (ret == 0) {
+        ret = pvrdma_core_dma_write(core, pvrdma_ring_prod_addr(ring),
+                                    &prod_le, sizeof(prod_le));
+    }
+    return ret < 0 ? ret : (int)n;
+}
+
+/*
+ * RESIZE_CQ (project extension, PVRDMA_EX_CAP_RESIZE_CQ): the CQ moves to
+ * a new ring the guest laid out as for CREATE_CQ, with the CQEs it has
+ * not polled yet first.  The command runs between two CQEs (the device
+ * produces CQEs under the same lock), so none is lost or doubled; the
+ * guest polls nothing meanwhile.  A VMware-layout request (nchunks 0) is
+ * refused as malformed.  On any error the CQ stays on its old ring.
+ */
+static int pvrdma_cmd_resize_cq(PvrdmaCore *core,
+                                const union pvrdma_cmd_req *req,
+                                union pvrdma_cmd_resp *resp)
+{
+    const struct pvrdma_cmd_resize_cq_ex *c = &req->resize_cq_ex;
+    PvrdmaCq *cq = pvrdma_table_lookup(&core->cq_tbl, c->cq_handle);
+    PvrdmaRing ring;
+    uint64_t *pages;
+    int ret;
+
+    if (!cq || !MBZ(c->reserved)) {
+        GERR(core, RESIZE_CQ_BAD_CQ, "RESIZE_CQ: bad CQ %u", c->cq_handle);
+        return -EINVAL;
+    }
+    ret = pvrdma_cq_ring_new(core, true, c->cqe, c->nchunks, c->pdir_dma,
+                             &pages, &ring);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = pvrdma_cq_move_cqes(core, cq, &ring,
+                              pvrdma_ring_capacity(c->cqe));
+    if (ret < 0) {
+        g_free(pages);
+        pvrdma_core_uncharge_pages(core, c->nchunks);
+        return ret;
+    }
+    g_free(cq->pages);
+    pvrdma_core_uncharge_pages(core, cq->npages);
+    cq->pages = pages;
+    cq->npages = c->nchunks;
+    cq->ring = ring;
+    cq->cqe = c->cqe;
+    resp->resize_cq_resp.cqe = c->cqe;
+    return 0;
 }
 
 static int pvrdma_cmd_destroy_cq(PvrdmaCore *core,

@@ -80,8 +80,21 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_CREATE_CQ_NCHUNKS_CQES_NEED_1:
         trace_pvrdma_err_create_cq_nchunks_cqes_need_1(a[0].u, a[1].u, a[2].u);
         break;
-    case PVRDMA_GERR_RESIZE_CQ_NOT_SUPPORTED:
-        trace_pvrdma_err_resize_cq_not_supported();
+    case PVRDMA_GERR_RESIZE_CQ_BAD_CQ:
+        trace_pvrdma_err_resize_cq_bad_cq(a[0].u);
+        break;
+    case PVRDMA_GERR_RESIZE_CQ_CQE_NOT_POWER_TWO:
+        trace_pvrdma_err_resize_cq_cqe_not_power_two(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_RESIZE_CQ_NCHUNKS_CQES_NEED_1:
+        trace_pvrdma_err_resize_cq_nchunks_cqes_need_1(a[0].u, a[1].u,
+                                                        a[2].u);
+        break;
+    case PVRDMA_GERR_RESIZE_CQ_BAD_CONS_HEAD:
+        trace_pvrdma_err_resize_cq_bad_cons_head(a[0].u, a[1].u, a[2].u);
+        break;
+    case PVRDMA_GERR_RESIZE_CQ_PENDING_DO_NOT_FIT:
+        trace_pvrdma_err_resize_cq_pending_do_not_fit(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_DESTROY_CQ_BAD_CQ:
         trace_pvrdma_err_destroy_cq_bad_cq(a[0].u);

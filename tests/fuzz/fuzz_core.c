@@ -798,7 +798,8 @@ static void fz_query(FzIn *in)
 {
     FzDev *d = in_dev(in);
     uint8_t which = in_u8(in) % 6;
-    uint32_t raw, h = 0, mask, val;
+    uint32_t raw, h = 0, mask, val, alloc;
+    uint64_t pages[FZ_MAX_PAGES];
     union pvrdma_cmd_req c;
     union pvrdma_cmd_resp r;
     int i;
@@ -849,12 +850,31 @@ static void fz_query(FzIn *in)
         c.modify_srq.attrs.srq_limit = val;
         break;
     default:
-        c.resize_cq.hdr.cmd = PVRDMA_CMD_RESIZE_CQ;
-        c.resize_cq.cq_handle = h;
-        c.resize_cq.cqe = val;
+        /* RESIZE_CQ to a new ring; the low bits of val size it. */
+        c.resize_cq_ex.hdr.cmd = PVRDMA_CMD_RESIZE_CQ;
+        c.resize_cq_ex.cq_handle = h;
+        c.resize_cq_ex.cqe = val & 0x100 ? val : 1u << (val % 11);
+        c.resize_cq_ex.nchunks =
+            1 + (((uint64_t)c.resize_cq_ex.cqe & 0x7ff) * 64 + 4095) / 4096 +
+            (int8_t)(val >> 16) % 4;
+        alloc = MIN(MAX(c.resize_cq_ex.nchunks, 1u), (uint32_t)FZ_MAX_PAGES);
+        if (!fz_room(2 * alloc + 2)) {
+            return;
+        }
+        c.resize_cq_ex.pdir_dma = fg_alloc_paged(d->fg, alloc, pages);
+        fz_pdir_poison(c.resize_cq_ex.pdir_dma, alloc, (uint8_t)(val >> 23));
         break;
     }
-    fz_cmd(d, &c, sizeof(c), &r);
+    if (fz_cmd(d, &c, sizeof(c), &r) == 0 && which == 5) {
+        /* The harness polls the CQ where the device now writes. */
+        for (i = 0; i < (int)d->ncq; i++) {
+            if (d->cq[i].handle == h) {
+                memcpy(d->cq[i].pages, pages, sizeof(pages[0]) * alloc);
+                d->cq[i].npages = alloc;
+                d->cq[i].n = r.resize_cq_resp.cqe;
+            }
+        }
+    }
 }
 
 static void fz_destroy(FzIn *in)

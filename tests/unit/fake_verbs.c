@@ -89,6 +89,29 @@ bool fv_cq_poll(FvCq *cq, struct pvrdma_cqe *cqe)
     return true;
 }
 
+int fv_cq_resize(FvCq *cq, uint32_t cqe)
+{
+    struct pvrdma_cmd_resize_cq_ex c = { .hdr.cmd = PVRDMA_CMD_RESIZE_CQ };
+    uint64_t pages[FV_MAX_PAGES];
+    union pvrdma_cmd_resp r;
+    uint32_t npages = 1 + fv_pages_for((uint64_t)cqe * 64);
+    int ret;
+
+    assert_true(npages <= FV_MAX_PAGES);
+    c.cq_handle = cq->handle;
+    c.cqe = cqe;
+    c.nchunks = npages;
+    c.pdir_dma = fg_alloc_paged(cq->fg, npages, pages);
+    ret = fg_cmd(cq->fg, &c, sizeof(c), &r);
+    if (ret == 0) {
+        assert_int_equal(r.resize_cq_resp.cqe, cqe);
+        memcpy(cq->pages, pages, sizeof(pages[0]) * npages);
+        cq->npages = npages;
+        cq->n = cqe;
+    }
+    return ret;
+}
+
 /* ---- SRQ ----------------------------------------------------------------- */
 
 FvSrq *fv_srq_new(FakeGuest *fg, uint32_t pd, uint32_t max_wr,

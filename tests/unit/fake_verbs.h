@@ -66,6 +66,9 @@ typedef struct FvConnOpts {
 FvCq *fv_cq_new(FakeGuest *fg, uint32_t ctx, uint32_t cqe);
 /* Next CQE (advancing cons_head), false if the CQ is empty. */
 bool fv_cq_poll(FvCq *cq, struct pvrdma_cqe *cqe);
+/* RESIZE_CQ (extended request) to a fresh ring of @cqe entries; on
+ * success the CQ is polled there.  Returns the command's result. */
+int fv_cq_resize(FvCq *cq, uint32_t cqe);
 /* Ring CQ_POLL, as a guest's poll of an empty CQ does. */
 void fv_cq_poll_doorbell(FvCq *cq);
 uint32_t fv_cq_count(FvCq *cq);

@@ -671,17 +671,17 @@ static void test_cq(void **state)
     assert_int_equal(fg_create_uc(fg, 9, &uc), 0);
     assert_int_equal(create_cq_raw(fg, uc, 64, 2, pdir, &r), 0);
     assert_int_equal(r.create_cq_resp.cq_handle, 4);
-    /* RESIZE_CQ is not supported */
+    /* RESIZE_CQ in the VMware layout (no new ring): malformed */
     {
         struct pvrdma_cmd_resize_cq c = { .hdr.cmd = PVRDMA_CMD_RESIZE_CQ };
 
         c.cq_handle = 0;
         c.cqe = 128;
-        assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), -EOPNOTSUPP);
-        assert_resp(&r, PVRDMA_CMD_RESIZE_CQ, -EOPNOTSUPP);
+        assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), -EINVAL);
+        assert_resp(&r, PVRDMA_CMD_RESIZE_CQ, -EINVAL);
         assert_int_equal(r.resize_cq_resp.cqe, 0);
         assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR),
-                         (uint32_t)-EOPNOTSUPP);
+                         (uint32_t)-EINVAL);
     }
     for (i = 0; i < 5; i++) {
         assert_int_equal(fg_destroy_cq(fg, i), 0);

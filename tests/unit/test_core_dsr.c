@@ -197,7 +197,8 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_mr_size, 1ull << 30);
     assert_int_equal(c->page_size_cap, 0x1000);
     assert_int_equal(c->atomic_arg_sizes, 0);
-    assert_int_equal(c->ex_comp_mask, 0);      /* no peers elsewhere */
+    /* RESIZE_CQ always; no CQ_POLL hint without peers elsewhere */
+    assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -235,7 +236,8 @@ static void test_dsr_valid_caps(void **state)
     cfg.cq_poll_hint = true;
     fg = fg_new(&cfg);
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
-    assert_int_equal(fg_caps(fg)->ex_comp_mask, 1u << 31);
+    assert_int_equal(fg_caps(fg)->ex_comp_mask,
+                     PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);

@@ -196,6 +196,96 @@ static void test_async_completion_in_order(void **state)
     env_free(e);
 }
 
+/*
+ * RESIZE_CQ (project extension): the CQEs not yet polled move to the new
+ * ring in order, new ones follow there; a shrink they do not fit, a broken
+ * cons_head, the VMware layout and bad values are refused with the CQ
+ * left on its ring; the pinned-pages count follows the ring.
+ */
+static void test_resize_cq(void **state)
+{
+    Env *e = env_new(true);
+    struct pvrdma_cmd_resize_cq c = { .hdr.cmd = PVRDMA_CMD_RESIZE_CQ };
+    union pvrdma_cmd_resp r;
+    struct pvrdma_cqe cqe;
+    uint64_t pinned;
+    uint32_t i;
+
+    (void)state;
+    assert_true(fg_caps(e->fg)->ex_comp_mask & PVRDMA_EX_CAP_RESIZE_CQ);
+    for (i = 1; i <= 3; i++) {
+        post(e, i, PVRDMA_WR_RDMA_WRITE, 0x10000000, 8);
+        done(e, PVRDMA_WC_SUCCESS);
+    }
+    assert_true(fv_cq_poll(e->cq, &cqe));
+    assert_int_equal(cqe.wr_id, 1);
+
+    /* Two pending do not fit one slot: refused, nothing moves. */
+    pinned = e->fg->core->pinned_pages;
+    assert_int_equal(fv_cq_resize(e->cq, 1), -EINVAL);
+    assert_int_equal(e->fg->core->pinned_pages, pinned);
+    assert_int_equal(fv_cq_count(e->cq), 2);
+
+    /* The VMware layout (no ring), bad handle, bad size: refused. */
+    c.cq_handle = e->cq->handle;
+    c.cqe = 128;
+    assert_int_equal(fg_cmd(e->fg, &c, sizeof(c), &r), -EINVAL);
+    assert_int_equal(r.resize_cq_resp.cqe, 0);
+    assert_int_equal(fv_cq_count(e->cq), 2);
+    {
+        FvCq bad = *e->cq;
+
+        bad.handle = 77;
+        assert_int_equal(fv_cq_resize(&bad, 128), -EINVAL);
+        bad.handle = e->cq->handle;
+        assert_int_equal(fv_cq_resize(&bad, 96), -EINVAL);
+    }
+    {
+        struct pvrdma_cmd_resize_cq_ex x = { .hdr.cmd = PVRDMA_CMD_RESIZE_CQ };
+        uint64_t pg[2];
+
+        x.cq_handle = e->cq->handle;
+        x.cqe = 1u << 30;       /* beyond max_cqe */
+        x.nchunks = 2;
+        x.pdir_dma = fg_alloc_paged(e->fg, 2, pg);
+        assert_int_equal(fg_cmd(e->fg, &x, sizeof(x), &r), -EINVAL);
+        x.cqe = 64;             /* 64 CQEs need 1 + 1 pages, not 1 */
+        x.nchunks = 1;
+        assert_int_equal(fg_cmd(e->fg, &x, sizeof(x), &r), -EINVAL);
+        x.nchunks = 2;          /* reserved bytes must be zero */
+        x.reserved[0] = 1;
+        assert_int_equal(fg_cmd(e->fg, &x, sizeof(x), &r), -EINVAL);
+    }
+    assert_int_equal(e->fg->core->pinned_pages, pinned);
+
+    /* Grow: CQEs 2 and 3 first in the new ring, then CQE 4. */
+    assert_int_equal(fv_cq_resize(e->cq, 256), 0);
+    assert_int_equal(e->fg->core->pinned_pages,
+                     pinned - 2 + e->cq->npages);
+    assert_int_equal(fv_cq_count(e->cq), 2);
+    post(e, 4, PVRDMA_WR_SEND, 0x10000000, 8);
+    done(e, PVRDMA_WC_SUCCESS);
+    for (i = 2; i <= 4; i++) {
+        assert_true(fv_cq_poll(e->cq, &cqe));
+        assert_int_equal(cqe.wr_id, i);
+        assert_int_equal(cqe.status, PVRDMA_WC_SUCCESS);
+    }
+    assert_false(fv_cq_poll(e->cq, &cqe));
+
+    /* Shrink an empty CQ to one entry; it still takes a CQE. */
+    assert_int_equal(fv_cq_resize(e->cq, 1), 0);
+    post(e, 5, PVRDMA_WR_SEND, 0x10000000, 8);
+    done(e, PVRDMA_WC_SUCCESS);
+    assert_true(fv_cq_poll(e->cq, &cqe));
+    assert_int_equal(cqe.wr_id, 5);
+
+    /* A cons_head out of range: refused, the CQ stays where it is. */
+    fv_cq_set_cons(e->cq, 0xFFFF);
+    assert_int_equal(fv_cq_resize(e->cq, 64), -EINVAL);
+    assert_int_equal(e->cq->n, 1);
+    env_free(e);
+}
+
 /* The core, not the backend, times RNR retries and resubmits the head. */
 static void test_async_rnr_retry(void **state)
 {
@@ -450,6 +540,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_async_completion_in_order),
+        cmocka_unit_test(test_resize_cq),
         cmocka_unit_test(test_async_rnr_retry),
         cmocka_unit_test(test_async_cancel_on_error),
         cmocka_unit_test(test_validation_and_atomic_writeback),

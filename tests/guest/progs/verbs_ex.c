@@ -1,0 +1,1498 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The extended verbs API and the QP/SRQ control verbs, through plain
+ * libibverbs, with every byte and completion field checked:
+ *
+ *  - ibv_create_cq_ex with the standard fields, polled with
+ *    ibv_start_poll / ibv_next_poll / ibv_end_poll and ibv_wc_read_*;
+ *  - ibv_create_qp_ex with IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: every RC
+ *    opcode built with ibv_wr_* in one batch (SGE, SGE list, inline data
+ *    list), a UD batch (ibv_wr_set_ud_addr, inline, the QP's Q_Key), an
+ *    aborted batch, batches that fail as a whole (too many SGEs, a full
+ *    ring, a UD WR without an address), the classic post_send / poll_cq
+ *    on the same objects;
+ *  - ibv_query_qp returning what was set; the SRQ limit (modify, query,
+ *    the SRQ_LIMIT_REACHED event, disarmed after it);
+ *  - QP state transitions: the attribute masks the IBA requires and
+ *    allows (refusals included), RTS -> SQD with the SQ_DRAINED event,
+ *    SQD -> SQD, SQD -> RTS with data flowing after, ERR -> RESET.
+ *
+ *   verbs_ex -d DEV [-D PEER_DEV] [-g GID_INDEX] [-t TIMEOUT_S]
+ *
+ * The requester QPs live on DEV, the responders on PEER_DEV (default: a
+ * second context on DEV). The same checks pass on Soft-RoCE (rxe), which
+ * is how the test itself is checked: what a device may decide for itself
+ * (completion timestamps, memory-window opcodes) is checked only where
+ * the device is this project's (vendor 0x15ad) and printed otherwise.
+ * Prints "PASS name" / "FAIL name: why" per check, then "RESULT passed=N
+ * failed=M"; exits non-zero on any failure. Waits give up after
+ * TIMEOUT_S (default 10) seconds.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#define PORT		1
+#define BUF_SIZE	(64 * 1024)
+#define DEPTH		16
+#define MAX_SGE		4
+#define INLINE_WANT	64
+#define QKEY		0x11111111u
+#define PSN_A		0x2345
+#define PSN_B		0x6789
+#define GRH_LEN		40
+#define QUIET_MS	200
+#define VENDOR_PVRDMA	0x15ad
+
+#define ALL_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		    IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+#define RC_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
+		IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
+		IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
+		IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+		IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+#define WC_FIELDS (IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | \
+		   IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP)
+
+struct dev {
+	const char *name;
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_device_attr attr;
+	int gid_index;
+	union ibv_gid gid;
+};
+
+/* One QP with its own extended CQ and registered buffer. */
+struct side {
+	struct dev *dev;
+	struct ibv_cq_ex *cq;
+	struct ibv_qp *qp;
+	struct ibv_qp_ex *qpx;
+	struct ibv_mr *mr;
+	uint8_t *buf;
+	struct ibv_ah *ah;		/* UD: towards the other side */
+};
+
+/* A completion as read through the extended CQ API. */
+struct cqe {
+	uint64_t wr_id;
+	enum ibv_wc_status status;
+	enum ibv_wc_opcode opcode;
+	unsigned int wc_flags;
+	uint32_t byte_len, qp_num, src_qp, imm;
+};
+
+static int timeout_s = 10;
+static int passed, failed;
+static char why[512];
+
+static int bad(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+static void report(const char *name, int rc)
+{
+	if (rc) {
+		failed++;
+		printf("FAIL %s: %s\n", name, why);
+	} else {
+		passed++;
+		printf("PASS %s\n", name);
+	}
+	fflush(stdout);
+	why[0] = 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void fill(uint8_t *p, size_t len, uint8_t seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		p[i] = (uint8_t)(seed + i * 7 + (i >> 8));
+}
+
+static bool is_pvrdma(const struct dev *d)
+{
+	return d->attr.vendor_id == VENDOR_PVRDMA;
+}
+
+/* The first RoCE v2 IPv4-mapped GID of the port, else index 0. */
+static int pick_gid(struct dev *d)
+{
+	struct ibv_port_attr pa;
+	int i;
+
+	if (ibv_query_port(d->ctx, PORT, &pa))
+		return -1;
+	if (d->gid_index < 0) {
+		d->gid_index = 0;
+		for (i = 0; i < pa.gid_tbl_len; i++) {
+			struct ibv_gid_entry ge;
+
+			if (ibv_query_gid_ex(d->ctx, PORT, i, &ge, 0))
+				continue;
+			if (ge.gid_type == IBV_GID_TYPE_ROCE_V2 &&
+			    !memcmp(ge.gid.raw,
+				    "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12)) {
+				d->gid_index = i;
+				break;
+			}
+		}
+	}
+	return ibv_query_gid(d->ctx, PORT, d->gid_index, &d->gid);
+}
+
+static int dev_open(struct dev *d, const char *name, int gid_index)
+{
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	int i;
+
+	d->name = name;
+	d->gid_index = gid_index;
+	for (i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), name))
+			d->ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	if (!d->ctx) {
+		fprintf(stderr, "verbs_ex: cannot open %s\n", name);
+		return -1;
+	}
+	d->pd = ibv_alloc_pd(d->ctx);
+	if (!d->pd || ibv_query_device(d->ctx, &d->attr) || pick_gid(d)) {
+		fprintf(stderr, "verbs_ex: %s: PD, query or GID failed\n",
+			name);
+		return -1;
+	}
+	/* Async events are waited for with poll(). */
+	fcntl(d->ctx->async_fd, F_SETFL,
+	      fcntl(d->ctx->async_fd, F_GETFL) | O_NONBLOCK);
+	return 0;
+}
+
+static struct ibv_cq_ex *cq_ex_create(struct dev *d)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 4 * DEPTH,
+		.wc_flags = WC_FIELDS,
+	};
+
+	return ibv_create_cq_ex(d->ctx, &ca);
+}
+
+/*
+ * A side: its CQ, QP (extended with @ops when non-zero), buffer and MR.
+ * @srq: receive from it.
+ */
+static int side_create(struct side *s, struct dev *d, enum ibv_qp_type type,
+		       uint64_t ops, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr_ex qa = {
+		.qp_type = type,
+		.cap = {
+			.max_send_wr = DEPTH, .max_recv_wr = DEPTH,
+			.max_send_sge = MAX_SGE, .max_recv_sge = MAX_SGE,
+			.max_inline_data = INLINE_WANT,
+		},
+		.comp_mask = IBV_QP_INIT_ATTR_PD,
+		.pd = d->pd,
+		.srq = srq,
+	};
+
+	memset(s, 0, sizeof(*s));
+	s->dev = d;
+	s->cq = cq_ex_create(d);
+	if (!s->cq)
+		return bad("%s: ibv_create_cq_ex: %s", d->name,
+			   strerror(errno));
+	qa.send_cq = qa.recv_cq = ibv_cq_ex_to_cq(s->cq);
+	if (ops) {
+		qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags = ops;
+	}
+	s->qp = ibv_create_qp_ex(d->ctx, &qa);
+	if (!s->qp)
+		return bad("%s: ibv_create_qp_ex: %s", d->name,
+			   strerror(errno));
+	if (qa.cap.max_inline_data < INLINE_WANT)
+		return bad("%s: max_inline_data %u < %u", d->name,
+			   qa.cap.max_inline_data, INLINE_WANT);
+	s->qpx = ops ? ibv_qp_to_qp_ex(s->qp) : NULL;
+	if (ops && !s->qpx)
+		return bad("%s: ibv_qp_to_qp_ex gave NULL", d->name);
+	s->buf = aligned_alloc(4096, BUF_SIZE);
+	if (!s->buf)
+		return bad("out of memory");
+	memset(s->buf, 0, BUF_SIZE);
+	s->mr = ibv_reg_mr(d->pd, s->buf, BUF_SIZE, ALL_ACCESS);
+	if (!s->mr)
+		return bad("%s: ibv_reg_mr: %s", d->name, strerror(errno));
+	return 0;
+}
+
+static void side_destroy(struct side *s)
+{
+	if (s->ah)
+		ibv_destroy_ah(s->ah);
+	if (s->qp)
+		ibv_destroy_qp(s->qp);
+	if (s->mr)
+		ibv_dereg_mr(s->mr);
+	if (s->cq)
+		ibv_destroy_cq(ibv_cq_ex_to_cq(s->cq));
+	free(s->buf);
+	memset(s, 0, sizeof(*s));
+}
+
+static int to_init(struct side *s)
+{
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .port_num = PORT,
+		.qp_access_flags = ALL_ACCESS, .qkey = QKEY,
+	};
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+
+	mask |= s->qp->qp_type == IBV_QPT_UD ? IBV_QP_QKEY :
+					       IBV_QP_ACCESS_FLAGS;
+	return ibv_modify_qp(s->qp, &a, mask);
+}
+
+static void rtr_attr(struct side *s, struct side *peer, uint32_t rq_psn,
+		     struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTR;
+	a->path_mtu = IBV_MTU_1024;
+	a->dest_qp_num = peer->qp->qp_num;
+	a->rq_psn = rq_psn;
+	a->max_dest_rd_atomic = 4;
+	a->min_rnr_timer = 12;
+	a->ah_attr.is_global = 1;
+	a->ah_attr.port_num = PORT;
+	a->ah_attr.grh.dgid = peer->dev->gid;
+	a->ah_attr.grh.sgid_index = s->dev->gid_index;
+	a->ah_attr.grh.hop_limit = 64;
+}
+
+#define RTR_MASK (IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | \
+		  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | \
+		  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)
+#define RTS_MASK (IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | \
+		  IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)
+
+static void rts_attr(uint32_t sq_psn, struct ibv_qp_attr *a)
+{
+	memset(a, 0, sizeof(*a));
+	a->qp_state = IBV_QPS_RTS;
+	a->timeout = 14;
+	a->retry_cnt = 7;
+	a->rnr_retry = 7;
+	a->sq_psn = sq_psn;
+	a->max_rd_atomic = 4;
+}
+
+static int rc_connect_one(struct side *s, struct side *peer, uint32_t rq_psn,
+			  uint32_t sq_psn)
+{
+	struct ibv_qp_attr a;
+
+	if (to_init(s))
+		return bad("INIT: %s", strerror(errno));
+	rtr_attr(s, peer, rq_psn, &a);
+	if (ibv_modify_qp(s->qp, &a, RTR_MASK))
+		return bad("RTR: %s", strerror(errno));
+	rts_attr(sq_psn, &a);
+	if (ibv_modify_qp(s->qp, &a, RTS_MASK))
+		return bad("RTS: %s", strerror(errno));
+	return 0;
+}
+
+static int rc_connect(struct side *a, struct side *b)
+{
+	if (rc_connect_one(a, b, PSN_B, PSN_A) ||
+	    rc_connect_one(b, a, PSN_A, PSN_B))
+		return -1;
+	return 0;
+}
+
+static int ud_ready(struct side *s, struct side *peer)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	struct ibv_ah_attr ah = {
+		.is_global = 1, .port_num = PORT,
+		.grh = { .dgid = peer->dev->gid,
+			 .sgid_index = s->dev->gid_index, .hop_limit = 64 },
+	};
+
+	if (to_init(s) || ibv_modify_qp(s->qp, &a, IBV_QP_STATE))
+		return bad("UD INIT/RTR: %s", strerror(errno));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = PSN_A;
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return bad("UD RTS: %s", strerror(errno));
+	s->ah = ibv_create_ah(s->dev->pd, &ah);
+	if (!s->ah)
+		return bad("ibv_create_ah: %s", strerror(errno));
+	return 0;
+}
+
+static int post_recv(struct side *s, uint64_t wr_id, uint32_t off,
+		     uint32_t len)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)s->buf + off, .length = len,
+		.lkey = s->mr->lkey,
+	};
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge,
+				  .num_sge = 1 }, *bad_wr;
+
+	return ibv_post_recv(s->qp, &wr, &bad_wr);
+}
+
+static void read_cqe(struct ibv_cq_ex *cq, struct cqe *e)
+{
+	e->wr_id = cq->wr_id;
+	e->status = cq->status;
+	e->opcode = ibv_wc_read_opcode(cq);
+	e->wc_flags = ibv_wc_read_wc_flags(cq);
+	e->byte_len = ibv_wc_read_byte_len(cq);
+	e->qp_num = ibv_wc_read_qp_num(cq);
+	e->src_qp = ibv_wc_read_src_qp(cq);
+	e->imm = e->wc_flags & IBV_WC_WITH_INV ?
+			 ibv_wc_read_invalidated_rkey(cq) :
+			 be32toh(ibv_wc_read_imm_data(cq));
+}
+
+/*
+ * Take @n completions with the extended poll API (several per
+ * start/next/end round where they are there), within the timeout.
+ */
+static int poll_n(struct side *s, struct cqe *out, int n)
+{
+	struct ibv_poll_cq_attr attr = {};
+	uint64_t end = now_ms() + timeout_s * 1000;
+	int got = 0, ret;
+
+	while (got < n) {
+		ret = ibv_start_poll(s->cq, &attr);
+		if (ret == ENOENT) {
+			if (now_ms() > end)
+				return bad("%s: %d of %d completions came",
+					   s->dev->name, got, n);
+			continue;
+		}
+		if (ret)
+			return bad("ibv_start_poll: %d", ret);
+		do {
+			read_cqe(s->cq, &out[got++]);
+			if (got == n)
+				break;
+			ret = ibv_next_poll(s->cq);
+		} while (!ret);
+		ibv_end_poll(s->cq);
+		if (ret && ret != ENOENT)
+			return bad("ibv_next_poll: %d", ret);
+	}
+	return 0;
+}
+
+/* Nothing completes on @s for QUIET_MS. */
+static int quiet(struct side *s)
+{
+	struct ibv_poll_cq_attr attr = {};
+	uint64_t end = now_ms() + QUIET_MS;
+
+	while (now_ms() < end) {
+		if (!ibv_start_poll(s->cq, &attr)) {
+			uint64_t id = s->cq->wr_id;
+
+			ibv_end_poll(s->cq);
+			return bad("%s: unexpected completion wr_id %" PRIu64,
+				   s->dev->name, id);
+		}
+	}
+	return 0;
+}
+
+static int check_cqe(const struct cqe *e, uint64_t wr_id,
+		     enum ibv_wc_opcode opcode, uint32_t qp_num)
+{
+	if (e->wr_id != wr_id || e->status != IBV_WC_SUCCESS ||
+	    e->opcode != opcode || e->qp_num != qp_num)
+		return bad("CQE wr_id %" PRIu64 " status %s opcode %d qp %#x, "
+			   "expected wr_id %" PRIu64 " success opcode %d "
+			   "qp %#x", e->wr_id, ibv_wc_status_str(e->status),
+			   e->opcode, e->qp_num, wr_id, opcode, qp_num);
+	return 0;
+}
+
+static int check_recv(const struct cqe *e, uint64_t wr_id,
+		      enum ibv_wc_opcode opcode, uint32_t qp_num,
+		      uint32_t len, bool imm, uint32_t imm_val)
+{
+	if (check_cqe(e, wr_id, opcode, qp_num))
+		return -1;
+	if (e->byte_len != len)
+		return bad("wr_id %" PRIu64 ": byte_len %u, expected %u",
+			   wr_id, e->byte_len, len);
+	if (!!(e->wc_flags & IBV_WC_WITH_IMM) != imm ||
+	    (imm && e->imm != imm_val))
+		return bad("wr_id %" PRIu64 ": wc_flags %#x imm %#x, expected "
+			   "%s %#x", wr_id, e->wc_flags, e->imm,
+			   imm ? "WITH_IMM" : "no imm", imm_val);
+	return 0;
+}
+
+static int check_bytes(const uint8_t *got, const uint8_t *want, size_t len,
+		       const char *what)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (got[i] != want[i])
+			return bad("%s: byte %zu is %#x, expected %#x", what, i,
+				   got[i], want[i]);
+	return 0;
+}
+
+/* Buffer map of the RC tests (offsets into each side's buffer). */
+#define SRC		0	/* A: data sent and written, 16 KiB */
+#define RECV0		16384	/* B: receives, 1 KiB apart */
+#define WRITE_AT	24576	/* B: RDMA WRITE target */
+#define WRITE_IMM_AT	28672	/* B: RDMA WRITE with immediate target */
+#define READ_FROM	32768	/* B: RDMA READ source */
+#define READ_TO		36864	/* A: RDMA READ destination */
+#define ATOMIC_AT	40960	/* B: the atomic word */
+#define ATOMIC_RES	40960	/* A: original values, 8 bytes each */
+
+static void sge_at(struct side *s, struct ibv_sge *sge, uint32_t off,
+		   uint32_t len)
+{
+	sge->addr = (uintptr_t)s->buf + off;
+	sge->length = len;
+	sge->lkey = s->mr->lkey;
+}
+
+/* Every RC opcode in one ibv_wr_* batch, each byte checked. */
+static int t_rc_batch(struct side *a, struct side *b)
+{
+	const uint64_t atom0 = 0x0102030405060708ull, swap = 0xa1a2a3a4a5a6a7a8ull;
+	const uint64_t add = 0x1000000010ull;
+	struct ibv_qp_ex *x = a->qpx;
+	struct ibv_sge sgl[3];
+	struct ibv_data_buf inl[2];
+	struct cqe ca[8], cb[4];
+	uint64_t v;
+	int i;
+
+	fill(a->buf + SRC, 16384, 0x31);
+	fill(b->buf + READ_FROM, 4096, 0x77);
+	memset(b->buf + RECV0, 0, 4096);
+	memset(b->buf + WRITE_AT, 0, 8192);
+	memcpy(b->buf + ATOMIC_AT, &atom0, 8);
+	for (i = 0; i < 4; i++)
+		if (post_recv(b, 100 + i, RECV0 + i * 1024, 1024))
+			return bad("post_recv: %s", strerror(errno));
+
+	ibv_wr_start(x);
+	x->wr_id = 1;
+	x->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(x);
+	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf + SRC, 100);
+
+	x->wr_id = 2;
+	ibv_wr_send_imm(x, htobe32(0x11223344));
+	sge_at(a, &sgl[0], SRC + 1000, 10);
+	sge_at(a, &sgl[1], SRC + 3000, 300);
+	ibv_wr_set_sge_list(x, 2, sgl);
+
+	x->wr_id = 3;
+	ibv_wr_rdma_write(x, b->mr->rkey, (uintptr_t)b->buf + WRITE_AT + 5);
+	sge_at(a, &sgl[0], SRC + 4096, 1000);
+	sge_at(a, &sgl[1], SRC + 7, 1);
+	sge_at(a, &sgl[2], SRC + 8192, 2047);
+	ibv_wr_set_sge_list(x, 3, sgl);
+
+	x->wr_id = 4;
+	ibv_wr_rdma_write_imm(x, b->mr->rkey,
+			      (uintptr_t)b->buf + WRITE_IMM_AT, htobe32(0xabcdef01));
+	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf + SRC + 12000, 333);
+
+	x->wr_id = 5;
+	ibv_wr_rdma_read(x, b->mr->rkey, (uintptr_t)b->buf + READ_FROM + 3);
+	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf + READ_TO, 3000);
+
+	x->wr_id = 6;
+	ibv_wr_atomic_cmp_swp(x, b->mr->rkey, (uintptr_t)b->buf + ATOMIC_AT,
+			      atom0, swap);
+	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf + ATOMIC_RES, 8);
+
+	x->wr_id = 7;
+	ibv_wr_atomic_fetch_add(x, b->mr->rkey, (uintptr_t)b->buf + ATOMIC_AT,
+				add);
+	ibv_wr_set_sge(x, a->mr->lkey, (uintptr_t)a->buf + ATOMIC_RES + 8, 8);
+
+	x->wr_id = 8;
+	ibv_wr_send(x);
+	inl[0].addr = a->buf + SRC + 500;
+	inl[0].length = 20;
+	inl[1].addr = a->buf + SRC + 600;
+	inl[1].length = INLINE_WANT - 20;
+	ibv_wr_set_inline_data_list(x, 2, inl);
+	/* The inline bytes were taken at the call: changing them is fine. */
+	memset(a->buf + SRC + 500, 0xee, 200);
+
+	if (ibv_wr_complete(x))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+
+	if (poll_n(a, ca, 8))
+		return -1;
+	{
+		static const enum ibv_wc_opcode op[8] = {
+			IBV_WC_SEND, IBV_WC_SEND, IBV_WC_RDMA_WRITE,
+			IBV_WC_RDMA_WRITE, IBV_WC_RDMA_READ, IBV_WC_COMP_SWAP,
+			IBV_WC_FETCH_ADD, IBV_WC_SEND,
+		};
+
+		for (i = 0; i < 8; i++)
+			if (check_cqe(&ca[i], i + 1, op[i], a->qp->qp_num))
+				return -1;
+	}
+	if (poll_n(b, cb, 4))
+		return -1;
+	/* A WRITE with immediate consumes a receive too (the third). */
+	if (check_recv(&cb[0], 100, IBV_WC_RECV, b->qp->qp_num, 100, false, 0) ||
+	    check_recv(&cb[1], 101, IBV_WC_RECV, b->qp->qp_num, 310, true,
+		       0x11223344) ||
+	    check_recv(&cb[2], 102, IBV_WC_RECV_RDMA_WITH_IMM, b->qp->qp_num,
+		       333, true, 0xabcdef01) ||
+	    check_recv(&cb[3], 103, IBV_WC_RECV, b->qp->qp_num, INLINE_WANT,
+		       false, 0))
+		return -1;
+
+	/* The data, byte by byte, and nothing around it. */
+	if (check_bytes(b->buf + RECV0, a->buf + SRC, 100, "SEND") ||
+	    check_bytes(b->buf + RECV0 + 1024, a->buf + SRC + 1000, 10,
+			"SEND_IMM sge 0") ||
+	    check_bytes(b->buf + RECV0 + 1034, a->buf + SRC + 3000, 300,
+			"SEND_IMM sge 1") ||
+	    check_bytes(b->buf + WRITE_AT + 5, a->buf + SRC + 4096, 1000,
+			"WRITE sge 0") ||
+	    check_bytes(b->buf + WRITE_AT + 1005, a->buf + SRC + 7, 1,
+			"WRITE sge 1") ||
+	    check_bytes(b->buf + WRITE_AT + 1006, a->buf + SRC + 8192, 2047,
+			"WRITE sge 2") ||
+	    check_bytes(b->buf + WRITE_IMM_AT, a->buf + SRC + 12000, 333,
+			"WRITE_IMM") ||
+	    check_bytes(a->buf + READ_TO, b->buf + READ_FROM + 3, 3000, "READ"))
+		return -1;
+	if (b->buf[WRITE_AT + 4] || b->buf[WRITE_AT + 3053] ||
+	    b->buf[RECV0 + 100] || b->buf[RECV0 + 1334])
+		return bad("bytes next to a WRITE or receive were changed");
+	/* Inline: what the buffers held at the call (the pattern). */
+	{
+		uint8_t src[16384];
+
+		fill(src, sizeof(src), 0x31);
+		if (check_bytes(b->buf + RECV0 + 3072, src + 500, 20,
+				"inline buf 0") ||
+		    check_bytes(b->buf + RECV0 + 3092, src + 600,
+				INLINE_WANT - 20, "inline buf 1"))
+			return -1;
+	}
+	memcpy(&v, a->buf + ATOMIC_RES, 8);
+	if (v != atom0)
+		return bad("CMP_SWP returned %#" PRIx64 ", expected %#" PRIx64,
+			   v, atom0);
+	memcpy(&v, a->buf + ATOMIC_RES + 8, 8);
+	if (v != swap)
+		return bad("FETCH_ADD returned %#" PRIx64 ", expected %#" PRIx64,
+			   v, swap);
+	memcpy(&v, b->buf + ATOMIC_AT, 8);
+	if (v != swap + add)
+		return bad("atomic word %#" PRIx64 ", expected %#" PRIx64, v,
+			   swap + add);
+	return 0;
+}
+
+/* Post one signaled SEND of @len bytes at SRC + @off through ibv_wr_*. */
+static int wr_send_one(struct side *a, uint64_t wr_id, uint32_t off,
+		       uint32_t len)
+{
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = wr_id;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC + off,
+		       len);
+	return ibv_wr_complete(a->qpx);
+}
+
+/* A SEND of SRC + @off arrives in @b's receive 0, nothing else on either. */
+static int expect_only_send(struct side *a, struct side *b, uint64_t wr_id,
+			    uint32_t off, uint32_t len)
+{
+	struct cqe e;
+
+	if (poll_n(a, &e, 1) ||
+	    check_cqe(&e, wr_id, IBV_WC_SEND, a->qp->qp_num) ||
+	    poll_n(b, &e, 1) ||
+	    check_recv(&e, 500, IBV_WC_RECV, b->qp->qp_num, len, false, 0) ||
+	    check_bytes(b->buf + RECV0, a->buf + SRC + off, len, "SEND") ||
+	    quiet(a) || quiet(b))
+		return -1;
+	return 0;
+}
+
+/* ibv_wr_abort: the WRs of the batch never reach the device. */
+static int t_abort(struct side *a, struct side *b)
+{
+	fill(a->buf + SRC, 4096, 0x52);
+	if (post_recv(b, 500, RECV0, 1024))
+		return bad("post_recv: %s", strerror(errno));
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = 400;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC, 10);
+	ibv_wr_rdma_write(a->qpx, b->mr->rkey, (uintptr_t)b->buf + WRITE_AT);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC, 10);
+	ibv_wr_abort(a->qpx);
+	if (quiet(a) || quiet(b))
+		return -1;
+	if (wr_send_one(a, 401, 2000, 77))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	return expect_only_send(a, b, 401, 2000, 77);
+}
+
+/*
+ * A batch with one bad WR is refused whole (ibv_wr_complete returns the
+ * error, no WR of it runs): too many SGEs after a good SEND; more WRs
+ * than the send queue holds.
+ */
+static int t_bad_batch(struct side *a, struct side *b)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	struct ibv_sge sgl[MAX_SGE + 1];
+	uint32_t i, depth;
+	int err;
+
+	if (ibv_query_qp(a->qp, &qa, IBV_QP_CAP, &ia))
+		return bad("ibv_query_qp: %s", strerror(errno));
+	fill(a->buf + SRC, 4096, 0x63);
+	if (post_recv(b, 500, RECV0, 1024))
+		return bad("post_recv: %s", strerror(errno));
+
+	for (i = 0; i <= MAX_SGE; i++)
+		sge_at(a, &sgl[i], SRC + i * 8, 8);
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = 600;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC, 16);
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_sge_list(a->qpx, qa.cap.max_send_sge + 1, sgl);
+	err = ibv_wr_complete(a->qpx);
+	if (!err)
+		return bad("a WR with %u SGEs (max %u) was taken",
+			   qa.cap.max_send_sge + 1, qa.cap.max_send_sge);
+	if (quiet(a) || quiet(b))
+		return -1;
+
+	depth = qa.cap.max_send_wr;
+	ibv_wr_start(a->qpx);
+	for (i = 0; i <= depth; i++) {
+		a->qpx->wr_id = 700 + i;
+		a->qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(a->qpx, b->mr->rkey,
+				  (uintptr_t)b->buf + WRITE_AT);
+		ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC,
+			       8);
+	}
+	err = ibv_wr_complete(a->qpx);
+	if (!err)
+		return bad("a batch of %u WRs fit a send queue of %u",
+			   depth + 1, depth);
+	if (quiet(a) || quiet(b))
+		return -1;
+
+	/* The QP goes on as if nothing had been tried. */
+	if (wr_send_one(a, 601, 100, 50))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	return expect_only_send(a, b, 601, 100, 50);
+}
+
+/* The classic calls work on extended objects, in the same order. */
+static int t_classic_on_ex(struct side *a, struct side *b)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+				  .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED }, *bad_wr;
+	struct ibv_wc wc[2];
+	uint64_t end = now_ms() + timeout_s * 1000;
+	int n = 0;
+
+	fill(a->buf + SRC, 4096, 0x74);
+	if (post_recv(b, 500, RECV0, 1024) || post_recv(b, 501, RECV0 + 1024,
+							 1024))
+		return bad("post_recv: %s", strerror(errno));
+	sge_at(a, &sge, SRC, 33);
+	wr.wr_id = 800;
+	if (ibv_post_send(a->qp, &wr, &bad_wr))
+		return bad("ibv_post_send: %s", strerror(errno));
+	if (wr_send_one(a, 801, 1000, 44))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	while (n < 2 && now_ms() < end) {
+		int r = ibv_poll_cq(ibv_cq_ex_to_cq(a->cq), 2 - n, wc + n);
+
+		if (r < 0)
+			return bad("ibv_poll_cq: %d", r);
+		n += r;
+	}
+	if (n < 2)
+		return bad("%d of 2 send completions", n);
+	if (wc[0].wr_id != 800 || wc[1].wr_id != 801 ||
+	    wc[0].status || wc[1].status || wc[0].opcode != IBV_WC_SEND)
+		return bad("send completions %" PRIu64 "/%d %" PRIu64 "/%d",
+			   wc[0].wr_id, wc[0].status, wc[1].wr_id,
+			   wc[1].status);
+	n = 0;
+	while (n < 2 && now_ms() < end) {
+		int r = ibv_poll_cq(ibv_cq_ex_to_cq(b->cq), 2 - n, wc + n);
+
+		if (r < 0)
+			return bad("ibv_poll_cq: %d", r);
+		n += r;
+	}
+	if (n < 2 || wc[0].wr_id != 500 || wc[0].byte_len != 33 ||
+	    wc[1].wr_id != 501 || wc[1].byte_len != 44)
+		return bad("receive completions wrong (%d came)", n);
+	return check_bytes(b->buf + RECV0, a->buf + SRC, 33, "SEND 1") ||
+	       check_bytes(b->buf + RECV0 + 1024, a->buf + SRC + 1000, 44,
+			   "SEND 2");
+}
+
+/* An RDMA WRITE of SRC + @off to (@rkey, @raddr), completed successfully. */
+static int write_one(struct side *a, uint32_t rkey, uint64_t raddr,
+		     uint32_t off, uint32_t len, uint64_t wr_id)
+{
+	struct cqe e;
+
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = wr_id;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(a->qpx, rkey, raddr);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC + off, len);
+	if (ibv_wr_complete(a->qpx))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	if (poll_n(a, &e, 1) ||
+	    check_cqe(&e, wr_id, IBV_WC_RDMA_WRITE, a->qp->qp_num))
+		return -1;
+	return 0;
+}
+
+/*
+ * ibv_rereg_mr: a local-only MR gets remote write access, and (on this
+ * device; Soft-RoCE cannot change a translation) moves to other pages;
+ * WRITEs through the keys it has then land where it now is, and only
+ * there; a change of PD.
+ */
+static int t_rereg(struct side *a, struct side *b)
+{
+	uint8_t *x = b->buf + WRITE_AT, *y = b->buf + READ_FROM;
+	struct ibv_pd *pd2;
+	struct ibv_mr *mr;
+	int err, rc = -1;
+
+	fill(a->buf + SRC, 8192, 0xc9);
+	memset(x, 0, 4096);
+	memset(y, 0, 4096);
+	mr = ibv_reg_mr(b->dev->pd, x, 4096, IBV_ACCESS_LOCAL_WRITE);
+	if (!mr)
+		return bad("ibv_reg_mr: %s", strerror(errno));
+	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			   ALL_ACCESS);
+	if (err && errno == EOPNOTSUPP && !is_pvrdma(b->dev)) {
+		/* A device may not offer it (Soft-RoCE's provider does not). */
+		printf("# %s: ibv_rereg_mr not offered\n", b->dev->name);
+		rc = 0;
+		goto out;
+	}
+	if (err) {
+		bad("access change: %d (%s)", err, strerror(errno));
+		goto out;
+	}
+	if (write_one(a, mr->rkey, (uintptr_t)x + 100, 0, 1000, 1300) ||
+	    check_bytes(x + 100, a->buf + SRC, 1000, "WRITE after the access change"))
+		goto out;
+
+	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, y, 4096,
+			   0);
+	if (!is_pvrdma(b->dev)) {
+		printf("# %s: translation change %s\n", b->dev->name,
+		       err ? "refused" : "done");
+	} else if (err) {
+		bad("translation change: %d (%s)", err, strerror(errno));
+		goto out;
+	} else {
+		memset(x, 0, 4096);
+		if (mr->addr != y || mr->length != 4096 ||
+		    write_one(a, mr->rkey, (uintptr_t)y + 7, 2000, 3000, 1301) ||
+		    check_bytes(y + 7, a->buf + SRC + 2000, 3000,
+				"WRITE after the translation change"))
+			goto out;
+		if (x[7] || x[100] || x[3006]) {
+			bad("the old pages were written");
+			goto out;
+		}
+	}
+
+	pd2 = ibv_alloc_pd(b->dev->ctx);
+	if (!pd2) {
+		bad("ibv_alloc_pd: %s", strerror(errno));
+		goto out;
+	}
+	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
+	if (err || mr->pd != pd2) {
+		bad("PD change: %d (%s)", err, strerror(errno));
+		ibv_dealloc_pd(pd2);
+		goto out;
+	}
+	if (ibv_dereg_mr(mr) || ibv_dealloc_pd(pd2))
+		return bad("dereg / dealloc after the PD change: %s",
+			   strerror(errno));
+	return 0;
+out:
+	ibv_dereg_mr(mr);
+	return rc;
+}
+
+/* @n SENDs of 40 bytes each from SRC + 100 * i to @b's receives 0.. */
+static int sends_pending(struct side *a, struct side *b, int n,
+			 uint64_t first_id)
+{
+	struct cqe e[DEPTH];
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (post_recv(b, 2000 + i, RECV0 + i * 64, 64))
+			return bad("post_recv: %s", strerror(errno));
+	ibv_wr_start(a->qpx);
+	for (i = 0; i < n; i++) {
+		a->qpx->wr_id = first_id + i;
+		a->qpx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_send(a->qpx);
+		ibv_wr_set_sge(a->qpx, a->mr->lkey,
+			       (uintptr_t)a->buf + SRC + 100 * i, 40);
+	}
+	if (ibv_wr_complete(a->qpx))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	return poll_n(a, e, n);
+}
+
+/* @n receive completions on @b, in order, their data checked. */
+static int recvs_arrived(struct side *a, struct side *b, int n)
+{
+	struct cqe e[DEPTH];
+	int i;
+
+	if (poll_n(b, e, n))
+		return -1;
+	for (i = 0; i < n; i++)
+		if (check_recv(&e[i], 2000 + i, IBV_WC_RECV, b->qp->qp_num, 40,
+			       false, 0) ||
+		    check_bytes(b->buf + RECV0 + i * 64,
+				a->buf + SRC + 100 * i, 40, "SEND"))
+			return -1;
+	return 0;
+}
+
+/*
+ * ibv_resize_cq: completions not yet polled survive a resize, in order;
+ * a size below what is pending is refused and the CQ goes on; an empty
+ * CQ shrinks and still takes completions.
+ */
+static int t_resize_cq(struct side *a, struct side *b)
+{
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(b->cq);
+	int err;
+
+	fill(a->buf + SRC, 4096, 0xd3);
+	if (sends_pending(a, b, 3, 1400))
+		return -1;
+	err = ibv_resize_cq(cq, 3 * DEPTH);
+	if (err)
+		return bad("grow to %d: %s", 3 * DEPTH, strerror(err));
+	if (cq->cqe < 3 * DEPTH)
+		return bad("cqe %d after growing to %d", cq->cqe, 3 * DEPTH);
+	if (recvs_arrived(a, b, 3) || quiet(b))
+		return -1;
+
+	if (sends_pending(a, b, 3, 1410))
+		return -1;
+	/*
+	 * The SENDs completed, so they were acknowledged, which a responder
+	 * does after it completed the receive: all three CQEs are there.
+	 */
+	if (!ibv_resize_cq(cq, 1))
+		return bad("a CQ holding 3 completions shrank to 1 entry");
+	if (recvs_arrived(a, b, 3))
+		return -1;
+
+	err = ibv_resize_cq(cq, 2);
+	if (err)
+		return bad("shrink to 2: %s", strerror(err));
+	if (sends_pending(a, b, 1, 1420) || recvs_arrived(a, b, 1))
+		return -1;
+	err = ibv_resize_cq(cq, 4 * DEPTH);
+	if (err)
+		return bad("grow again: %s", strerror(err));
+	return 0;
+}
+
+/* ibv_query_qp gives back what the RC QP was set to. */
+static int t_query_rc(struct side *a, struct side *b)
+{
+	struct ibv_qp_attr q;
+	struct ibv_qp_init_attr ia;
+	int mask = IBV_QP_STATE | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+		   IBV_QP_RQ_PSN | IBV_QP_SQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+		   IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER |
+		   IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+		   IBV_QP_ACCESS_FLAGS | IBV_QP_PORT | IBV_QP_AV | IBV_QP_CAP;
+
+	memset(&q, 0, sizeof(q));
+	if (ibv_query_qp(a->qp, &q, mask, &ia))
+		return bad("ibv_query_qp: %s", strerror(errno));
+	if (q.qp_state != IBV_QPS_RTS || q.path_mtu != IBV_MTU_1024 ||
+	    q.dest_qp_num != b->qp->qp_num || q.min_rnr_timer != 12 ||
+	    q.timeout != 14 || q.retry_cnt != 7 || q.rnr_retry != 7 ||
+	    q.max_rd_atomic < 1 || q.max_dest_rd_atomic < 1 ||
+	    q.qp_access_flags != ALL_ACCESS || q.port_num != PORT)
+		return bad("state %d mtu %d dqpn %#x rnr %u timeout %u retry "
+			   "%u/%u rd_atomic %u/%u access %#x port %u",
+			   q.qp_state, q.path_mtu, q.dest_qp_num,
+			   q.min_rnr_timer, q.timeout, q.retry_cnt,
+			   q.rnr_retry, q.max_rd_atomic, q.max_dest_rd_atomic,
+			   q.qp_access_flags, q.port_num);
+	if (!q.ah_attr.is_global ||
+	    memcmp(q.ah_attr.grh.dgid.raw, b->dev->gid.raw, 16) ||
+	    q.ah_attr.grh.sgid_index != a->dev->gid_index)
+		return bad("the address vector is not what was set");
+	if (q.cap.max_send_wr < DEPTH || q.cap.max_send_sge < MAX_SGE ||
+	    q.cap.max_recv_wr < DEPTH || q.cap.max_recv_sge < MAX_SGE ||
+	    q.cap.max_inline_data < INLINE_WANT ||
+	    ia.cap.max_send_wr != q.cap.max_send_wr ||
+	    ia.qp_type != IBV_QPT_RC)
+		return bad("caps %u/%u/%u/%u/%u below what was asked",
+			   q.cap.max_send_wr, q.cap.max_send_sge,
+			   q.cap.max_recv_wr, q.cap.max_recv_sge,
+			   q.cap.max_inline_data);
+	return 0;
+}
+
+/*
+ * UD through ibv_wr_*: SEND with immediate and inline data, SEND from an
+ * SGE with the QP's Q_Key (high bit), both checked behind the GRH; a WR
+ * without an address fails its batch.
+ */
+static int t_ud(struct side *a, struct side *b)
+{
+	struct cqe e[2];
+	uint8_t src[INLINE_WANT];
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr ia;
+	int err;
+
+	fill(src, sizeof(src), 0x85);
+	fill(a->buf + SRC, 4096, 0x96);
+	memset(b->buf + RECV0, 0, 4096);
+	if (post_recv(b, 900, RECV0, 1024) ||
+	    post_recv(b, 901, RECV0 + 1024, 1024))
+		return bad("post_recv: %s", strerror(errno));
+
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = 910;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send_imm(a->qpx, htobe32(0x5a5a0001));
+	ibv_wr_set_ud_addr(a->qpx, a->ah, b->qp->qp_num, QKEY);
+	ibv_wr_set_inline_data(a->qpx, src, sizeof(src));
+	a->qpx->wr_id = 911;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_ud_addr(a->qpx, a->ah, b->qp->qp_num, 0x80000000u);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC + 9, 900);
+	if (ibv_wr_complete(a->qpx))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+
+	if (poll_n(a, e, 2) ||
+	    check_cqe(&e[0], 910, IBV_WC_SEND, a->qp->qp_num) ||
+	    check_cqe(&e[1], 911, IBV_WC_SEND, a->qp->qp_num))
+		return -1;
+	if (poll_n(b, e, 2) ||
+	    check_recv(&e[0], 900, IBV_WC_RECV, b->qp->qp_num,
+		       GRH_LEN + INLINE_WANT, true, 0x5a5a0001) ||
+	    check_recv(&e[1], 901, IBV_WC_RECV, b->qp->qp_num, GRH_LEN + 900,
+		       false, 0))
+		return -1;
+	if (e[0].src_qp != a->qp->qp_num || e[1].src_qp != a->qp->qp_num ||
+	    !(e[0].wc_flags & IBV_WC_GRH) || !(e[1].wc_flags & IBV_WC_GRH))
+		return bad("src_qp %#x/%#x (want %#x) or no GRH flag",
+			   e[0].src_qp, e[1].src_qp, a->qp->qp_num);
+	if (check_bytes(b->buf + RECV0 + GRH_LEN, src, sizeof(src),
+			"UD inline") ||
+	    check_bytes(b->buf + RECV0 + 1024 + GRH_LEN, a->buf + SRC + 9, 900,
+			"UD SEND"))
+		return -1;
+
+	/* No address: the batch fails, nothing is sent. */
+	if (post_recv(b, 902, RECV0, 1024))
+		return bad("post_recv: %s", strerror(errno));
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = 912;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a->qpx);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + SRC, 10);
+	err = ibv_wr_complete(a->qpx);
+	if (!err)
+		return bad("a UD WR without an address was taken");
+	if (quiet(a) || quiet(b))
+		return -1;
+
+	/* ibv_query_qp: the Q_Key set at INIT. */
+	if (ibv_query_qp(b->qp, &qa, IBV_QP_QKEY | IBV_QP_STATE, &ia))
+		return bad("ibv_query_qp: %s", strerror(errno));
+	if (qa.qkey != QKEY || qa.qp_state != IBV_QPS_RTS)
+		return bad("UD query: qkey %#x state %d", qa.qkey,
+			   qa.qp_state);
+	return 0;
+}
+
+/* Wait for one async event of @type on @d's context, within the timeout. */
+static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
+{
+	struct ibv_async_event ev;
+	struct pollfd pfd = { .fd = d->ctx->async_fd, .events = POLLIN };
+	uint64_t end = now_ms() + timeout_s * 1000;
+
+	for (;;) {
+		if (!ibv_get_async_event(d->ctx, &ev)) {
+			enum ibv_event_type got = ev.event_type;
+			void *o = ev.element.qp;
+
+			ibv_ack_async_event(&ev);
+			if (got == type && o == obj)
+				return 0;
+			if (got == IBV_EVENT_PORT_ACTIVE ||
+			    got == IBV_EVENT_GID_CHANGE)
+				continue;
+			return bad("event %s, expected %s",
+				   ibv_event_type_str(got),
+				   ibv_event_type_str(type));
+		}
+		if (now_ms() > end)
+			return bad("no %s event in %d s",
+				   ibv_event_type_str(type), timeout_s);
+		poll(&pfd, 1, 100);
+	}
+}
+
+/*
+ * The SRQ limit: set by ibv_modify_srq, read back, the event once fewer
+ * WQEs than the limit are left, and the limit disarmed (0) after it.
+ */
+static int t_srq_limit(struct dev *da, struct dev *db)
+{
+	struct ibv_srq_init_attr si = { .attr = { .max_wr = DEPTH,
+						  .max_sge = 1 } };
+	struct ibv_srq_attr sa = { .srq_limit = 4 };
+	struct side a, b;
+	struct ibv_srq *srq;
+	struct cqe e[DEPTH];
+	int i, rc = -1;
+
+	srq = ibv_create_srq(db->pd, &si);
+	if (!srq)
+		return bad("ibv_create_srq: %s", strerror(errno));
+	if (side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	    side_create(&b, db, IBV_QPT_RC, 0, srq) || rc_connect(&a, &b))
+		goto out;
+	for (i = 0; i < 6; i++) {
+		struct ibv_sge sge;
+		struct ibv_recv_wr wr = { .wr_id = 1000 + i, .sg_list = &sge,
+					  .num_sge = 1 }, *bad_wr;
+
+		sge_at(&b, &sge, RECV0 + i * 1024, 1024);
+		if (ibv_post_srq_recv(srq, &wr, &bad_wr)) {
+			bad("ibv_post_srq_recv: %s", strerror(errno));
+			goto out;
+		}
+	}
+	if (ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT)) {
+		bad("ibv_modify_srq: %s", strerror(errno));
+		goto out;
+	}
+	memset(&sa, 0, sizeof(sa));
+	if (ibv_query_srq(srq, &sa) || sa.srq_limit != 4 ||
+	    sa.max_wr < DEPTH) {
+		bad("query: limit %u max_wr %u", sa.srq_limit, sa.max_wr);
+		goto out;
+	}
+	/* 6 posted, limit 4: two SENDs leave 4 (no event), a third 3. */
+	fill(a.buf + SRC, 4096, 0xa7);
+	for (i = 0; i < 2; i++)
+		if (wr_send_one(&a, 1100 + i, i * 100, 64))
+			goto out_errno;
+	if (poll_n(&a, e, 2) || poll_n(&b, e, 2))
+		goto out;
+	if (ibv_query_srq(srq, &sa) || sa.srq_limit != 4) {
+		bad("limit %u after 2 of 6 WQEs were used", sa.srq_limit);
+		goto out;
+	}
+	if (wr_send_one(&a, 1102, 200, 64))
+		goto out_errno;
+	if (poll_n(&a, e, 1) || poll_n(&b, e, 1))
+		goto out;
+	if (e[0].wr_id != 1002 ||
+	    check_bytes(b.buf + RECV0 + 2048, a.buf + SRC + 200, 64, "SEND"))
+		goto out;
+	if (wait_event(db, IBV_EVENT_SRQ_LIMIT_REACHED, srq))
+		goto out;
+	if (ibv_query_srq(srq, &sa) || sa.srq_limit != 0) {
+		bad("limit %u after the event, expected 0 (disarmed)",
+		    sa.srq_limit);
+		goto out;
+	}
+	rc = 0;
+	goto out;
+out_errno:
+	bad("ibv_wr_complete: %s", strerror(errno));
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	ibv_destroy_srq(srq);
+	return rc;
+}
+
+static int modify_fails(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+			const char *what)
+{
+	if (!ibv_modify_qp(qp, a, mask))
+		return bad("%s was accepted", what);
+	return 0;
+}
+
+/*
+ * QP transitions with the attribute masks of the IBA's table: refusals
+ * for missing required and for not-allowed attributes, a skipped state;
+ * INIT -> INIT; RTS -> SQD with the SQ_DRAINED event, SQD -> SQD, SQD ->
+ * RTS with data flowing after; any -> ERR, ERR -> RESET.
+ */
+static int t_transitions(struct dev *da, struct dev *db)
+{
+	struct side a, b;
+	struct ibv_qp_attr q, r;
+	struct ibv_qp_init_attr ia;
+	int rc = -1;
+
+	if (side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	    side_create(&b, db, IBV_QPT_RC, 0, NULL))
+		goto out;
+
+	memset(&q, 0, sizeof(q));
+	q.qp_state = IBV_QPS_INIT;
+	q.port_num = PORT;
+	q.qp_access_flags = ALL_ACCESS;
+	if (modify_fails(a.qp, &q, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_ACCESS_FLAGS,
+			 "RESET -> INIT without a port") ||
+	    modify_fails(a.qp, &q, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				    IBV_QP_PORT | IBV_QP_ACCESS_FLAGS |
+				    IBV_QP_SQ_PSN,
+			 "RESET -> INIT with an SQ PSN"))
+		goto out;
+	rtr_attr(&a, &b, PSN_B, &r);
+	if (modify_fails(a.qp, &r, RTR_MASK, "RESET -> RTR"))
+		goto out;
+	if (to_init(&a) || to_init(&b)) {
+		bad("RESET -> INIT: %s", strerror(errno));
+		goto out;
+	}
+	q.qp_state = IBV_QPS_INIT;
+	q.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS) ||
+	    ibv_query_qp(a.qp, &q, IBV_QP_ACCESS_FLAGS | IBV_QP_STATE, &ia) ||
+	    q.qp_access_flags != IBV_ACCESS_REMOTE_WRITE ||
+	    q.qp_state != IBV_QPS_INIT) {
+		bad("INIT -> INIT: access %#x state %d", q.qp_access_flags,
+		    q.qp_state);
+		goto out;
+	}
+	q.qp_access_flags = ALL_ACCESS;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE | IBV_QP_ACCESS_FLAGS)) {
+		bad("INIT -> INIT: %s", strerror(errno));
+		goto out;
+	}
+	if (modify_fails(a.qp, &r, RTR_MASK & ~IBV_QP_AV,
+			 "INIT -> RTR without an address vector") ||
+	    modify_fails(a.qp, &r, RTR_MASK & ~IBV_QP_DEST_QPN,
+			 "INIT -> RTR without a destination QPN") ||
+	    modify_fails(a.qp, &r, RTR_MASK | IBV_QP_SQ_PSN,
+			 "INIT -> RTR with an SQ PSN"))
+		goto out;
+	if (ibv_modify_qp(a.qp, &r, RTR_MASK)) {
+		bad("INIT -> RTR: %s", strerror(errno));
+		goto out;
+	}
+	rts_attr(PSN_A, &q);
+	if (modify_fails(a.qp, &q, RTS_MASK & ~IBV_QP_SQ_PSN,
+			 "RTR -> RTS without an SQ PSN") ||
+	    modify_fails(a.qp, &q, RTS_MASK | IBV_QP_DEST_QPN,
+			 "RTR -> RTS with a destination QPN"))
+		goto out;
+	if (ibv_modify_qp(a.qp, &q, RTS_MASK)) {
+		bad("RTR -> RTS: %s", strerror(errno));
+		goto out;
+	}
+	rtr_attr(&b, &a, PSN_A, &r);
+	if (ibv_modify_qp(b.qp, &r, RTR_MASK)) {
+		bad("B: INIT -> RTR: %s", strerror(errno));
+		goto out;
+	}
+	rts_attr(PSN_B, &q);
+	if (ibv_modify_qp(b.qp, &q, RTS_MASK)) {
+		bad("B: RTR -> RTS: %s", strerror(errno));
+		goto out;
+	}
+
+	/* RTS -> SQD, told when drained; SQD -> SQD changes the timeout. */
+	memset(&q, 0, sizeof(q));
+	q.qp_state = IBV_QPS_SQD;
+	q.en_sqd_async_notify = 1;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE | IBV_QP_EN_SQD_ASYNC_NOTIFY)) {
+		bad("RTS -> SQD: %s", strerror(errno));
+		goto out;
+	}
+	if (wait_event(da, IBV_EVENT_SQ_DRAINED, a.qp))
+		goto out;
+	if (ibv_query_qp(a.qp, &q, IBV_QP_STATE, &ia) ||
+	    q.qp_state != IBV_QPS_SQD) {
+		bad("state %d after RTS -> SQD", q.qp_state);
+		goto out;
+	}
+	memset(&q, 0, sizeof(q));
+	q.qp_state = IBV_QPS_SQD;
+	q.timeout = 16;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE | IBV_QP_TIMEOUT) ||
+	    ibv_query_qp(a.qp, &q, IBV_QP_TIMEOUT, &ia) || q.timeout != 16) {
+		bad("SQD -> SQD with a new timeout: %s / %u", strerror(errno),
+		    q.timeout);
+		goto out;
+	}
+	q.qp_state = IBV_QPS_RTS;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE)) {
+		bad("SQD -> RTS: %s", strerror(errno));
+		goto out;
+	}
+	fill(a.buf + SRC, 4096, 0xb8);
+	if (post_recv(&b, 500, RECV0, 1024) || wr_send_one(&a, 1200, 300, 99)) {
+		bad("post: %s", strerror(errno));
+		goto out;
+	}
+	if (expect_only_send(&a, &b, 1200, 300, 99))
+		goto out;
+
+	/* Any state -> ERR, ERR -> RESET, and RESET -> INIT again. */
+	q.qp_state = IBV_QPS_ERR;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE)) {
+		bad("RTS -> ERR: %s", strerror(errno));
+		goto out;
+	}
+	q.qp_state = IBV_QPS_RTS;
+	if (modify_fails(a.qp, &q, IBV_QP_STATE, "ERR -> RTS"))
+		goto out;
+	q.qp_state = IBV_QPS_RESET;
+	if (ibv_modify_qp(a.qp, &q, IBV_QP_STATE) ||
+	    ibv_query_qp(a.qp, &q, IBV_QP_STATE, &ia) ||
+	    q.qp_state != IBV_QPS_RESET || to_init(&a)) {
+		bad("ERR -> RESET -> INIT: %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	return rc;
+}
+
+/* Extended CQs: what may be asked, what is refused. */
+static int t_cq_ex(struct dev *d)
+{
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = 8,
+		.wc_flags = IBV_WC_STANDARD_FLAGS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+		.flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED,
+	};
+	struct ibv_poll_cq_attr pa = {};
+	struct ibv_cq_ex *cq;
+
+	cq = ibv_create_cq_ex(d->ctx, &ca);
+	if (!cq)
+		return bad("all standard fields, single threaded: %s",
+			   strerror(errno));
+	if (ibv_start_poll(cq, &pa) != ENOENT)
+		return bad("a new CQ polled something");
+	if (ibv_destroy_cq(ibv_cq_ex_to_cq(cq)))
+		return bad("ibv_destroy_cq: %s", strerror(errno));
+
+	/* The device's CQE has no time: say so rather than make one up. */
+	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	cq = ibv_create_cq_ex(d->ctx, &ca);
+	if (is_pvrdma(d)) {
+		if (cq || errno != EOPNOTSUPP)
+			return bad("completion timestamps: %s",
+				   cq ? "offered" : strerror(errno));
+	} else {
+		printf("# %s: completion timestamps %s\n", d->name,
+		       cq ? "offered" : "refused");
+		if (cq)
+			ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	}
+	return 0;
+}
+
+/* Send ops the QP type has not: refused at creation. */
+static int t_qp_ex_refused(struct dev *d)
+{
+	struct ibv_cq *cq = ibv_create_cq(d->ctx, 8, NULL, NULL, 0);
+	struct ibv_qp_init_attr_ex qa = {
+		.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = d->pd,
+		.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE,
+	};
+	struct ibv_qp *qp;
+	int rc = 0;
+
+	if (!cq)
+		return bad("ibv_create_cq: %s", strerror(errno));
+	qp = ibv_create_qp_ex(d->ctx, &qa);
+	if (qp) {
+		rc = bad("a UD QP with RDMA WRITE was made");
+		ibv_destroy_qp(qp);
+	}
+	ibv_destroy_cq(cq);
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	const char *dev_a = NULL, *dev_b = NULL;
+	struct dev da = {}, db = {};
+	struct side a, b;
+	int gid = -1, opt;
+
+	while ((opt = getopt(argc, argv, "d:D:g:t:")) != -1) {
+		switch (opt) {
+		case 'd':
+			dev_a = optarg;
+			break;
+		case 'D':
+			dev_b = optarg;
+			break;
+		case 'g':
+			gid = atoi(optarg);
+			break;
+		case 't':
+			timeout_s = atoi(optarg);
+			break;
+		default:
+			fprintf(stderr, "usage: verbs_ex -d DEV [-D PEER_DEV] "
+					"[-g GID_INDEX] [-t TIMEOUT_S]\n");
+			return 2;
+		}
+	}
+	if (!dev_a || timeout_s < 1)
+		return 2;
+	if (dev_open(&da, dev_a, gid) ||
+	    dev_open(&db, dev_b ? dev_b : dev_a, gid))
+		return 1;
+	printf("# %s -> %s, GID index %d\n", da.name, db.name, da.gid_index);
+
+	report("cq_ex: create, empty poll, refusals", t_cq_ex(&da));
+	report("qp_ex: send ops the QP type has not are refused",
+	       t_qp_ex_refused(&da));
+
+	if (side_create(&a, &da, IBV_QPT_RC,
+			RC_OPS | IBV_QP_EX_WITH_SEND_WITH_INV |
+				IBV_QP_EX_WITH_LOCAL_INV, NULL) ||
+	    side_create(&b, &db, IBV_QPT_RC, 0, NULL) || rc_connect(&a, &b)) {
+		report("rc: set up an extended QP pair", -1);
+	} else {
+		report("rc: every opcode in one ibv_wr batch", t_rc_batch(&a, &b));
+		report("rc: ibv_wr_abort posts nothing", t_abort(&a, &b));
+		report("rc: a batch with a bad WR is refused whole",
+		       t_bad_batch(&a, &b));
+		report("rc: ibv_post_send and ibv_poll_cq on extended objects",
+		       t_classic_on_ex(&a, &b));
+		report("rc: ibv_query_qp returns what was set",
+		       t_query_rc(&a, &b));
+		report("mr: ibv_rereg_mr (access, translation, PD)",
+		       t_rereg(&a, &b));
+		report("cq: ibv_resize_cq keeps what is pending, refuses less",
+		       t_resize_cq(&a, &b));
+	}
+	side_destroy(&a);
+	side_destroy(&b);
+
+	if (side_create(&a, &da, IBV_QPT_UD,
+			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM,
+			NULL) ||
+	    side_create(&b, &db, IBV_QPT_UD, 0, NULL) || ud_ready(&a, &b) ||
+	    ud_ready(&b, &a))
+		report("ud: set up an extended QP pair", -1);
+	else
+		report("ud: ibv_wr batch with addresses, inline, Q_Keys",
+		       t_ud(&a, &b));
+	side_destroy(&a);
+	side_destroy(&b);
+
+	report("srq: limit set, read back, event, disarmed",
+	       t_srq_limit(&da, &db));
+	report("qp: transitions and their attribute masks",
+	       t_transitions(&da, &db));
+
+	printf("RESULT passed=%d failed=%d\n", passed, failed);
+	return failed ? 1 : 0;
+}

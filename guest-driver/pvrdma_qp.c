@@ -20,6 +20,7 @@
 /* IB QP types, states and attribute bits are the device's (spec §5.4). */
 static_assert(PVRDMA_QPT_GSI == (int)IB_QPT_GSI);
 static_assert(PVRDMA_QPT_RC == (int)IB_QPT_RC);
+static_assert(PVRDMA_QPT_UC == (int)IB_QPT_UC);
 static_assert(PVRDMA_QPT_UD == (int)IB_QPT_UD);
 static_assert(PVRDMA_QPS_ERR == (int)IB_QPS_ERR);
 static_assert(PVRDMA_QP_DEST_QPN == (u32)IB_QP_DEST_QPN);
@@ -267,6 +268,11 @@ static int pvrdma_qp_check_init(struct pvrdma_dev *dev,
 	case IB_QPT_RC:
 	case IB_QPT_UD:
 		break;
+	case IB_QPT_UC:
+		/* A project extension the device announces (spec §14). */
+		if (!(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_UC))
+			return -EOPNOTSUPP;
+		break;
 	case IB_QPT_GSI:
 		if (udata)
 			return -EOPNOTSUPP;
@@ -284,7 +290,7 @@ static int pvrdma_qp_check_init(struct pvrdma_dev *dev,
 }
 
 /**
- * pvrdma_create_qp() - create an RC, UD or GSI QP
+ * pvrdma_create_qp() - create an RC, UC, UD or GSI QP
  * @ibqp: QP allocated by the IB core
  * @init: attributes; for kernel QPs the capabilities are written back
  * @udata: user data (struct pvrdma_create_qp), NULL for kernel QPs
@@ -916,7 +922,7 @@ static int pvrdma_write_send_wqe(struct pvrdma_dev *dev, struct pvrdma_qp *qp,
 	hdr->num_sge = wr->num_sge;
 	hdr->opcode = opcode;
 	hdr->send_flags = wr->send_flags & PVRDMA_SEND_FLAGS_MASK;
-	if (qp->ibqp.qp_type == IB_QPT_RC)
+	if (qp->ibqp.qp_type != IB_QPT_UD && qp->ibqp.qp_type != IB_QPT_GSI)
 		ret = pvrdma_fill_rc_wqe(dev, hdr, wr);
 	else
 		ret = pvrdma_fill_ud_wqe(qp, hdr, wr);

@@ -241,8 +241,12 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
-	/* User space gets RC and UD QPs only (spec §9). */
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD) {
+	/*
+	 * User space gets RC and UD QPs (spec §9), and UC where the device
+	 * has it (spec §14; the kernel refuses it otherwise).
+	 */
+	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD &&
+	    attr->qp_type != IBV_QPT_UC) {
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
@@ -435,13 +439,20 @@ int pvrdma_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 
 /*
  * ibverbs opcodes to device opcodes (spec §8.3). The two enums agree only
- * up to 6, so every opcode is translated explicitly; UD QPs only send.
+ * up to 6, so every opcode is translated explicitly; UD QPs only send,
+ * UC QPs send and write.
  */
 static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
 			    enum ibv_wr_opcode opcode, uint32_t *wqe_opcode)
 {
 	if (qp_type == IBV_QPT_UD && opcode != IBV_WR_SEND &&
 	    opcode != IBV_WR_SEND_WITH_IMM)
+		return EINVAL;
+	/* UC: no READ and no atomics (IBA 9.8.1). */
+	if (qp_type == IBV_QPT_UC &&
+	    (opcode == IBV_WR_RDMA_READ ||
+	     opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
+	     opcode == IBV_WR_ATOMIC_FETCH_AND_ADD))
 		return EINVAL;
 
 	switch (opcode) {

@@ -25,7 +25,7 @@
 #include "pvrdma.h"
 #include "verbs.h"
 
-/* The opcodes each QP type can build (spec §9: RC and UD in user space). */
+/* The opcodes each QP type can build (RC, UC and UD in user space). */
 #define PVRDMA_RC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
 			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 			    IBV_QP_EX_WITH_SEND | \
@@ -36,6 +36,12 @@
 			    IBV_QP_EX_WITH_LOCAL_INV | \
 			    IBV_QP_EX_WITH_SEND_WITH_INV)
 #define PVRDMA_UD_SEND_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM)
+#define PVRDMA_UC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
+			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+			    IBV_QP_EX_WITH_SEND | \
+			    IBV_QP_EX_WITH_SEND_WITH_IMM | \
+			    IBV_QP_EX_WITH_LOCAL_INV | \
+			    IBV_QP_EX_WITH_SEND_WITH_INV)
 
 static struct pvrdma_qp *qpx_to_qp(struct ibv_qp_ex *qpx)
 {
@@ -372,8 +378,19 @@ static void pvrdma_wr_abort(struct ibv_qp_ex *qpx)
 int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags)
 {
 	struct ibv_qp_ex *qpx = &qp->vqp.qp_ex;
-	uint64_t supported = qp->vqp.qp.qp_type == IBV_QPT_UD ?
-				     PVRDMA_UD_SEND_OPS : PVRDMA_RC_SEND_OPS;
+	uint64_t supported;
+
+	switch (qp->vqp.qp.qp_type) {
+	case IBV_QPT_UD:
+		supported = PVRDMA_UD_SEND_OPS;
+		break;
+	case IBV_QPT_UC:
+		supported = PVRDMA_UC_SEND_OPS;
+		break;
+	default:
+		supported = PVRDMA_RC_SEND_OPS;
+		break;
+	}
 
 	if (send_ops_flags & ~supported)
 		return EOPNOTSUPP;

@@ -212,6 +212,8 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* RESIZE_CQ takes the new ring (struct pvrdma_cmd_resize_cq_ex) and moves
  * the CQEs not yet polled into it. */
 #define PVRDMA_EX_CAP_RESIZE_CQ         (1u << 30)
+/* CREATE_QP takes qp_type UC (PVRDMA_QPT_UC). */
+#define PVRDMA_EX_CAP_UC                (1u << 29)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 

@@ -94,6 +94,7 @@ typedef struct PvrdmaSendWr {
     uint8_t sgid[16];
     uint8_t dgid[16];
     uint8_t sl;
+    bool uc;                    /* from a UC QP: no answer is awaited */
     /* UD and GSI: datagram fields (the GRH the receiver sees). */
     bool ud;
     uint32_t qkey;              /* the WR's, or the QP's if bit 31 set */

@@ -852,8 +852,9 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
              "CREATE_QP: bad sq_sig_all/is_srq or reserved bytes");
         return -EINVAL;
     }
-    if (c->qp_type != PVRDMA_QPT_RC && c->qp_type != PVRDMA_QPT_UD &&
-        c->qp_type != PVRDMA_QPT_GSI) {
+    /* UC: a project extension (PVRDMA_EX_CAP_UC). */
+    if (c->qp_type != PVRDMA_QPT_RC && c->qp_type != PVRDMA_QPT_UC &&
+        c->qp_type != PVRDMA_QPT_UD && c->qp_type != PVRDMA_QPT_GSI) {
         GERR(core, CREATE_QP_QP_TYPE_NOT_SUPPORTED,
              "CREATE_QP: QP type %u not supported", c->qp_type);
         return -EINVAL;

@@ -63,6 +63,7 @@ typedef struct PvrdmaFabricMsg {
     uint64_t compare_add;
     uint64_t swap;
     uint64_t length;            /* payload bytes (8 for atomics) */
+    bool uc;                    /* from a UC QP: SEND or WRITE only */
     /* A datagram (UD or GSI SEND): no connection, no NAK. */
     bool ud;
     uint32_t qkey;

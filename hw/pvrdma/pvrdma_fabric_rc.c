@@ -65,6 +65,7 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .compare_add = wr->compare_add,
         .swap = wr->swap,
         .length = wr->length,
+        .uc = wr->uc,
         .ud = wr->ud,
         .qkey = wr->qkey,
         .flow_label = wr->flow_label,
@@ -119,25 +120,36 @@ static void pvrdma_fabric_nak(PvrdmaFabricExec *ex, uint32_t status, int event)
     pvrdma_core_qp_error(ex->port->core, ex->qp, event);
 }
 
-/* R_Key violation (IBA 9.7.5.1.x class C): NAK, responder QP to ERR. */
-static void pvrdma_fabric_access_err(PvrdmaFabricExec *ex)
-{
-    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_ACCESS_ERR,
-                      PVRDMA_EQE_TYPE_QP_ACCESS_ERR);
-}
-
-/* Invalid request: NAK, responder QP to ERR. */
-static void pvrdma_fabric_inv_req(PvrdmaFabricExec *ex)
-{
-    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_INV_REQ_ERR,
-                      PVRDMA_EQE_TYPE_QP_REQ_ERR);
-}
-
 /* The answer is known without moving (more) data. */
 static void pvrdma_fabric_answer(PvrdmaFabricExec *ex, uint32_t status)
 {
     ex->ack.status = status;
     ex->done = true;
+}
+
+/*
+ * R_Key violation (IBA 9.7.5.1.x class C): NAK, responder QP to ERR.  A
+ * UC responder drops the message and goes on (rxe does the same).
+ */
+static void pvrdma_fabric_access_err(PvrdmaFabricExec *ex)
+{
+    if (ex->qp->type == PVRDMA_QPT_UC) {
+        pvrdma_fabric_answer(ex, PVRDMA_WC_REM_ACCESS_ERR);
+        return;
+    }
+    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_ACCESS_ERR,
+                      PVRDMA_EQE_TYPE_QP_ACCESS_ERR);
+}
+
+/* Invalid request: NAK, responder QP to ERR; UC: dropped. */
+static void pvrdma_fabric_inv_req(PvrdmaFabricExec *ex)
+{
+    if (ex->qp->type == PVRDMA_QPT_UC) {
+        pvrdma_fabric_answer(ex, PVRDMA_WC_REM_INV_REQ_ERR);
+        return;
+    }
+    pvrdma_fabric_nak(ex, PVRDMA_WC_REM_INV_REQ_ERR,
+                      PVRDMA_EQE_TYPE_QP_REQ_ERR);
 }
 
 /*
@@ -160,7 +172,8 @@ static void pvrdma_fabric_recv_fail(PvrdmaFabricExec *ex, uint32_t status,
  * The receive WQE a message consumes (its buffers resolved when the
  * message fills them); false with an RNR NAK when there is none (or
  * another message of this port is filling the same queue's head), or
- * REM_OP_ERR when the queue is broken.
+ * REM_OP_ERR when the queue is broken.  UC has no RNR NAK: the message
+ * is dropped (IBA 9.7.5.1.5, class D).
  */
 static bool pvrdma_fabric_take_recv(PvrdmaFabricExec *ex, bool resolve)
 {
@@ -170,6 +183,10 @@ static bool pvrdma_fabric_take_recv(PvrdmaFabricExec *ex, bool resolve)
 
     if (ret < 0) {
         pvrdma_fabric_answer(ex, PVRDMA_WC_REM_OP_ERR);
+        return false;
+    }
+    if (ret == 0 && ex->qp->type == PVRDMA_QPT_UC) {
+        pvrdma_fabric_answer(ex, PVRDMA_WC_RNR_RETRY_EXC_ERR);
         return false;
     }
     if (ret == 0) {
@@ -472,12 +489,14 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
         return pvrdma_fabric_begin_ud(ex);
     }
     /*
-     * Not an RC QP able to receive, or not connected back to the sender
-     * (IBA 9.6.1.5 checks, rxe check_addr): silently dropped, so the
-     * requester runs out of retries.
+     * Not a connected QP of the sender's transport (RC or UC) able to
+     * receive, or not connected back to the sender (IBA 9.6.1.5 checks,
+     * rxe check_addr): silently dropped, so the requester runs out of
+     * retries.
      */
     pvrdma_fabric_answer(ex, PVRDMA_WC_RETRY_EXC_ERR);
-    if (qp->type != PVRDMA_QPT_RC || qp->state < PVRDMA_QPS_RTR ||
+    if (qp->type != (msg->uc ? PVRDMA_QPT_UC : PVRDMA_QPT_RC) ||
+        qp->state < PVRDMA_QPS_RTR ||
         qp->state > PVRDMA_QPS_SQD || qp->attr.dest_qp_num != msg->src_qpn ||
         memcmp(qp->attr.ah_attr.grh.dgid, msg->sgid, 16) != 0) {
         return false;

@@ -862,7 +862,8 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
         ibv->gsi = q;
         return 0;
     }
-    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UD) {
+    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UC &&
+        qp->type != PVRDMA_QPT_UD) {
         return -EOPNOTSUPP;
     }
     if (qp->has_srq) {
@@ -875,6 +876,8 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
     }
     if (qp->type == PVRDMA_QPT_UD) {
         init.qp_type = IBV_QPT_UD;
+    } else if (qp->type == PVRDMA_QPT_UC) {
+        init.qp_type = IBV_QPT_UC;
     }
     if (pvrdma_core_driver_version(ibv->core) < 20) {
         /* Older drivers use the handle as the QP number. */

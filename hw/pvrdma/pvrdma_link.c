@@ -451,7 +451,8 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaSendWr *wr)
     wr32(b + 100, wr->flow_label);
     b[104] = wr->tclass;
     b[105] = wr->hop_limit;
-    b[106] = wr->ud;
+    /* The transport: 0 RC, 1 a datagram, 2 UC. */
+    b[106] = wr->ud ? 1 : wr->uc ? 2 : 0;
 }
 
 static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
@@ -948,9 +949,16 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     msg->flow_label = rd32(b + 100);
     msg->tclass = b[104];
     msg->hop_limit = b[105];
-    msg->ud = b[106] != 0;
+    msg->ud = b[106] == 1;
+    msg->uc = b[106] == 2;
+    /* UC: SENDs and WRITEs only. */
+    if (msg->uc && (msg->opcode == PVRDMA_WR_RDMA_READ ||
+                    msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP ||
+                    msg->opcode == PVRDMA_WR_ATOMIC_FETCH_AND_ADD)) {
+        return false;
+    }
     /* A datagram: SEND or SEND_WITH_IMM of at most one MTU. */
-    if (b[106] > 1 || (msg->ud &&
+    if (b[106] > 2 || (msg->ud &&
         ((msg->opcode != PVRDMA_WR_SEND &&
           msg->opcode != PVRDMA_WR_SEND_WITH_IMM) ||
          msg->length > PVRDMA_PORT_UD_MAX_MSG ||

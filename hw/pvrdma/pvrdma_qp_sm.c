@@ -2,7 +2,7 @@
  * PVRDMA QP state machine: which MODIFY_QP transitions are legal and which
  * attributes each one requires or allows (IBA 10.3.1 / Linux
  * ib_modify_qp_is_ok(), restricted to the QP types the device supports:
- * RC, UD and GSI).
+ * RC, UC, UD and GSI).
  *
  * Note for GSI: RESET->INIT requires PKEY_INDEX | QKEY and does NOT allow
  * PORT (QP1 is per port), exactly as Linux's table; the MAD layer's own
@@ -18,6 +18,7 @@
 
 enum {
     PVRDMA_SM_RC,
+    PVRDMA_SM_UC,
     PVRDMA_SM_UD,               /* UD and GSI share everything but INIT */
     PVRDMA_SM_GSI,
     PVRDMA_SM_NTYPES,
@@ -41,6 +42,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
             .valid = true,
             .req = {
                 [PVRDMA_SM_RC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_UC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
             },
@@ -53,6 +55,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
             .valid = true,
             .opt = {
                 [PVRDMA_SM_RC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_UC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
             },
@@ -63,9 +66,13 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_RC] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
                                  S(RQ_PSN) | S(MAX_DEST_RD_ATOMIC) |
                                  S(MIN_RNR_TIMER),
+                [PVRDMA_SM_UC] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
+                                 S(RQ_PSN),
             },
             .opt = {
                 [PVRDMA_SM_RC] = S(ALT_PATH) | S(ACCESS_FLAGS) |
+                                 S(PKEY_INDEX),
+                [PVRDMA_SM_UC] = S(ALT_PATH) | S(ACCESS_FLAGS) |
                                  S(PKEY_INDEX),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
@@ -80,6 +87,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
             .req = {
                 [PVRDMA_SM_RC] = S(TIMEOUT) | S(RETRY_CNT) | S(RNR_RETRY) |
                                  S(SQ_PSN) | S(MAX_QP_RD_ATOMIC),
+                [PVRDMA_SM_UC] = S(SQ_PSN),
                 [PVRDMA_SM_UD] = S(SQ_PSN),
                 [PVRDMA_SM_GSI] = S(SQ_PSN),
             },
@@ -87,6 +95,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_RC] = S(CUR_STATE) | S(ALT_PATH) |
                                  S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
                                  S(PATH_MIG_STATE),
+                [PVRDMA_SM_UC] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },
@@ -101,6 +111,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_RC] = S(CUR_STATE) | S(ACCESS_FLAGS) |
                                  S(ALT_PATH) | S(PATH_MIG_STATE) |
                                  S(MIN_RNR_TIMER),
+                [PVRDMA_SM_UC] = S(CUR_STATE) | S(ACCESS_FLAGS) |
+                                 S(ALT_PATH) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },
@@ -109,6 +121,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
             .valid = true,
             .opt = {
                 [PVRDMA_SM_RC] = S(EN_SQD_ASYNC_NOTIFY),
+                [PVRDMA_SM_UC] = S(EN_SQD_ASYNC_NOTIFY),
                 [PVRDMA_SM_UD] = S(EN_SQD_ASYNC_NOTIFY),
                 [PVRDMA_SM_GSI] = S(EN_SQD_ASYNC_NOTIFY),
             },
@@ -123,6 +136,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_RC] = S(CUR_STATE) | S(ALT_PATH) |
                                  S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
                                  S(PATH_MIG_STATE),
+                [PVRDMA_SM_UC] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },
@@ -136,6 +151,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(MAX_DEST_RD_ATOMIC) | S(ALT_PATH) |
                                  S(ACCESS_FLAGS) | S(PKEY_INDEX) |
                                  S(MIN_RNR_TIMER) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_UC] = S(AV) | S(ALT_PATH) | S(ACCESS_FLAGS) |
+                                 S(PKEY_INDEX) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
             },
@@ -148,6 +165,7 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
             .valid = true,
             .opt = {
                 /* RC never enters SQE (errors go to ERR): no options. */
+                [PVRDMA_SM_UC] = S(CUR_STATE) | S(ACCESS_FLAGS),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },
@@ -178,6 +196,9 @@ bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,
     switch (type) {
     case PVRDMA_QPT_RC:
         t = PVRDMA_SM_RC;
+        break;
+    case PVRDMA_QPT_UC:
+        t = PVRDMA_SM_UC;
         break;
     case PVRDMA_QPT_UD:
         t = PVRDMA_SM_UD;

@@ -1018,6 +1018,7 @@ static bool pvrdma_wq_prepare_ud(PvrdmaCore *core, PvrdmaQp *qp,
     memcpy(wr->dgid, hdr->wr.ud.av.dgid, sizeof(wr->dgid));
     wr->sl = 0;                 /* the AV does not carry it (spec §8.2) */
     wr->ud = true;
+    wr->uc = false;
     /* IBA 10.2.5: a WR Q_Key with bit 31 set means the QP's own. */
     wr->qkey = GUINT32_FROM_LE(hdr->wr.ud.remote_qkey);
     if (wr->qkey & 0x80000000u) {
@@ -1048,7 +1049,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     uint8_t gid_type;
     uint32_t st;
 
-    if (qp->type != PVRDMA_QPT_RC) {
+    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UC) {
         return pvrdma_wq_prepare_ud(core, qp, wqe, wr, status);
     }
     if (op == PVRDMA_WR_LOCAL_INV) {
@@ -1061,7 +1062,10 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
         *status = pvrdma_wq_reg_mr(core, qp, hdr);
         return false;
     }
-    if (!pvrdma_wq_is_remote_op(op)) {
+    /* UC has SENDs and WRITEs only (IBA 9.8.1): no READ, no atomics. */
+    if (!pvrdma_wq_is_remote_op(op) ||
+        (qp->type == PVRDMA_QPT_UC &&
+         (op == PVRDMA_WR_RDMA_READ || atomic))) {
         GERR(core, QP_SEND_OPCODE_NOT_SUPPORTED,
              "QP %u: send opcode %u not supported", qp->handle, op);
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
@@ -1113,6 +1117,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     memcpy(wr->dgid, qp->attr.ah_attr.grh.dgid, sizeof(wr->dgid));
     wr->sl = qp->attr.ah_attr.sl;
     wr->ud = false;
+    wr->uc = qp->type == PVRDMA_QPT_UC;
     return true;
 }
 
@@ -1164,6 +1169,28 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
     }
 }
 
+/*
+ * UC (IBA 9.8): the responder sends nothing back, so the requester never
+ * learns what became of a message that left: lost, dropped for a bad
+ * key or for want of a receive WQE, it completed successfully.  Only
+ * what happened here counts.
+ */
+static uint32_t pvrdma_wq_uc_status(uint32_t status)
+{
+    switch (status) {
+    case PVRDMA_WC_REM_ACCESS_ERR:
+    case PVRDMA_WC_REM_INV_REQ_ERR:
+    case PVRDMA_WC_REM_OP_ERR:
+    case PVRDMA_WC_REM_ABORT_ERR:
+    case PVRDMA_WC_RETRY_EXC_ERR:
+    case PVRDMA_WC_RNR_RETRY_EXC_ERR:
+    case PVRDMA_WC_BAD_RESP_ERR:
+        return PVRDMA_WC_SUCCESS;
+    default:
+        return status;
+    }
+}
+
 void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const PvrdmaSendResult *res)
 {
@@ -1178,7 +1205,9 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
     }
     pvrdma_wq_enter(core);
     wq->inflight = false;
-    if (res->rnr) {
+    if (qp->type == PVRDMA_QPT_UC) {
+        status = pvrdma_wq_uc_status(status);
+    } else if (res->rnr) {
         if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
             /* The head stays; the timer or a peer's receive retries it. */
             goto out;

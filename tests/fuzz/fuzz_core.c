@@ -539,8 +539,8 @@ static void fz_create_qp(FzIn *in, FzDev *d)
     uint8_t poison;
     int s;
 
-    qp.type = t < 0xC0 ? PVRDMA_QPT_RC : t < 0xE0 ? PVRDMA_QPT_UD :
-              t < 0xF0 ? PVRDMA_QPT_GSI : t;
+    qp.type = t < 0xB0 ? PVRDMA_QPT_RC : t < 0xC0 ? PVRDMA_QPT_UC :
+              t < 0xE0 ? PVRDMA_QPT_UD : t < 0xF0 ? PVRDMA_QPT_GSI : t;
     c.pd_handle = in_pd(in, d);
     c.send_cq_handle = in_cq(in, d);
     c.recv_cq_handle = in_cq(in, d);
@@ -692,7 +692,7 @@ static void fz_connect(FzIn *in)
     at.port_num = 1;
     at.qp_access_flags = access & 0x8f;
     at.qkey = 0x11111111;
-    if (qa && qa->type != PVRDMA_QPT_RC) {
+    if (qa && qa->type != PVRDMA_QPT_RC && qa->type != PVRDMA_QPT_UC) {
         /* UD / GSI: the masks of fg_qp_to_rts(), no connection. */
         if (fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_PKEY_INDEX |
                       (qa->type == PVRDMA_QPT_GSI ? 0 : PVRDMA_QP_PORT) |
@@ -723,10 +723,13 @@ static void fz_connect(FzIn *in)
     at.ah_attr.grh.hop_limit = 64;
     at.ah_attr.sl = 3;
     fg_test_gid(0, at.ah_attr.grh.dgid);
+    /* UC: no RNR or READ attributes (they would be refused). */
     if (fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_AV |
                   PVRDMA_QP_PATH_MTU | PVRDMA_QP_DEST_QPN |
-                  PVRDMA_QP_RQ_PSN | PVRDMA_QP_MAX_DEST_RD_ATOMIC |
-                  PVRDMA_QP_MIN_RNR_TIMER, &at)) {
+                  PVRDMA_QP_RQ_PSN |
+                  (qa && qa->type == PVRDMA_QPT_UC ? 0 :
+                   PVRDMA_QP_MAX_DEST_RD_ATOMIC | PVRDMA_QP_MIN_RNR_TIMER),
+                  &at)) {
         return;
     }
     memset(&at, 0, sizeof(at));
@@ -737,8 +740,9 @@ static void fz_connect(FzIn *in)
     at.rnr_retry = rnr % 8;
     at.max_rd_atomic = 4;
     fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_SQ_PSN |
-              PVRDMA_QP_TIMEOUT | PVRDMA_QP_RETRY_CNT |
-              PVRDMA_QP_RNR_RETRY | PVRDMA_QP_MAX_QP_RD_ATOMIC, &at);
+              (qa && qa->type == PVRDMA_QPT_UC ? 0 :
+               PVRDMA_QP_TIMEOUT | PVRDMA_QP_RETRY_CNT |
+               PVRDMA_QP_RNR_RETRY | PVRDMA_QP_MAX_QP_RD_ATOMIC), &at);
 }
 
 static void fz_modify_qp(FzIn *in)

@@ -42,7 +42,14 @@ nfs_server_down() {
     rpc.nfsd 0 || fail "rpc.nfsd 0 failed"
     killall rpc.mountd
     exportfs -ua || fail "exportfs -ua failed"
-    umount $NFS_EXPORT || fail "cannot unmount the export"
+    # nfsd's file cache closes the files it held from a workqueue, after
+    # nfsd has stopped: the tmpfs stays busy until that has run.
+    local i=0
+    until umount $NFS_EXPORT 2>/dev/null; do
+        i=$((i + 1))
+        [ $i -lt 60 ] || fail "cannot unmount the export: $(umount $NFS_EXPORT 2>&1)"
+        sleep 1
+    done
     echo "nfsd: stopped"
 }
 

@@ -86,7 +86,7 @@ static void dev_init(Dev *d)
     d->cq = fv_cq_new(d->fg, 0, 64);
 }
 
-static Pair *pair_new(void)
+static Pair *pair_new_type(uint8_t type)
 {
     static const FvConnOpts o = {
         .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
@@ -96,10 +96,10 @@ static Pair *pair_new(void)
 
     dev_init(&p->a);
     dev_init(&p->b);
-    p->qa = fv_qp_new(p->a.fg, PVRDMA_QPT_RC, p->a.pd, p->a.cq, p->a.cq,
-                      NULL, 16, 4, false);
-    p->qb = fv_qp_new(p->b.fg, PVRDMA_QPT_RC, p->b.pd, p->b.cq, p->b.cq,
-                      NULL, 16, 4, false);
+    p->qa = fv_qp_new(p->a.fg, type, p->a.pd, p->a.cq, p->a.cq, NULL, 16,
+                      4, false);
+    p->qb = fv_qp_new(p->b.fg, type, p->b.pd, p->b.cq, p->b.cq, NULL, 16,
+                      4, false);
     /* The guest's QP number is the host QP's. */
     assert_int_not_equal(p->qa->qpn, p->qa->handle);
     p->ma = fv_mr_new(p->a.fg, p->a.pd, VA_A, MR_LEN, ALL_ACCESS);
@@ -107,6 +107,11 @@ static Pair *pair_new(void)
     assert_int_equal(fv_qp_rts_gid(p->qa, p->qb->qpn, host_gid, &o), 0);
     assert_int_equal(fv_qp_rts_gid(p->qb, p->qa->qpn, host_gid, &o), 0);
     return p;
+}
+
+static Pair *pair_new(void)
+{
+    return pair_new_type(PVRDMA_QPT_RC);
 }
 
 static void pair_free(Pair *p)
@@ -313,6 +318,69 @@ static void test_write_imm_read(void **state)
     assert_int_equal(c.opcode, PVRDMA_WC_RDMA_READ);
     assert_int_equal(c.wr_id, 2);
     assert_true(fv_mr_check(p->ma, VA_A + 10000, 10000, 0x52));
+    pair_free(p);
+}
+
+/*
+ * UC QPs (a project extension) as host UC QPs: SEND and WRITE with
+ * immediate arrive, data checked; a WRITE with a bad rkey completes
+ * SUCCESS at the requester (UC has no answer) and the responder goes on.
+ */
+static void test_uc(void **state)
+{
+    Pair *p = pair_new_type(PVRDMA_QPT_UC);
+    struct pvrdma_sge s = sge(p->ma, VA_A + 10, 3000);
+    struct pvrdma_sge r = sge(p->mb, VA_B, 4096);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND, 1);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    fv_mr_fill(p->ma, VA_A + 10, 3000, 0x63);
+    fv_mr_zero(p->mb);
+    fv_post_recv(p->qb, 11, &r, 1);
+    fv_post_recv(p->qb, 12, NULL, 0);
+    fv_ring_rq(p->qb);
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    wait_cqe(p, p->a.cq, &c);
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, 11);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV);
+    assert_int_equal(c.byte_len, 3000);
+    assert_true(fv_mr_check(p->mb, VA_B, 3000, 0x63));
+
+    /* A WRITE behind a bad rkey is lost, silently. */
+    h = wqe(2, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B + 8192;
+    h.wr.rdma.rkey = p->mb->rkey ^ 0x1000;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, 2, PVRDMA_WC_SUCCESS);
+
+    h = wqe(3, PVRDMA_WR_RDMA_WRITE_WITH_IMM, 1);
+    h.ex.imm_data = GUINT32_TO_BE(0x7e57);
+    h.wr.rdma.remote_addr = VA_B + 12288;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, 3, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, 12);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV_RDMA_WITH_IMM);
+    assert_int_equal(c.imm_data, GUINT32_TO_BE(0x7e57));
+    assert_true(fv_mr_check(p->mb, VA_B + 12288, 3000, 0x63));
+    /* Nothing of the lost WRITE landed. */
+    {
+        int i;
+
+        for (i = 0; i < 3000; i++) {
+            assert_int_equal(*fv_mr_ptr(p->mb, VA_B + 8192 + i), 0);
+        }
+    }
     pair_free(p);
 }
 
@@ -1588,6 +1656,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_send),
         cmocka_unit_test(test_write_imm_read),
+        cmocka_unit_test(test_uc),
         cmocka_unit_test(test_atomics),
         cmocka_unit_test(test_remote_access_error),
         cmocka_unit_test(test_send_stream),

@@ -269,10 +269,13 @@ int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
     at.ah_attr.grh.hop_limit = 64;
     at.ah_attr.sl = 3;
     memcpy(at.ah_attr.grh.dgid, dgid, 16);
+    /* UC has no RNR and no READ: those attributes are not allowed. */
     ret = fg_modify_qp(a->fg, a->handle, PVRDMA_QP_STATE | PVRDMA_QP_AV |
                        PVRDMA_QP_PATH_MTU | PVRDMA_QP_DEST_QPN |
-                       PVRDMA_QP_RQ_PSN | PVRDMA_QP_MAX_DEST_RD_ATOMIC |
-                       PVRDMA_QP_MIN_RNR_TIMER, &at);
+                       PVRDMA_QP_RQ_PSN |
+                       (a->type == PVRDMA_QPT_UC ? 0 :
+                        PVRDMA_QP_MAX_DEST_RD_ATOMIC |
+                        PVRDMA_QP_MIN_RNR_TIMER), &at);
     if (ret) {
         return ret;
     }
@@ -284,9 +287,11 @@ int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
     at.rnr_retry = o->rnr_retry;
     at.max_rd_atomic = 4;
     return fg_modify_qp(a->fg, a->handle, PVRDMA_QP_STATE |
-                        PVRDMA_QP_SQ_PSN | PVRDMA_QP_TIMEOUT |
-                        PVRDMA_QP_RETRY_CNT | PVRDMA_QP_RNR_RETRY |
-                        PVRDMA_QP_MAX_QP_RD_ATOMIC, &at);
+                        PVRDMA_QP_SQ_PSN |
+                        (a->type == PVRDMA_QPT_UC ? 0 :
+                         PVRDMA_QP_TIMEOUT | PVRDMA_QP_RETRY_CNT |
+                         PVRDMA_QP_RNR_RETRY | PVRDMA_QP_MAX_QP_RD_ATOMIC),
+                        &at);
 }
 
 void fv_connect(FvQp *a, FvQp *b, const FvConnOpts *o)

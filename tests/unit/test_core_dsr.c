@@ -197,8 +197,9 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_mr_size, 1ull << 30);
     assert_int_equal(c->page_size_cap, 0x1000);
     assert_int_equal(c->atomic_arg_sizes, 0);
-    /* RESIZE_CQ always; no CQ_POLL hint without peers elsewhere */
-    assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ);
+    /* RESIZE_CQ and UC always; no CQ_POLL hint without peers elsewhere */
+    assert_int_equal(c->ex_comp_mask,
+                     PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -237,7 +238,8 @@ static void test_dsr_valid_caps(void **state)
     fg = fg_new(&cfg);
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
-                     PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ);
+                     PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
+                     PVRDMA_EX_CAP_UC);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);

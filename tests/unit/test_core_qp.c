@@ -178,10 +178,10 @@ static void b_type_smi(Env *e, struct pvrdma_cmd_create_qp *c)
     (void)e;
     c->qp_type = PVRDMA_QPT_SMI;
 }
-static void b_type_uc(Env *e, struct pvrdma_cmd_create_qp *c)
+static void b_type_xrc(Env *e, struct pvrdma_cmd_create_qp *c)
 {
     (void)e;
-    c->qp_type = PVRDMA_QPT_UC;
+    c->qp_type = 9;             /* XRC_INI */
 }
 static void b_type_raw(Env *e, struct pvrdma_cmd_create_qp *c)
 {
@@ -317,7 +317,7 @@ static void b_access(Env *e, struct pvrdma_cmd_create_qp *c)
 static void test_create_qp_bad(void **state)
 {
     static const QpBreaker breakers[] = {
-        b_type_smi, b_type_uc, b_type_raw, b_pd, b_scq, b_rcq, b_ctx_mix,
+        b_type_smi, b_type_xrc, b_type_raw, b_pd, b_scq, b_rcq, b_ctx_mix,
         b_swr0, b_swr_npow2, b_swr_big, b_rwr_npow2, b_rwr0, b_ssge0,
         b_ssge_big, b_rsge_big, b_send_chunks_small, b_send_chunks_big,
         b_total_small, b_rq_pages_small, b_total_huge, b_inline, b_sig_all,
@@ -1080,7 +1080,7 @@ static void test_modify_backend_failure(void **state)
 static void test_state_table(void **state)
 {
     static const uint8_t types[] = {
-        PVRDMA_QPT_RC, PVRDMA_QPT_UD, PVRDMA_QPT_GSI,
+        PVRDMA_QPT_RC, PVRDMA_QPT_UC, PVRDMA_QPT_UD, PVRDMA_QPT_GSI,
     };
     uint32_t s, t;
 
@@ -1099,11 +1099,38 @@ static void test_state_table(void **state)
                                                  PVRDMA_QP_STATE));
         }
     }
-    assert_false(pvrdma_qp_transition_ok(PVRDMA_QPS_RESET, PVRDMA_QPS_INIT,
+    /* UC (project extension): RC's table without RNR, READ or retries */
+    assert_true(pvrdma_qp_transition_ok(PVRDMA_QPS_RESET, PVRDMA_QPS_INIT,
+                                        PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                        PVRDMA_QP_PKEY_INDEX |
+                                        PVRDMA_QP_PORT |
+                                        PVRDMA_QP_ACCESS_FLAGS));
+    assert_true(pvrdma_qp_transition_ok(PVRDMA_QPS_INIT, PVRDMA_QPS_RTR,
+                                        PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                        PVRDMA_QP_AV | PVRDMA_QP_PATH_MTU |
+                                        PVRDMA_QP_DEST_QPN |
+                                        PVRDMA_QP_RQ_PSN));
+    assert_false(pvrdma_qp_transition_ok(PVRDMA_QPS_INIT, PVRDMA_QPS_RTR,
                                          PVRDMA_QPT_UC, PVRDMA_QP_STATE |
-                                         PVRDMA_QP_PKEY_INDEX |
-                                         PVRDMA_QP_PORT |
-                                         PVRDMA_QP_ACCESS_FLAGS));
+                                         PVRDMA_QP_AV | PVRDMA_QP_PATH_MTU |
+                                         PVRDMA_QP_DEST_QPN |
+                                         PVRDMA_QP_RQ_PSN |
+                                         PVRDMA_QP_MIN_RNR_TIMER));
+    assert_false(pvrdma_qp_transition_ok(PVRDMA_QPS_INIT, PVRDMA_QPS_RTR,
+                                         PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                         PVRDMA_QP_AV | PVRDMA_QP_PATH_MTU |
+                                         PVRDMA_QP_DEST_QPN));
+    assert_true(pvrdma_qp_transition_ok(PVRDMA_QPS_RTR, PVRDMA_QPS_RTS,
+                                        PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                        PVRDMA_QP_SQ_PSN));
+    assert_false(pvrdma_qp_transition_ok(PVRDMA_QPS_RTR, PVRDMA_QPS_RTS,
+                                         PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                         PVRDMA_QP_SQ_PSN |
+                                         PVRDMA_QP_TIMEOUT));
+    assert_true(pvrdma_qp_transition_ok(PVRDMA_QPS_SQE, PVRDMA_QPS_RTS,
+                                        PVRDMA_QPT_UC, PVRDMA_QP_STATE |
+                                        PVRDMA_QP_CUR_STATE |
+                                        PVRDMA_QP_ACCESS_FLAGS));
     assert_false(pvrdma_qp_transition_ok(PVRDMA_QPS_RESET, PVRDMA_QPS_INIT,
                                          PVRDMA_QPT_SMI, PVRDMA_QP_STATE |
                                          PVRDMA_QP_PKEY_INDEX |

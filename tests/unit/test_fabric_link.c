@@ -518,6 +518,53 @@ static void test_remote_errors(void **state)
     net_free(n);
 }
 
+/*
+ * UC across a link (shared memory): what the peer drops (no receive WQE,
+ * a bad rkey) completes SUCCESS here and leaves the peer's QP as it was;
+ * then a SEND arrives, data checked.
+ */
+static void test_uc_link(void **state)
+{
+    Net *n = net_new(true);
+    FvQp *ua = fv_qp_new(n->fa, PVRDMA_QPT_UC, n->pda, n->cqa, n->cqa, NULL,
+                         16, 2, false);
+    FvQp *ub = fv_qp_new(n->fb, PVRDMA_QPT_UC, n->pdb, n->cqb, n->cqb, NULL,
+                         16, 2, false);
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    fv_connect(ua, ub, &conn_opts);
+    fv_mr_fill(n->ma, VA_A, 5000, 9);
+    s = sge(n->ma, VA_A, 5000);
+    h = wqe(1, PVRDMA_WR_SEND, 1);
+    fv_post_send(ua, &h, &s, 1);
+    h = wqe(2, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey ^ 0x100;
+    fv_post_send(ua, &h, &s, 1);
+    fv_ring_sq(ua);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 5000);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           5000);
+    assert_false(fv_cq_poll(n->cqb, &(struct pvrdma_cqe){ 0 }));
+    assert_int_equal(fv_qp_state(ub), PVRDMA_QPS_RTS);
+    assert_int_equal(*fv_mr_ptr(n->mb, VA_B), 0);
+
+    r = sge(n->mb, VA_B, 8192);
+    fv_post_recv(ub, 3, &r, 1);
+    fv_ring_rq(ub);
+    h = wqe(4, PVRDMA_WR_SEND, 1);
+    fv_post_send(ua, &h, &s, 1);
+    fv_ring_sq(ua);
+    expect(wait_cqe(n, n->cqa), 4, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 5000);
+    expect(wait_cqe(n, n->cqb), 3, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 5000);
+    assert_true(fv_mr_check(n->mb, VA_B, 5000, 9));
+    g_free(ua);
+    g_free(ub);
+    net_free(n);
+}
+
 /* No receive WQE: RNR NAK; posting one wakes the requester at once. */
 static void test_rnr_then_recv(void **state)
 {
@@ -1004,8 +1051,15 @@ static void test_hostile_frames(void **state)
           PVRDMA_LINK_REQ_SIZE, 1,
           { PVRDMA_WR_SEND, [102] = 0x10, [106] = 1 },
           PVRDMA_LINK_REQ_SIZE },
-        { "REQ with datagram flag 2", PVRDMA_LINK_REQ, 0,
-          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_SEND, [106] = 2 },
+        { "REQ with transport 3", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_SEND, [106] = 3 },
+          PVRDMA_LINK_REQ_SIZE },
+        { "UC READ", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_RDMA_READ, [106] = 2 },
+          PVRDMA_LINK_REQ_SIZE },
+        { "UC atomic", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1,
+          { PVRDMA_WR_ATOMIC_FETCH_AND_ADD, [106] = 2 },
           PVRDMA_LINK_REQ_SIZE },
         { "RESP never asked for", PVRDMA_LINK_RESP, 0,
           PVRDMA_LINK_RESP_SIZE, 77, { 5 }, PVRDMA_LINK_RESP_SIZE },
@@ -1422,6 +1476,7 @@ int main(void)
         cmocka_unit_test(test_ops_inline),
         cmocka_unit_test(test_both_ways_busy),
         cmocka_unit_test(test_remote_errors),
+        cmocka_unit_test(test_uc_link),
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),

@@ -52,8 +52,12 @@ static FakeGuest *dev_new(void)
     return fg;
 }
 
-/* QPs a (on fa) and b (on fb, == fa unless @two), connected. */
-static Pair *pair_new_opts(bool two, const FvConnOpts *o, bool sig_all)
+/*
+ * QPs a (on fa, type @ta) and b (on fb, == fa unless @two, type @tb),
+ * connected.
+ */
+static Pair *pair_new_typed(bool two, uint8_t ta, uint8_t tb,
+                            const FvConnOpts *o, bool sig_all)
 {
     Pair *p = g_new0(Pair, 1);
 
@@ -67,14 +71,19 @@ static Pair *pair_new_opts(bool two, const FvConnOpts *o, bool sig_all)
     }
     p->cqa = fv_cq_new(p->fa, 0, 64);
     p->cqb = fv_cq_new(p->fb, 0, 64);
-    p->a = fv_qp_new(p->fa, PVRDMA_QPT_RC, p->pda, p->cqa, p->cqa, NULL, 16,
-                     4, sig_all);
-    p->b = fv_qp_new(p->fb, PVRDMA_QPT_RC, p->pdb, p->cqb, p->cqb, NULL, 16,
-                     4, sig_all);
+    p->a = fv_qp_new(p->fa, ta, p->pda, p->cqa, p->cqa, NULL, 16, 4,
+                     sig_all);
+    p->b = fv_qp_new(p->fb, tb, p->pdb, p->cqb, p->cqb, NULL, 16, 4,
+                     sig_all);
     p->ma = fv_mr_new(p->fa, p->pda, VA_A, MR_LEN, ALL_ACCESS);
     p->mb = fv_mr_new(p->fb, p->pdb, VA_B, MR_LEN, ALL_ACCESS);
     fv_connect(p->a, p->b, o);
     return p;
+}
+
+static Pair *pair_new_opts(bool two, const FvConnOpts *o, bool sig_all)
+{
+    return pair_new_typed(two, PVRDMA_QPT_RC, PVRDMA_QPT_RC, o, sig_all);
 }
 
 static Pair *pair_new(bool two)
@@ -247,6 +256,133 @@ static void do_send_recv(bool two)
     assert_int_equal(p->fa->guest_errors, 0);
     assert_int_equal(p->fb->guest_errors, 0);
     pair_free(p);
+}
+
+/* ---- UC (project extension) -------------------------------------------- */
+
+/*
+ * UC: SENDs and WRITEs arrive as on RC; what the responder drops (no
+ * receive WQE, a bad rkey) the requester never hears of, and the
+ * responder goes on; READ is refused locally (SQ Error); a receive too
+ * small fails there (class D); a UC message to an RC QP is not taken.
+ */
+static void do_uc(bool two)
+{
+    Pair *p = pair_new_typed(two, PVRDMA_QPT_UC, PVRDMA_QPT_UC,
+                             &default_opts, false);
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s, r;
+
+    fv_mr_fill(p->ma, VA_A, 8192, 7);
+    r = sge(p->mb, VA_B + 16000, 2000);
+    fv_post_recv(p->b, 1, &r, 1);
+    fv_post_recv(p->b, 2, NULL, 0);
+    fv_ring_rq(p->b);
+    s = sge(p->ma, VA_A + 5, 1000);
+    h = wqe(10, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 10, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 1000);
+    expect_recv_cqe(p, 1, PVRDMA_WC_RECV, 1000, 0);
+    expect_mr_equal(p->mb, VA_B + 16000, p->ma, VA_A + 5, 1000);
+
+    s = sge(p->ma, VA_A + 100, 3000);
+    h = wqe(11, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B + 8000;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    s = sge(p->ma, VA_A + 4000, 100);
+    h = wqe(12, PVRDMA_WR_RDMA_WRITE_WITH_IMM, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B + 100;
+    h.wr.rdma.rkey = p->mb->rkey;
+    h.ex.imm_data = 0x55;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 11, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 3000);
+    expect_send_cqe(p, 12, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 100);
+    expect_recv_cqe(p, 2, PVRDMA_WC_RECV_RDMA_WITH_IMM, 100,
+                    PVRDMA_WC_WITH_IMM);
+    expect_mr_equal(p->mb, VA_B + 8000, p->ma, VA_A + 100, 3000);
+    expect_mr_equal(p->mb, VA_B + 100, p->ma, VA_A + 4000, 100);
+
+    /* No receive WQE: dropped (no RNR); a bad rkey: dropped. */
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(13, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    h = wqe(14, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey ^ 0x100;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 13, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    expect_send_cqe(p, 14, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 64);
+    expect_empty(p->cqb);
+    assert_int_equal(*fv_mr_ptr(p->mb, VA_B), 0);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_RTS);
+
+    /* The responder goes on: the next SEND with a receive arrives. */
+    r = sge(p->mb, VA_B + 16000, 2000);
+    fv_post_recv(p->b, 3, &r, 1);
+    fv_ring_rq(p->b);
+    s = sge(p->ma, VA_A + 2000, 500);
+    h = wqe(15, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 15, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 500);
+    expect_recv_cqe(p, 3, PVRDMA_WC_RECV, 500, 0);
+    expect_mr_equal(p->mb, VA_B + 16000, p->ma, VA_A + 2000, 500);
+
+    /* A receive too small: it fails there, the requester hears nothing. */
+    r = sge(p->mb, VA_B + 16000, 10);
+    fv_post_recv(p->b, 4, &r, 1);
+    fv_ring_rq(p->b);
+    h = wqe(16, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 16, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 500);
+    expect_cqe(p->cqb, 4, p->b->handle, PVRDMA_WC_RECV,
+               PVRDMA_WC_LOC_LEN_ERR, 0);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+
+    /* READ has no place on UC: refused here, the SQ stops (SQE). */
+    assert_int_equal(p->fa->guest_errors, 0);
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(17, PVRDMA_WR_RDMA_READ, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 17, PVRDMA_WC_RDMA_READ, PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_SQE);
+    assert_int_equal(p->fa->guest_errors, 1);
+    pair_free(p);
+
+    /* A UC requester and an RC responder do not talk. */
+    p = pair_new_typed(two, PVRDMA_QPT_UC, PVRDMA_QPT_RC, &default_opts,
+                       false);
+    r = sge(p->mb, VA_B, 2000);
+    fv_post_recv(p->b, 5, &r, 1);
+    fv_ring_rq(p->b);
+    s = sge(p->ma, VA_A, 100);
+    h = wqe(18, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 18, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 100);
+    expect_empty(p->cqb);
+    pair_free(p);
+}
+
+static void test_uc_loopback(void **state)
+{
+    (void)state;
+    do_uc(false);
+}
+
+static void test_uc_two_devices(void **state)
+{
+    (void)state;
+    do_uc(true);
 }
 
 static void test_send_recv_loopback(void **state)
@@ -2122,6 +2258,8 @@ int main(void)
         cmocka_unit_test(test_rnr_infinite_and_kick),
         cmocka_unit_test(test_rnr_without_timer),
         cmocka_unit_test(test_flush),
+        cmocka_unit_test(test_uc_loopback),
+        cmocka_unit_test(test_uc_two_devices),
         cmocka_unit_test(test_comm_est),
         cmocka_unit_test(test_cq_overrun),
         cmocka_unit_test(test_cq_arm),

@@ -1095,6 +1095,106 @@ static int t_ud(struct side *a, struct side *b)
 	return 0;
 }
 
+/* UC: RTR without RNR or READ attributes, RTS with the SQ PSN only. */
+static int uc_connect(struct side *s, struct side *peer, uint32_t rq_psn)
+{
+	struct ibv_qp_attr a;
+
+	if (to_init(s))
+		return bad("UC INIT: %s", strerror(errno));
+	rtr_attr(s, peer, rq_psn, &a);
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_AV |
+				     IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				     IBV_QP_RQ_PSN))
+		return bad("UC RTR: %s", strerror(errno));
+	rts_attr(rq_psn ^ 0x111, &a);
+	if (ibv_modify_qp(s->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return bad("UC RTS: %s", strerror(errno));
+	return 0;
+}
+
+#define UC_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+		IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM)
+
+/*
+ * UC: SEND, WRITE and WRITE with immediate arrive, checked; a SEND with
+ * no receive WQE and a WRITE with a bad rkey are lost without a word to
+ * the requester (success) and the responder goes on.
+ */
+static int t_uc(struct dev *da, struct dev *db)
+{
+	struct side a, b;
+	struct cqe e[4];
+	int rc = -1;
+
+	if (side_create(&a, da, IBV_QPT_UC, UC_OPS, NULL) ||
+	    side_create(&b, db, IBV_QPT_UC, 0, NULL) ||
+	    uc_connect(&a, &b, PSN_B) || uc_connect(&b, &a, PSN_A ^ 0x111))
+		goto out;
+	fill(a.buf + SRC, 8192, 0xe4);
+	if (post_recv(&b, 3000, RECV0, 1024) ||
+	    post_recv(&b, 3001, RECV0 + 1024, 1024)) {
+		bad("post_recv: %s", strerror(errno));
+		goto out;
+	}
+	ibv_wr_start(a.qpx);
+	a.qpx->wr_id = 3100;
+	a.qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(a.qpx);
+	ibv_wr_set_sge(a.qpx, a.mr->lkey, (uintptr_t)a.buf + SRC + 3, 500);
+	a.qpx->wr_id = 3101;
+	ibv_wr_rdma_write(a.qpx, b.mr->rkey, (uintptr_t)b.buf + WRITE_AT);
+	ibv_wr_set_sge(a.qpx, a.mr->lkey, (uintptr_t)a.buf + SRC + 600, 2000);
+	a.qpx->wr_id = 3102;
+	ibv_wr_rdma_write_imm(a.qpx, b.mr->rkey, (uintptr_t)b.buf + WRITE_IMM_AT,
+			      htobe32(0x0c0c0c0c));
+	ibv_wr_set_sge(a.qpx, a.mr->lkey, (uintptr_t)a.buf + SRC + 3000, 100);
+	if (ibv_wr_complete(a.qpx)) {
+		bad("ibv_wr_complete: %s", strerror(errno));
+		goto out;
+	}
+	if (poll_n(&a, e, 3) ||
+	    check_cqe(&e[0], 3100, IBV_WC_SEND, a.qp->qp_num) ||
+	    check_cqe(&e[1], 3101, IBV_WC_RDMA_WRITE, a.qp->qp_num) ||
+	    check_cqe(&e[2], 3102, IBV_WC_RDMA_WRITE, a.qp->qp_num))
+		goto out;
+	if (poll_n(&b, e, 2) ||
+	    check_recv(&e[0], 3000, IBV_WC_RECV, b.qp->qp_num, 500, false, 0) ||
+	    check_recv(&e[1], 3001, IBV_WC_RECV_RDMA_WITH_IMM, b.qp->qp_num,
+		       100, true, 0x0c0c0c0c) ||
+	    check_bytes(b.buf + RECV0, a.buf + SRC + 3, 500, "UC SEND") ||
+	    check_bytes(b.buf + WRITE_AT, a.buf + SRC + 600, 2000,
+			"UC WRITE") ||
+	    check_bytes(b.buf + WRITE_IMM_AT, a.buf + SRC + 3000, 100,
+			"UC WRITE_IMM"))
+		goto out;
+
+	/* Lost without a word: no receive WQE, then a bad rkey. */
+	memset(b.buf + READ_FROM, 0, 256);
+	if (wr_send_one(&a, 3103, 0, 64) || poll_n(&a, e, 1) ||
+	    check_cqe(&e[0], 3103, IBV_WC_SEND, a.qp->qp_num) ||
+	    write_one(&a, b.mr->rkey + 0x1000, (uintptr_t)b.buf + READ_FROM,
+		      0, 256, 3104) ||
+	    quiet(&b))
+		goto out;
+	{
+		static const uint8_t zero[256];
+
+		if (check_bytes(b.buf + READ_FROM, zero, 256,
+				"memory behind a bad rkey"))
+			goto out;
+	}
+	/* The responder goes on. */
+	if (post_recv(&b, 500, RECV0, 1024) || wr_send_one(&a, 3105, 1000, 77) ||
+	    expect_only_send(&a, &b, 3105, 1000, 77))
+		goto out;
+	rc = 0;
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	return rc;
+}
+
 /* Wait for one async event of @type on @d's context, within the timeout. */
 static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
 {
@@ -1488,6 +1588,8 @@ int main(int argc, char **argv)
 	side_destroy(&a);
 	side_destroy(&b);
 
+	report("uc: send and write arrive, drops go unnoticed",
+	       t_uc(&da, &db));
 	report("srq: limit set, read back, event, disarmed",
 	       t_srq_limit(&da, &db));
 	report("qp: transitions and their attribute masks",

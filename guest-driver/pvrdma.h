@@ -237,6 +237,12 @@ struct pvrdma_mr {
 	u32 npages;
 };
 
+/* A memory window (extension PVRDMA_EX_CAP_MW): a key-only device MR. */
+struct pvrdma_mw {
+	struct ib_mw ibmw;
+	u32 mr_handle;
+};
+
 /* -------------------------------------------------------------------- */
 /* Device */
 
@@ -387,6 +393,11 @@ static inline struct pvrdma_mr *to_pmr(struct ib_mr *ibmr)
 	return container_of(ibmr, struct pvrdma_mr, ibmr);
 }
 
+static inline struct pvrdma_mw *to_pmw(struct ib_mw *ibmw)
+{
+	return container_of(ibmw, struct pvrdma_mw, ibmw);
+}
+
 static inline struct pvrdma_qp *to_pqp(struct ib_qp *ibqp)
 {
 	return container_of(ibqp, struct pvrdma_qp, ibqp);
@@ -523,6 +534,7 @@ void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,
 
 extern const struct ib_device_ops pvrdma_dev_ops;
 extern const struct ib_device_ops pvrdma_dev_srq_ops;
+extern const struct ib_device_ops pvrdma_dev_mw_ops;
 int pvrdma_query_port_attr(struct pvrdma_dev *dev,
 			   struct pvrdma_port_attr *attr);
 
@@ -590,5 +602,7 @@ struct ib_mr *pvrdma_alloc_mr(struct ib_pd *ibpd, enum ib_mr_type mr_type,
 			      u32 max_num_sg);
 int pvrdma_map_mr_sg(struct ib_mr *ibmr, struct scatterlist *sg, int sg_nents,
 		     unsigned int *sg_offset);
+int pvrdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata);
+int pvrdma_dealloc_mw(struct ib_mw *ibmw);
 
 #endif /* _PVRDMA_H_ */

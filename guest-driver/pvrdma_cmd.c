@@ -152,9 +152,13 @@ int pvrdma_cmd_post(struct pvrdma_dev *dev, union pvrdma_cmd_req *req,
 	err = pvrdma_reg_read(dev, PVRDMA_REG_ERR);
 	if (err) {
 		pvrdma_stat_inc(dev, PVRDMA_STAT_CMD_ERR);
-		pvrdma_err(dev, "%s failed, device error %#x\n",
-			   pvrdma_cmd_name(cmd), err);
 		ret = pvrdma_err_to_errno(err);
+		/* "Still in use" is the caller's to report, not an error. */
+		if (ret == -EBUSY)
+			pvrdma_dbg(dev, "%s: busy\n", pvrdma_cmd_name(cmd));
+		else
+			pvrdma_err(dev, "%s failed, device error %#x\n",
+				   pvrdma_cmd_name(cmd), err);
 		goto out_unlock;
 	}
 

@@ -705,6 +705,8 @@ static int pvrdma_ib_device_add(struct pvrdma_dev *dev)
 	ib_set_device_ops(ibdev, &pvrdma_dev_ops);
 	if (dev->caps.max_srq)
 		ib_set_device_ops(ibdev, &pvrdma_dev_srq_ops);
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MW)
+		ib_set_device_ops(ibdev, &pvrdma_dev_mw_ops);
 
 	/* Pair first, so that registration builds the GID table from it. */
 	rtnl_lock();

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
  * Memory regions (spec §5.3 CREATE_MR): the DMA MR of kernel PDs, user
- * MRs over pinned memory, and fast-register MRs whose page list is a
- * driver-owned page directory that REG_MR WQEs point at (spec §8.2).
+ * MRs over pinned memory, fast-register MRs whose page list is a
+ * driver-owned page directory that REG_MR WQEs point at (spec §8.2), and
+ * memory windows where the device offers them (extension
+ * PVRDMA_EX_CAP_MW, spec §14): key-only MRs that user space binds with
+ * BIND_MW work requests.
  */
 #include <linux/slab.h>
 
@@ -14,13 +17,14 @@
 	 IB_ACCESS_REMOTE_READ | IB_ACCESS_REMOTE_ATOMIC |		\
 	 IB_ACCESS_MW_BIND)
 
-static void pvrdma_destroy_mr_cmd(struct pvrdma_dev *dev, u32 mr_handle)
+/* -EBUSY: memory windows are bound to the MR (the MR stays). */
+static int pvrdma_destroy_mr_cmd(struct pvrdma_dev *dev, u32 mr_handle)
 {
 	union pvrdma_cmd_req req = {};
 
 	req.destroy_mr.hdr.cmd = PVRDMA_CMD_DESTROY_MR;
 	req.destroy_mr.mr_handle = mr_handle;
-	pvrdma_cmd_post(dev, &req, NULL);
+	return pvrdma_cmd_post(dev, &req, NULL);
 }
 
 static int pvrdma_create_mr_cmd(struct pvrdma_dev *dev, struct pvrdma_mr *mr,
@@ -297,11 +301,73 @@ int pvrdma_dereg_mr(struct ib_mr *ibmr, struct ib_udata *udata)
 	struct pvrdma_dev *dev = to_pvdev(ibmr->device);
 	struct pvrdma_mr *mr = to_pmr(ibmr);
 
+	int ret;
+
 	pvrdma_dbg_mr(mr, "deregistering\n");
-	/* The device must not use the pages after this (spec §5.6). */
-	pvrdma_destroy_mr_cmd(dev, mr->mr_handle);
+	/*
+	 * The device must not use the pages after this (spec §5.6). It
+	 * refuses while memory windows are bound to the MR (IBA 11.2.8.4):
+	 * the MR stays and its user sees EBUSY. Any other failure means
+	 * the device is gone; the pages are released anyway.
+	 */
+	ret = pvrdma_destroy_mr_cmd(dev, mr->mr_handle);
+	if (ret == -EBUSY)
+		return ret;
 	pvrdma_pdir_cleanup(dev, &mr->pdir);
 	ib_umem_release(mr->umem);
 	pvrdma_mr_free(dev, mr);
+	return 0;
+}
+
+/**
+ * pvrdma_alloc_mw() - a memory window (CREATE_MR with an MW flag)
+ * @ibmw: the window, its type and PD set by the IB core
+ * @udata: from user space (windows are a user-space verb)
+ *
+ * Windows count against caps.max_mr: the device keeps them in its MR
+ * table. Binding and invalidation are work requests the provider posts.
+ *
+ * Return: 0 or a negative errno.
+ */
+int pvrdma_alloc_mw(struct ib_mw *ibmw, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibmw->device);
+	struct pvrdma_mw *mw = to_pmw(ibmw);
+	union pvrdma_cmd_req req = {};
+	union pvrdma_cmd_resp resp;
+	int ret;
+
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+	if ((u32)atomic_inc_return(&dev->num_mrs) > dev->caps.max_mr) {
+		ret = -ENOMEM;
+		goto err_count;
+	}
+	req.create_mr.hdr.cmd = PVRDMA_CMD_CREATE_MR;
+	req.create_mr.pd_handle = to_ppd(ibmw->pd)->pd_handle;
+	req.create_mr.flags = ibmw->type == IB_MW_TYPE_2 ?
+			      PVRDMA_MR_FLAG_MW_TYPE2 : PVRDMA_MR_FLAG_MW_TYPE1;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (ret)
+		goto err_count;
+	mw->mr_handle = resp.create_mr_resp.mr_handle;
+	ibmw->rkey = resp.create_mr_resp.rkey;
+	pvrdma_dbg(dev, "mr#%u: type %d memory window, rkey %#x\n",
+		   mw->mr_handle, ibmw->type, ibmw->rkey);
+	return 0;
+
+err_count:
+	atomic_dec(&dev->num_mrs);
+	return ret;
+}
+
+int pvrdma_dealloc_mw(struct ib_mw *ibmw)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibmw->device);
+
+	/* Unbinds (invalidates) the window; the device never refuses it. */
+	pvrdma_destroy_mr_cmd(dev, to_pmw(ibmw)->mr_handle);
+	atomic_dec(&dev->num_mrs);
 	return 0;
 }

@@ -96,6 +96,12 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 			      PVRDMA_MAX_FAST_REG_PAGES) :
 			PVRDMA_MAX_FAST_REG_PAGES;
 	}
+	/* Windows live in the device's MR table (spec §14). */
+	if (caps->ex_comp_mask & PVRDMA_EX_CAP_MW) {
+		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW |
+					   IB_DEVICE_MEM_WINDOW_TYPE_2B;
+		props->max_mw = props->max_mr;
+	}
 	return 0;
 }
 
@@ -431,6 +437,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 	uresp.qp_tab_size = dev->caps.max_qp;
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CQ_POLL_HINT)
 		uresp.reserved |= PVRDMA_UCTX_CQ_POLL_HINT;
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MW)
+		uresp.reserved |= PVRDMA_UCTX_MW;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)
@@ -606,6 +614,14 @@ const struct ib_device_ops pvrdma_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_pd, pvrdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, pvrdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, pvrdma_ucontext, ibucontext),
+};
+
+/* Memory windows, added only when the device offers them (spec §14). */
+const struct ib_device_ops pvrdma_dev_mw_ops = {
+	.alloc_mw = pvrdma_alloc_mw,
+	.dealloc_mw = pvrdma_dealloc_mw,
+
+	INIT_RDMA_OBJ_SIZE(ib_mw, pvrdma_mw, ibmw),
 };
 
 /* SRQ verbs, added only when the device has SRQs (caps.max_srq != 0). */

@@ -22,13 +22,16 @@ static const struct verbs_match_ent pvrdma_table[] = {
 };
 
 static const struct verbs_context_ops pvrdma_ctx_ops = {
+	.alloc_mw = pvrdma_alloc_mw,
 	.alloc_pd = pvrdma_alloc_pd,
+	.bind_mw = pvrdma_bind_mw,
 	.create_ah = pvrdma_create_ah,
 	.create_cq = pvrdma_create_cq,
 	.create_cq_ex = pvrdma_create_cq_ex,
 	.create_qp = pvrdma_create_qp,
 	.create_qp_ex = pvrdma_create_qp_ex,
 	.create_srq = pvrdma_create_srq,
+	.dealloc_mw = pvrdma_dealloc_mw,
 	.dealloc_pd = pvrdma_dealloc_pd,
 	.dereg_mr = pvrdma_dereg_mr,
 	.destroy_ah = pvrdma_destroy_ah,
@@ -152,6 +155,7 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	ctx->cq_poll_every = pvrdma_env_u32("PVRDMA_CQ_POLL_EVERY",
 					    resp.reserved &
 					    PVRDMA_UCTX_CQ_POLL_HINT ? 1 : 0);
+	ctx->has_mw = resp.reserved & PVRDMA_UCTX_MW;
 	verbs_set_ops(&ctx->ibvctx, &pvrdma_ctx_ops);
 
 	return &ctx->ibvctx;

@@ -45,6 +45,8 @@ struct pvrdma_context {
 	uint32_t qp_table_size;
 	/* Ring CQ_POLL on every n-th empty poll; 0: never (cq.c). */
 	uint32_t cq_poll_every;
+	/* The device has memory windows (BIND_MW work requests). */
+	bool has_mw;
 };
 
 struct pvrdma_pd {
@@ -229,6 +231,25 @@ static inline void pvrdma_sq_wqe_init(struct pvrdma_sq_wqe_hdr *wqe,
 	wqe->wr_id = htole64(wr_id);
 	wqe->opcode = htole32(opcode);
 	wqe->send_flags = htole32(send_flags & PVRDMA_SEND_FLAGS);
+}
+
+/*
+ * The BIND_MW payload (extension PVRDMA_EX_CAP_MW, spec §14) in place of
+ * the WQE's wr union: the window's new @rkey onto @bi's MR range.
+ */
+static inline void pvrdma_sq_wqe_bind_mw(struct pvrdma_sq_wqe_hdr *wqe,
+					 uint32_t rkey,
+					 const struct ibv_mw_bind_info *bi)
+{
+	struct pvrdma_ex_bind_mw b = {
+		.addr = htole64(bi->addr),
+		.length = htole64(bi->length),
+		.rkey = htole32(rkey),
+		.mr_lkey = htole32(bi->mr ? bi->mr->lkey : 0),
+		.access = htole32(bi->mw_access_flags),
+	};
+
+	memcpy((uint8_t *)wqe + PVRDMA_EX_BIND_MW_OFF, &b, sizeof(b));
 }
 
 static inline void pvrdma_write_sges(struct pvrdma_sge *dst,

@@ -483,6 +483,9 @@ static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
 	case IBV_WR_SEND_WITH_INV:
 		*wqe_opcode = PVRDMA_WR_SEND_WITH_INV;
 		return 0;
+	case IBV_WR_BIND_MW:
+		*wqe_opcode = PVRDMA_WR_BIND_MW;
+		return 0;
 	default:
 		return EINVAL;
 	}
@@ -493,7 +496,7 @@ static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
  * the ring until the whole WR is known to be good.
  */
 static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
-				const struct ibv_send_wr *wr,
+				const struct ibv_send_wr *wr, bool bind_type1,
 				uint32_t *opcode, uint32_t *num_sge)
 {
 	uint64_t len = 0;
@@ -510,6 +513,14 @@ static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
 	*num_sge = wr->num_sge;
 	if (wr->opcode == IBV_WR_LOCAL_INV)
 		*num_sge = 0;
+	/* post_send binds type 2 windows; type 1 go through ibv_bind_mw. */
+	if (wr->opcode == IBV_WR_BIND_MW) {
+		if (!wr->bind_mw.mw ||
+		    (wr->bind_mw.mw->type != IBV_MW_TYPE_2 && !bind_type1))
+			return EINVAL;
+		*num_sge = 0;
+		return 0;
+	}
 
 	/*
 	 * Inline: the bytes go to the slot's inline buffer (one SGE, or none
@@ -573,6 +584,10 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 			wqe->wr.atomic.swap = htole64(wr->wr.atomic.swap);
 			wqe->wr.atomic.rkey = htole32(wr->wr.atomic.rkey);
 			break;
+		case IBV_WR_BIND_MW:
+			pvrdma_sq_wqe_bind_mw(wqe, wr->bind_mw.rkey,
+					      &wr->bind_mw.bind_info);
+			break;
 		default:
 			break;
 		}
@@ -607,8 +622,8 @@ static void pvrdma_inline_sge(struct pvrdma_qp *qp, uint32_t slot,
  * per call tells the device. On an error the WRs before *bad_wr are
  * posted.
  */
-int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
-		     struct ibv_send_wr **bad_wr)
+static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+				struct ibv_send_wr **bad_wr, bool bind_type1)
 {
 	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvqp->context);
 	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
@@ -625,7 +640,8 @@ int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	}
 
 	for (; wr; wr = wr->next) {
-		err = pvrdma_check_send_wr(qp, wr, &opcode, &num_sge);
+		err = pvrdma_check_send_wr(qp, wr, bind_type1, &opcode,
+					   &num_sge);
 		if (err)
 			break;
 
@@ -663,6 +679,35 @@ out:
 	if (err)
 		*bad_wr = wr;
 	return err;
+}
+
+int pvrdma_post_send(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
+		     struct ibv_send_wr **bad_wr)
+{
+	return pvrdma_post_send_wrs(ibvqp, wr, bad_wr, false);
+}
+
+/*
+ * ibv_bind_mw (type 1 windows): a BIND_MW WQE on @ibvqp with the window's
+ * next key, which the window takes once the WQE is posted (ibverbs
+ * semantics: the caller uses mw->rkey right away).
+ */
+int pvrdma_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
+		   struct ibv_mw_bind *mw_bind)
+{
+	struct ibv_send_wr wr = {}, *bad;
+	int ret;
+
+	wr.wr_id = mw_bind->wr_id;
+	wr.send_flags = mw_bind->send_flags;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.bind_mw.mw = mw;
+	wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+	wr.bind_mw.bind_info = mw_bind->bind_info;
+	ret = pvrdma_post_send_wrs(ibvqp, &wr, &bad, true);
+	if (!ret)
+		mw->rkey = wr.bind_mw.rkey;
+	return ret;
 }
 
 /* Write receive WRs to a receive ring; returns the count posted. */

@@ -216,14 +216,24 @@ static void pvrdma_wr_local_inv(struct ibv_qp_ex *qpx, uint32_t rkey)
 			  htole32(rkey));
 }
 
-/* Opcodes this device has no means for (no memory windows, TSO, ...). */
+/* Type 2 windows only, as with ibv_post_send. */
 static void pvrdma_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 			      uint32_t rkey,
 			      const struct ibv_mw_bind_info *bind_info)
 {
-	pvrdma_wr_fail(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct pvrdma_sq_wqe_hdr *wqe;
+
+	if (!mw || mw->type != IBV_MW_TYPE_2) {
+		pvrdma_wr_fail(qpx_to_qp(qpx), EINVAL);
+		return;
+	}
+	wqe = pvrdma_wr_begin(qpx, PVRDMA_WR_BIND_MW, qpx_to_qp(qpx)->wr.ops,
+			      IBV_QP_EX_WITH_BIND_MW);
+	if (wqe)
+		pvrdma_sq_wqe_bind_mw(wqe, rkey, bind_info);
 }
 
+/* Opcodes this device has no means for (TSO, XRC). */
 static void pvrdma_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr,
 			       uint16_t hdr_sz, uint16_t mss)
 {
@@ -391,6 +401,9 @@ int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags)
 		supported = PVRDMA_RC_SEND_OPS;
 		break;
 	}
+	if (qp->vqp.qp.qp_type != IBV_QPT_UD &&
+	    to_pvrdma_ctx(qp->vqp.qp.context)->has_mw)
+		supported |= IBV_QP_EX_WITH_BIND_MW;
 
 	if (send_ops_flags & ~supported)
 		return EOPNOTSUPP;

@@ -148,6 +148,42 @@ int pvrdma_dereg_mr(struct verbs_mr *vmr)
 }
 
 /*
+ * Memory windows (extension PVRDMA_EX_CAP_MW): the kernel allocates them
+ * where the device offers them, EOPNOTSUPP elsewhere.
+ */
+struct ibv_mw *pvrdma_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type)
+{
+	struct ib_uverbs_alloc_mw_resp resp;
+	struct ibv_alloc_mw cmd;
+	struct ibv_mw *mw;
+	int err;
+
+	mw = calloc(1, sizeof(*mw));
+	if (!mw) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = ibv_cmd_alloc_mw(ibvpd, type, mw, &cmd, sizeof(cmd), &resp,
+			       sizeof(resp));
+	if (err) {
+		free(mw);
+		errno = err;
+		return NULL;
+	}
+	return mw;
+}
+
+int pvrdma_dealloc_mw(struct ibv_mw *mw)
+{
+	int ret = ibv_cmd_dealloc_mw(mw);
+
+	if (ret)
+		return ret;
+	free(mw);
+	return 0;
+}
+
+/*
  * Ring buffers (CQ, QP and SRQ rings) are anonymous mappings: page aligned
  * and zeroed as the device expects for fresh ring state (spec §8.1), and
  * kept out of fork() children so that a child's copy-on-write cannot move

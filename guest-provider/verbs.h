@@ -19,6 +19,10 @@ struct ibv_mr *pvrdma_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 int pvrdma_rereg_mr(struct verbs_mr *vmr, int flags, struct ibv_pd *pd,
 		    void *addr, size_t length, int access);
 int pvrdma_dereg_mr(struct verbs_mr *vmr);
+struct ibv_mw *pvrdma_alloc_mw(struct ibv_pd *ibvpd, enum ibv_mw_type type);
+int pvrdma_dealloc_mw(struct ibv_mw *mw);
+int pvrdma_bind_mw(struct ibv_qp *ibvqp, struct ibv_mw *mw,
+		   struct ibv_mw_bind *mw_bind);
 
 struct ibv_cq *pvrdma_create_cq(struct ibv_context *ibvctx, int ncqe,
 				struct ibv_comp_channel *channel,

@@ -214,8 +214,12 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_EX_CAP_RESIZE_CQ         (1u << 30)
 /* CREATE_QP takes qp_type UC (PVRDMA_QPT_UC). */
 #define PVRDMA_EX_CAP_UC                (1u << 29)
+/* Memory windows: CREATE_MR flags PVRDMA_MR_FLAG_MW_TYPE1/2, send opcode
+ * PVRDMA_WR_BIND_MW (struct pvrdma_ex_bind_mw), LOCAL_INV of type 2. */
+#define PVRDMA_EX_CAP_MW                (1u << 28)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
+#define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {
@@ -357,6 +361,9 @@ enum pvrdma_qp_type {
 /* CREATE_MR flags. */
 #define PVRDMA_MR_FLAG_DMA              (1u << 0)
 #define PVRDMA_MR_FLAG_FRMR             (1u << 1)
+/* Project extension PVRDMA_EX_CAP_MW: a memory window of type 1 or 2. */
+#define PVRDMA_MR_FLAG_MW_TYPE1         (1u << 2)
+#define PVRDMA_MR_FLAG_MW_TYPE2         (1u << 3)
 
 /* MODIFY_QP / QUERY_QP attribute mask (IB values). */
 #define PVRDMA_QP_STATE                 (1u << 0)
@@ -903,6 +910,24 @@ PVRDMA_ABI_SIZE(union pvrdma_cmd_resp, PVRDMA_RESP_SLOT_SIZE);
  * copies imm_data verbatim (as upstream vmw_pvrdma does) reports it too.
  */
 PVRDMA_ABI_SIZE(struct pvrdma_sq_wqe_hdr, PVRDMA_SQ_WQE_HDR_SIZE);
+
+/*
+ * Project extension PVRDMA_EX_CAP_MW: a send WQE with opcode
+ * PVRDMA_WR_BIND_MW carries this in place of struct pvrdma_sq_wqe_hdr's
+ * wr union (offset 32).  @rkey names the window by its index (rkey >> 8)
+ * and gives its new key byte; @length 0 unbinds a type 1 window.
+ */
+struct pvrdma_ex_bind_mw {
+    uint64_t addr;              /* window start, in the MR's addresses */
+    uint64_t length;
+    uint32_t rkey;              /* the window's new rkey */
+    uint32_t mr_lkey;           /* the MR bound to (MW_BIND access) */
+    uint32_t access;            /* REMOTE_* and ZERO_BASED (type 2) */
+    uint32_t reserved;
+};
+#define PVRDMA_EX_BIND_MW_OFF           32
+PVRDMA_ABI_SIZE(struct pvrdma_ex_bind_mw, 32);
+PVRDMA_ABI_OFF(struct pvrdma_sq_wqe_hdr, wr, PVRDMA_EX_BIND_MW_OFF);
 PVRDMA_ABI_SIZE(struct pvrdma_rq_wqe_hdr, PVRDMA_RQ_WQE_HDR_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_sge, PVRDMA_SGE_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_cqe, PVRDMA_CQE_SIZE);

@@ -137,6 +137,12 @@ typedef struct PvrdmaBackendOps {
      * reached()); the core's count of the ring would be wrong.
      */
     bool srq_limit_by_backend;
+    /*
+     * Remote accesses are checked by something other than
+     * pvrdma_core_rkey_seg() (a host device's own keys): the core cannot
+     * offer memory windows (PVRDMA_EX_CAP_MW), which live in the core.
+     */
+    bool no_mw;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);

@@ -127,12 +127,15 @@ static void pvrdma_pd_free(PvrdmaCore *core, PvrdmaPd *pd)
 
 static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
 {
+    if (pvrdma_mr_is_mw(mr)) {
+        pvrdma_wq_mw_unbind(core, mr);
+    }
     if (core->key_mrs && (mr->lkey >> 8) != mr->handle &&
         g_hash_table_lookup(core->key_mrs,
                             GUINT_TO_POINTER(mr->lkey >> 8)) == mr) {
         g_hash_table_remove(core->key_mrs, GUINT_TO_POINTER(mr->lkey >> 8));
     }
-    if (core->be_ops->mr_deregister) {
+    if (core->be_ops->mr_deregister && !pvrdma_mr_is_mw(mr)) {
         core->be_ops->mr_deregister(core->be, mr);
     }
     pvrdma_core_mr_unpin(core, mr);
@@ -464,6 +467,14 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
              "CREATE_MR: bad PD %u", c->pd_handle);
         return -EINVAL;
     }
+    /* Windows are an extension: unknown flags where it is not offered. */
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_MW) &&
+        (c->flags == PVRDMA_MR_FLAG_MW_TYPE1 ||
+         c->flags == PVRDMA_MR_FLAG_MW_TYPE2)) {
+        GERR(core, CREATE_MR_UNKNOWN_FLAGS,
+             "CREATE_MR: unknown flags 0x%x", c->flags);
+        return -EINVAL;
+    }
     switch (c->flags) {
     case 0:
         if (!pvrdma_access_ok(c->access_flags, PVRDMA_MR_ACCESS_VALID)) {
@@ -500,6 +511,17 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
         }
         /* The page list bound later is charged now. */
         quota = c->nchunks;
+        break;
+    case PVRDMA_MR_FLAG_MW_TYPE1:
+    case PVRDMA_MR_FLAG_MW_TYPE2:
+        /* A memory window: keys only, bound later (BIND_MW). */
+        if (c->start || c->length || c->pdir_dma || c->nchunks ||
+            c->access_flags) {
+            GERR(core, CREATE_MR_MEMORY_WINDOW_START_LENGTH,
+                 "CREATE_MR: memory window with start/length/pdir/"
+                 "nchunks/access");
+            return -EINVAL;
+        }
         break;
     default:
         GERR(core, CREATE_MR_UNKNOWN_FLAGS,
@@ -541,7 +563,7 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
     }
     mr->lkey = (handle << 8) | pvrdma_table_gen(&core->mr_tbl, handle);
     mr->rkey = mr->lkey;
-    if (core->be_ops->mr_register) {
+    if (core->be_ops->mr_register && !pvrdma_mr_is_mw(mr)) {
         ret = core->be_ops->mr_register(core->be, mr);
         if (ret < 0) {
             pvrdma_table_remove(&core->mr_tbl, handle);
@@ -559,7 +581,8 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
     }
     pd->refs++;
     resp->create_mr_resp.mr_handle = handle;
-    resp->create_mr_resp.lkey = mr->lkey;
+    /* A window's key is an rkey only (it names no local memory). */
+    resp->create_mr_resp.lkey = pvrdma_mr_is_mw(mr) ? 0 : mr->lkey;
     resp->create_mr_resp.rkey = mr->rkey;
     return 0;
 
@@ -587,6 +610,13 @@ static int pvrdma_cmd_destroy_mr(PvrdmaCore *core,
         GERR(core, DESTROY_MR_BAD_MR,
              "DESTROY_MR: bad MR %u", c->mr_handle);
         return -EINVAL;
+    }
+    /* IBA 11.2.8.4: not while memory windows are bound to it. */
+    if (mr->mw_binds) {
+        GERR(core, DESTROY_MR_MR_MEMORY_WINDOWS_BOUND,
+             "DESTROY_MR: MR %u has %u memory windows bound",
+             mr->handle, mr->mw_binds);
+        return -EBUSY;
     }
     pvrdma_mr_free(core, mr);
     return 0;

@@ -146,7 +146,7 @@ struct PvrdmaPd {
 struct PvrdmaMr {
     uint32_t handle;
     uint32_t pd_handle;
-    uint32_t flags;             /* 0, PVRDMA_MR_FLAG_DMA, _FRMR */
+    uint32_t flags;             /* 0, PVRDMA_MR_FLAG_DMA, _FRMR, _MW_* */
     uint32_t access;
     uint32_t lkey;
     uint32_t rkey;
@@ -169,8 +169,25 @@ struct PvrdmaMr {
      */
     void **pinned;
     uint32_t *pin_run;
+    uint32_t mw_binds;          /* memory windows bound to this MR */
+    /*
+     * Memory windows (flags PVRDMA_MR_FLAG_MW_TYPE1/2; keys and PD as
+     * above, lkey == rkey only for the lookup): the binding.  Remote
+     * address a of a zero-based window is mw_va + a in the MR.
+     */
+    bool mw_bound;
+    bool mw_zero_based;
+    uint32_t mw_mr_handle;      /* the MR bound to (its mw_binds counts) */
+    uint32_t mw_qp_handle;      /* type 2: the QP bound through */
+    uint64_t mw_va;
+    uint64_t mw_len;
     void *be;
 };
+
+static inline bool pvrdma_mr_is_mw(const PvrdmaMr *mr)
+{
+    return mr->flags & (PVRDMA_MR_FLAG_MW_TYPE1 | PVRDMA_MR_FLAG_MW_TYPE2);
+}
 
 struct PvrdmaCq {
     uint32_t handle;
@@ -247,6 +264,7 @@ struct PvrdmaQp {
     uint32_t state;             /* enum pvrdma_qp_state */
     struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
     PvrdmaQpWq wq;
+    uint32_t mw_binds;          /* type 2 windows bound through it */
     void *be;
 };
 
@@ -427,6 +445,8 @@ void pvrdma_wq_timer_expired(PvrdmaCore *core);
 void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old);
 /* Before the QP is freed: no flush, no more DMA, backend cancelled. */
 void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp);
+/* Unbind memory window @mw (type 2: invalidate it), if it is bound. */
+void pvrdma_wq_mw_unbind(PvrdmaCore *core, PvrdmaMr *mw);
 /* After the SRQ's limit was (re)set by CREATE_SRQ / MODIFY_SRQ. */
 void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq);
 /* Every object is gone: cancel the timer. */

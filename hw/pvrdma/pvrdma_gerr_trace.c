@@ -68,8 +68,14 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_CREATE_MR_ACCESS_FLAGS_NOT_ALLOWED:
         trace_pvrdma_err_create_mr_access_flags_not_allowed(a[0].u, a[1].u);
         break;
+    case PVRDMA_GERR_CREATE_MR_MEMORY_WINDOW_START_LENGTH:
+        trace_pvrdma_err_create_mr_memory_window_start_length();
+        break;
     case PVRDMA_GERR_DESTROY_MR_BAD_MR:
         trace_pvrdma_err_destroy_mr_bad_mr(a[0].u);
+        break;
+    case PVRDMA_GERR_DESTROY_MR_MR_MEMORY_WINDOWS_BOUND:
+        trace_pvrdma_err_destroy_mr_mr_memory_windows_bound(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
         trace_pvrdma_err_create_cq_bad_context(a[0].u);
@@ -342,6 +348,19 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
         trace_pvrdma_err_qp_reg_mr_page_shift_pages(a[0].u, a[1].u, a[2].u,
                                                     a[3].u, a[4].u, a[5].u,
                                                     a[6].u);
+        break;
+    case PVRDMA_GERR_QP_BIND_MW_NO_WINDOW:
+        trace_pvrdma_err_qp_bind_mw_no_window(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_QP_BIND_MW_TYPE_2_WINDOW_STILL:
+        trace_pvrdma_err_qp_bind_mw_type_2_window_still(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_QP_BIND_MW_MR_KEY_NO:
+        trace_pvrdma_err_qp_bind_mw_mr_key_no(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_QP_BIND_MW_RANGE_ACCESS:
+        trace_pvrdma_err_qp_bind_mw_range_access(a[0].u, a[1].u, a[2].u,
+                                                 a[3].u, a[4].u);
         break;
     case PVRDMA_GERR_MR_PAGE_NOT_RAM_CANNOT_PIN:
         trace_pvrdma_err_mr_page_not_ram_cannot_pin(a[0].u, a[1].u);

@@ -1836,6 +1836,7 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .srq_modify = pvrdma_ibv_srq_modify,
     .srq_destroy = pvrdma_ibv_srq_destroy,
     .srq_limit_by_backend = true,
+    .no_mw = true,
     .submit = pvrdma_ibv_submit,
     .cancel = pvrdma_ibv_cancel,
     .recv_posted = pvrdma_ibv_recv_posted,

@@ -480,6 +480,36 @@ static bool pvrdma_wq_mr_seg(PvrdmaMr *mr, uint64_t va, uint64_t len,
     }
 }
 
+/*
+ * A segment of the MR a bound window @mw lies in: [va, va + len) of the
+ * window (from 0 if it is zero-based), through @qp.  Type 2 windows
+ * answer only the QP they were bound through.
+ */
+static bool pvrdma_wq_mw_seg(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaMr *mw,
+                             uint64_t va, uint64_t len, PvrdmaSeg *seg)
+{
+    PvrdmaMr *mr;
+
+    if (!mw->mw_bound || len == 0 ||
+        (mw->flags == PVRDMA_MR_FLAG_MW_TYPE2 &&
+         mw->mw_qp_handle != qp->handle)) {
+        return false;
+    }
+    if (mw->mw_zero_based) {
+        if (va > mw->mw_len) {
+            return false;
+        }
+        va += mw->mw_va;        /* mw_va + mw_len fits (BIND_MW) */
+    }
+    if (va < mw->mw_va || len > mw->mw_len ||
+        va - mw->mw_va > mw->mw_len - len) {
+        return false;
+    }
+    /* The MR cannot go while windows are bound to it (DESTROY_MR). */
+    mr = pvrdma_table_lookup(&core->mr_tbl, mw->mw_mr_handle);
+    return mr && pvrdma_wq_mr_seg(mr, va, len, seg);
+}
+
 bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
                           uint64_t va, uint64_t len, uint32_t access,
                           PvrdmaSeg *seg)
@@ -489,6 +519,9 @@ bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
     if (!mr || mr->pd_handle != qp->pd_handle || !(mr->access & access) ||
         !(qp->attr.qp_access_flags & access)) {
         return false;
+    }
+    if (pvrdma_mr_is_mw(mr)) {
+        return pvrdma_wq_mw_seg(core, qp, mr, va, len, seg);
     }
     return pvrdma_wq_mr_seg(mr, va, len, seg);
 }
@@ -523,7 +556,8 @@ static uint32_t pvrdma_wq_build_sgl(PvrdmaCore *core, uint32_t pd,
             continue;
         }
         mr = pvrdma_wq_key_mr(core, GUINT32_FROM_LE(sges[i].lkey));
-        if (!mr || mr->pd_handle != pd ||
+        /* A window's key is an rkey only. */
+        if (!mr || pvrdma_mr_is_mw(mr) || mr->pd_handle != pd ||
             (write && !(mr->access & PVRDMA_ACCESS_LOCAL_WRITE)) ||
             !pvrdma_wq_mr_seg(mr, addr, len, &sgl->seg[sgl->nseg])) {
             return PVRDMA_WC_LOC_PROT_ERR;
@@ -561,26 +595,155 @@ static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
     return NULL;
 }
 
+/*
+ * The type 2 window @rkey names exactly, bound through @qp: the only
+ * windows that can be invalidated (IBA 10.6.7.2), locally or remotely.
+ */
+static PvrdmaMr *pvrdma_wq_inv_mw(PvrdmaCore *core, PvrdmaQp *qp,
+                                  uint32_t rkey)
+{
+    PvrdmaMr *mw = pvrdma_table_lookup(&core->mr_tbl, rkey >> 8);
+
+    if (mw && mw->flags == PVRDMA_MR_FLAG_MW_TYPE2 && mw->mw_bound &&
+        mw->rkey == rkey && mw->mw_qp_handle == qp->handle) {
+        return mw;
+    }
+    return NULL;
+}
+
 bool pvrdma_core_inv_ok(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
 {
     PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
 
-    if (!mr || mr->rkey != rkey) {
+    if ((!mr || mr->rkey != rkey) && !pvrdma_wq_inv_mw(core, qp, rkey)) {
         GERR(core, QP_INVALIDATION_KEY_NO_FAST_REG,
              "QP %u: invalidation of key 0x%x: no fast-reg MR of "
-             "this PD", qp->handle, rkey);
+             "this PD, no type 2 window bound through this QP",
+             qp->handle, rkey);
         return false;
     }
     return true;
 }
 
+void pvrdma_wq_mw_unbind(PvrdmaCore *core, PvrdmaMr *mw)
+{
+    PvrdmaMr *mr;
+    PvrdmaQp *qp;
+
+    if (!mw->mw_bound) {
+        return;
+    }
+    mr = pvrdma_table_lookup(&core->mr_tbl, mw->mw_mr_handle);
+    if (mr) {
+        mr->mw_binds--;
+    }
+    if (mw->flags == PVRDMA_MR_FLAG_MW_TYPE2) {
+        qp = pvrdma_table_lookup(&core->qp_tbl, mw->mw_qp_handle);
+        if (qp) {
+            qp->mw_binds--;
+        }
+    }
+    mw->mw_bound = false;
+    mw->access = 0;
+}
+
 void pvrdma_core_invalidate(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
 {
-    PvrdmaMr *mr = pvrdma_wq_frmr(core, qp, rkey);
+    PvrdmaMr *mr = pvrdma_wq_inv_mw(core, qp, rkey);
 
+    if (mr) {
+        pvrdma_wq_mw_unbind(core, mr);
+        return;
+    }
+    mr = pvrdma_wq_frmr(core, qp, rkey);
     if (mr && mr->rkey == rkey) {
         mr->frmr_valid = false;
     }
+}
+
+#define PVRDMA_MW_ACCESS_VALID  (PVRDMA_ACCESS_REMOTE_WRITE | \
+                                 PVRDMA_ACCESS_REMOTE_READ | \
+                                 PVRDMA_ACCESS_REMOTE_ATOMIC | \
+                                 PVRDMA_ACCESS_ZERO_BASED)
+
+/*
+ * BIND_MW (project extension PVRDMA_EX_CAP_MW): bind a window of @qp's
+ * PD to a range of an MR with MW_BIND access (IBA 10.6.7.2).  A type 1
+ * window is rebound at will and a length of 0 unbinds it; a type 2 window
+ * must be free (never bound, or invalidated) and is then bound through
+ * @qp alone.
+ */
+static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
+                                  const uint8_t *wqe)
+{
+    const struct pvrdma_ex_bind_mw *b =
+        (const void *)(wqe + PVRDMA_EX_BIND_MW_OFF);
+    uint64_t addr = GUINT64_FROM_LE(b->addr);
+    uint64_t len = GUINT64_FROM_LE(b->length);
+    uint32_t rkey = GUINT32_FROM_LE(b->rkey);
+    uint32_t lkey = GUINT32_FROM_LE(b->mr_lkey);
+    uint32_t access = GUINT32_FROM_LE(b->access);
+    PvrdmaMr *mw = pvrdma_table_lookup(&core->mr_tbl, rkey >> 8);
+    PvrdmaMr *mr;
+    PvrdmaSeg seg;
+    bool type2;
+
+    if (!mw || !pvrdma_mr_is_mw(mw) || mw->pd_handle != qp->pd_handle) {
+        GERR(core, QP_BIND_MW_NO_WINDOW,
+             "QP %u: BIND_MW key 0x%x: no memory window of this PD",
+             qp->handle, rkey);
+        return PVRDMA_WC_MW_BIND_ERR;
+    }
+    type2 = mw->flags == PVRDMA_MR_FLAG_MW_TYPE2;
+    if (type2 && mw->mw_bound) {
+        GERR(core, QP_BIND_MW_TYPE_2_WINDOW_STILL,
+             "QP %u: BIND_MW key 0x%x: type 2 window still bound",
+             qp->handle, rkey);
+        return PVRDMA_WC_MW_BIND_ERR;
+    }
+    if (!type2 && len == 0) {
+        pvrdma_wq_mw_unbind(core, mw);
+        mw->lkey = rkey;
+        mw->rkey = rkey;
+        return PVRDMA_WC_SUCCESS;
+    }
+    mr = pvrdma_wq_key_mr(core, lkey);
+    if (!mr || pvrdma_mr_is_mw(mr) || mr->flags == PVRDMA_MR_FLAG_DMA ||
+        mr->pd_handle != qp->pd_handle ||
+        !(mr->access & PVRDMA_ACCESS_MW_BIND)) {
+        GERR(core, QP_BIND_MW_MR_KEY_NO,
+             "QP %u: BIND_MW: MR key 0x%x: no MR of this PD with "
+             "MW_BIND access", qp->handle, lkey);
+        return PVRDMA_WC_MW_BIND_ERR;
+    }
+    /* Remote write and atomics need local write on the MR (IBA o10-37). */
+    if ((access & ~PVRDMA_MW_ACCESS_VALID) ||
+        ((access & PVRDMA_ACCESS_ZERO_BASED) && !type2) ||
+        ((access & (PVRDMA_ACCESS_REMOTE_WRITE |
+                    PVRDMA_ACCESS_REMOTE_ATOMIC)) &&
+         !(mr->access & PVRDMA_ACCESS_LOCAL_WRITE)) ||
+        !pvrdma_wq_mr_seg(mr, addr, len, &seg)) {
+        GERR(core, QP_BIND_MW_RANGE_ACCESS,
+             "QP %u: BIND_MW: range 0x%" G_GINT64_MODIFIER "x+%"
+             G_GUINT64_FORMAT " or access 0x%x not within MR key 0x%x",
+             qp->handle, addr, len, access, lkey);
+        return PVRDMA_WC_MW_BIND_ERR;
+    }
+    pvrdma_wq_mw_unbind(core, mw);
+    mw->mw_bound = true;
+    mw->mw_mr_handle = mr->handle;
+    mr->mw_binds++;
+    if (type2) {
+        mw->mw_qp_handle = qp->handle;
+        qp->mw_binds++;
+    }
+    mw->mw_va = addr;
+    mw->mw_len = len;
+    mw->mw_zero_based = access & PVRDMA_ACCESS_ZERO_BASED;
+    mw->access = access & ~PVRDMA_ACCESS_ZERO_BASED;
+    mw->lkey = rkey;
+    mw->rkey = rkey;
+    return PVRDMA_WC_SUCCESS;
 }
 
 /*
@@ -652,7 +815,8 @@ static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
         return PVRDMA_WC_LOC_QP_OP_ERR;
     }
     mr = pvrdma_wq_frmr(core, qp, rkey);
-    if (mr->frmr_valid && core->be_ops->mr_fastreg) {
+    if (mr && mr->rkey == rkey && mr->frmr_valid &&
+        core->be_ops->mr_fastreg) {
         uint32_t st = core->be_ops->mr_fastreg(core->be, qp, mr, false);
 
         if (st != PVRDMA_WC_SUCCESS) {
@@ -1060,6 +1224,10 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     }
     if (op == PVRDMA_WR_FAST_REG_MR) {
         *status = pvrdma_wq_reg_mr(core, qp, hdr);
+        return false;
+    }
+    if (op == PVRDMA_WR_BIND_MW) {
+        *status = pvrdma_wq_bind_mw(core, qp, wqe);
         return false;
     }
     /* UC has SENDs and WRITEs only (IBA 9.8.1): no READ, no atomics. */
@@ -1483,12 +1651,26 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
 
 void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
 {
+    uint32_t h;
+    void *obj;
+
     /* The guest frees the rings right after: no flush, no more DMA. */
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_work_del(core, qp);
     g_free(qp->wq.req);
     qp->wq.req = NULL;
+    /* Type 2 windows bound through the QP are invalidated (IBA 10.6.7.2). */
+    if (qp->mw_binds) {
+        PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, obj) {
+            PvrdmaMr *mw = obj;
+
+            if (mw->flags == PVRDMA_MR_FLAG_MW_TYPE2 && mw->mw_bound &&
+                mw->mw_qp_handle == qp->handle) {
+                pvrdma_wq_mw_unbind(core, mw);
+            }
+        }
+    }
 }
 
 void pvrdma_wq_reset(PvrdmaCore *core)

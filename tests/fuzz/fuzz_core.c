@@ -464,7 +464,7 @@ static void fz_create_mr(FzIn *in, FzDev *d)
     struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     union pvrdma_cmd_resp r;
     FzMr mr = { 0 };
-    uint8_t kind = in_u8(in) % 3;
+    uint8_t kb = in_u8(in), kind = kb >= 0xF0 ? 3 : kb % 3;
     uint32_t n, alloc;
     int8_t delta;
 
@@ -497,6 +497,13 @@ static void fz_create_mr(FzIn *in, FzDev *d)
         }
         mr.va = fg_alloc_pages(d->fg, 4);
         mr.len = 4 * FG_PAGE;
+    } else if (kind == 3) {
+        /* A memory window: type 1 or 2, the rest mostly zero. */
+        c.flags = (kb & 1) ? PVRDMA_MR_FLAG_MW_TYPE2 :
+                  PVRDMA_MR_FLAG_MW_TYPE1;
+        c.access_flags = (c.access_flags & 0x80) ? c.access_flags : 0;
+        mr.va = 0;
+        mr.len = 0;
     } else {
         c.flags = PVRDMA_MR_FLAG_FRMR;
         c.access_flags = (c.access_flags & 0x80) ? c.access_flags : 0;
@@ -1076,6 +1083,27 @@ static void fz_post_send(FzIn *in)
             rmr->lkey = rmr->rkey = w.wr.fast_reg.rkey;
         }
         break;
+    case PVRDMA_WR_BIND_MW: {
+        /* A window (rkey, new byte) onto the first SGE's MR and range. */
+        struct pvrdma_ex_bind_mw bw = {
+            .rkey = (rkey & ~0xffu) | (imm & 0xff),
+            .mr_lkey = nsge ? sg[0].lkey : (uint32_t)b,
+            .addr = nsge ? sg[0].addr + (a & 0xff) : a,
+            .length = (imm & 0x200) ? b : (b & 0xffff),
+            .access = (imm >> 16) & 0x3f,
+        };
+
+        memcpy((uint8_t *)&w + PVRDMA_EX_BIND_MW_OFF, &bw, sizeof(bw));
+        if (rmr && rmr->kind == 3 && rd == d) {
+            /* Optimistic: later rkeys use the new binding. */
+            rmr->va = (bw.access & PVRDMA_ACCESS_ZERO_BASED) ? 0 : bw.addr;
+            rmr->len = bw.length;
+            rmr->rkey = bw.rkey;
+        }
+        w.num_sge = 0;
+        nsge = 0;
+        break;
+    }
     default:
         /*
          * SEND on any QP; on UD/GSI the address vector: a = flow/tclass
@@ -1614,6 +1642,20 @@ static void fz_check_objects(PvrdmaCore *core)
             PvrdmaMr *mr = core->mr_tbl.slots[h];
 
             pinned += mr ? mr->quota_pages : 0;
+            if (mr && pvrdma_mr_is_mw(mr)) {
+                /* Windows: no pages; a binding names a live MR. */
+                FZ_CHECK(mr->quota_pages == 0 && mr->mw_binds == 0);
+                FZ_CHECK(mr->mw_bound || mr->access == 0);
+                if (mr->mw_bound) {
+                    PvrdmaMr *to = pvrdma_table_lookup(&core->mr_tbl,
+                                                       mr->mw_mr_handle);
+
+                    FZ_CHECK(to && !pvrdma_mr_is_mw(to) && to->mw_binds);
+                    FZ_CHECK(mr->flags == PVRDMA_MR_FLAG_MW_TYPE1 ||
+                             pvrdma_table_lookup(&core->qp_tbl,
+                                                 mr->mw_qp_handle));
+                }
+            }
             if (mr && mr->flags == PVRDMA_MR_FLAG_FRMR) {
                 FZ_CHECK(mr->frmr_pages);
                 FZ_CHECK(!mr->frmr_valid ||
@@ -1643,6 +1685,36 @@ static void fz_check_objects(PvrdmaCore *core)
             }
         }
         FZ_CHECK(pinned == core->pinned_pages);
+    }
+    /* Window bindings: counted in the MR and (type 2) the QP. */
+    {
+        uint32_t *mr_binds = g_new0(uint32_t, core->mr_tbl.alloc);
+        uint32_t *qp_binds = g_new0(uint32_t, core->qp_tbl.alloc);
+
+        for (h = 0; h < core->mr_tbl.alloc; h++) {
+            PvrdmaMr *mw = core->mr_tbl.slots[h];
+
+            if (mw && pvrdma_mr_is_mw(mw) && mw->mw_bound) {
+                FZ_CHECK(mw->mw_mr_handle < core->mr_tbl.alloc);
+                mr_binds[mw->mw_mr_handle]++;
+                if (mw->flags == PVRDMA_MR_FLAG_MW_TYPE2) {
+                    FZ_CHECK(mw->mw_qp_handle < core->qp_tbl.alloc);
+                    qp_binds[mw->mw_qp_handle]++;
+                }
+            }
+        }
+        for (h = 0; h < core->mr_tbl.alloc; h++) {
+            PvrdmaMr *mr = core->mr_tbl.slots[h];
+
+            FZ_CHECK(mr ? mr->mw_binds == mr_binds[h] : !mr_binds[h]);
+        }
+        for (h = 0; h < core->qp_tbl.alloc; h++) {
+            PvrdmaQp *qp = core->qp_tbl.slots[h];
+
+            FZ_CHECK(qp ? qp->mw_binds == qp_binds[h] : !qp_binds[h]);
+        }
+        g_free(mr_binds);
+        g_free(qp_binds);
     }
     for (h = 0; h < core->uc_tbl.alloc; h++) {
         PvrdmaUc *uc = core->uc_tbl.slots[h];

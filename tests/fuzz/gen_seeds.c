@@ -2,8 +2,8 @@
  * Seed corpus of the PVRDMA core fuzzer: action sequences (format in
  * fuzz_actions.h) that set two devices (or one) up like the Linux driver,
  * connect RC QPs and run SEND, RDMA WRITE/READ, atomics, SRQ receives,
- * fast registration and invalidation, RNR with the timer, the error
- * flush and user-context doorbells, so coverage starts deep.
+ * fast registration and invalidation, memory windows, RNR with the timer,
+ * the error flush and user-context doorbells, so coverage starts deep.
  *
  *   gen_seeds DIR      writes DIR/seed-<name>
  *
@@ -103,6 +103,20 @@ static void create_user_mr(unsigned dev, unsigned pd, uint64_t va,
 {
     u8(FZ_OP_CREATE_MR); u8(dev); u8(0); u8(pd); u8(ALL_ACCESS);
     u64(va); u16(length); u8(0); u8(0);
+}
+
+/* A user MR windows may be bound to (ALL_ACCESS | MW_BIND). */
+static void create_bindable_mr(unsigned dev, unsigned pd, uint64_t va,
+                               unsigned length)
+{
+    u8(FZ_OP_CREATE_MR); u8(dev); u8(0); u8(pd); u8(ALL_ACCESS | 0x10);
+    u64(va); u16(length); u8(0); u8(0);
+}
+
+static void create_mw(unsigned dev, unsigned pd, unsigned type)
+{
+    u8(FZ_OP_CREATE_MR); u8(dev); u8(type == 2 ? 0xF1 : 0xF0); u8(pd);
+    u8(0); u64(0); u16(0); u8(0); u8(0);
 }
 
 static void create_frmr(unsigned dev, unsigned pd, unsigned max_sg)
@@ -293,6 +307,29 @@ int main(int argc, char **argv)
     consume(0);
     consume(1);
     finish("frmr");
+
+    /*
+     * Memory windows on device 0 (MR 1, windows 2 and 3): type 1 bound
+     * for WRITE and READ from device 1, type 2 zero-based, invalidated by
+     * a SEND_WITH_INV.
+     */
+    begin(FZ_CFG_TWO_DEVICES);
+    pair(0, 1, 7);
+    create_bindable_mr(0, 0, 0x7d0000000000ull, 4 * 4096);
+    create_mw(0, 0, 1);
+    create_mw(0, 0, 2);
+    post_send(0, 0, 14 /* BIND_MW */, 1, 0, 8, 0, 2, 0, 0, 8192,
+              (0x06u << 16) | 0x11);
+    post_send(1, 0, 0 /* WRITE */, 0, 0, 1000, 0, 2, 0x10, 0, 0, 0);
+    post_send(1, 0, 4 /* READ */, 0, 0x1000, 1000, 0, 2, 0x10, 0, 0, 0);
+    post_send(0, 0, 14 /* BIND_MW */, 1, 0x100, 8, 0, 3, 0, 0, 4096,
+              (0x26u << 16) | 0x22);
+    post_send(1, 0, 0 /* WRITE */, 0, 0, 100, 0, 3, 0x10, 0, 0, 0);
+    post_recv(0, 0, 0, 0, 64);
+    post_send(1, 0, 8 /* SEND_WITH_INV */, 0, 0, 16, 0, 3, 0, 0, 0, 0);
+    consume(0);
+    consume(1);
+    finish("mw");
 
     /* RNR: a SEND with no receive posted, the timer, then a receive. */
     begin(FZ_CFG_TWO_DEVICES);

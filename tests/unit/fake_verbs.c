@@ -520,6 +520,43 @@ void fv_post_reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
     fv_ring_sq(qp);
 }
 
+int fv_mw_new(FakeGuest *fg, uint32_t pd, uint32_t flags, uint32_t *handle,
+              uint32_t *rkey)
+{
+    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+    union pvrdma_cmd_resp r;
+    int ret;
+
+    c.pd_handle = pd;
+    c.flags = flags;
+    ret = fg_cmd(fg, &c, sizeof(c), &r);
+    if (ret == 0) {
+        *handle = r.create_mr_resp.mr_handle;
+        *rkey = r.create_mr_resp.rkey;
+        /* a window names no local memory */
+        assert_int_equal(r.create_mr_resp.lkey, 0);
+    }
+    return ret;
+}
+
+void fv_post_bind_mw(FvQp *qp, uint64_t id, uint32_t rkey, uint32_t mr_lkey,
+                     uint64_t addr, uint64_t len, uint32_t access)
+{
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_ex_bind_mw b = {
+        .addr = addr, .length = len, .rkey = rkey, .mr_lkey = mr_lkey,
+        .access = access,
+    };
+
+    memset(&h, 0, sizeof(h));
+    h.wr_id = id;
+    h.opcode = PVRDMA_WR_BIND_MW;
+    h.send_flags = PVRDMA_WR_FLAG_SIGNALED;
+    memcpy((uint8_t *)&h + PVRDMA_EX_BIND_MW_OFF, &b, sizeof(b));
+    fv_post_send(qp, &h, NULL, 0);
+    fv_ring_sq(qp);
+}
+
 /* ---- device rings -------------------------------------------------------- */
 
 bool fv_async_next(FakeGuest *fg, uint32_t *type, uint32_t *info)

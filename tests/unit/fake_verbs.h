@@ -151,4 +151,16 @@ void fv_post_reg_mr(FvQp *qp, FvFrmr *f, uint64_t id, uint64_t iova,
                     uint32_t npages, uint32_t len, uint32_t access,
                     uint32_t key);
 
+/*
+ * A memory window (CREATE_MR with PVRDMA_MR_FLAG_MW_TYPE1/2): returns the
+ * command's result, the handle and rkey in *@handle / *@rkey.
+ */
+int fv_mw_new(FakeGuest *fg, uint32_t pd, uint32_t flags, uint32_t *handle,
+              uint32_t *rkey);
+/*
+ * Post and ring a signaled BIND_MW on @qp: window key @rkey (its byte the
+ * new one) onto [@addr, @addr + @len) of the MR of @mr_lkey.
+ */
+void fv_post_bind_mw(FvQp *qp, uint64_t id, uint32_t rkey, uint32_t mr_lkey,
+                     uint64_t addr, uint64_t len, uint32_t access);
 #endif /* TESTS_UNIT_FAKE_VERBS_H */

@@ -197,9 +197,12 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->max_mr_size, 1ull << 30);
     assert_int_equal(c->page_size_cap, 0x1000);
     assert_int_equal(c->atomic_arg_sizes, 0);
-    /* RESIZE_CQ and UC always; no CQ_POLL hint without peers elsewhere */
-    assert_int_equal(c->ex_comp_mask,
-                     PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC);
+    /*
+     * RESIZE_CQ and UC always, windows on a backend whose remote keys the
+     * core checks (this one); no CQ_POLL hint without peers elsewhere
+     */
+    assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
+                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -239,7 +242,7 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
-                     PVRDMA_EX_CAP_UC);
+                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);
@@ -251,6 +254,23 @@ static void test_dsr_valid_caps(void **state)
     /* ACTIVATE succeeds now */
     fg_reg_write(fg, PVRDMA_REG_CTL, PVRDMA_DEVICE_CTL_ACTIVATE);
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_ERR), 0);
+    fg_free(fg);
+}
+
+/* A backend whose remote keys the core does not check: no windows. */
+static void test_dsr_caps_no_mw(void **state)
+{
+    static const PvrdmaBackendOps keys_elsewhere = {
+        .name = "keys-elsewhere",
+        .no_mw = true,
+    };
+    FakeGuest *fg = fg_new(NULL);
+
+    (void)state;
+    pvrdma_core_set_backend(fg->core, &keys_elsewhere, NULL);
+    assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
+    assert_int_equal(fg_caps(fg)->ex_comp_mask,
+                     PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC);
     fg_free(fg);
 }
 
@@ -935,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_config_ranges),
         cmocka_unit_test(test_regs_reset_values),
         cmocka_unit_test(test_dsr_valid_caps),
+        cmocka_unit_test(test_dsr_caps_no_mw),
         cmocka_unit_test(test_dsr_bad_num_pages),
         cmocka_unit_test(test_dsr_ring_page_bounds),
         cmocka_unit_test(test_dsr_bad_addresses),

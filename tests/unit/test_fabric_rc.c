@@ -766,7 +766,7 @@ static void test_bad_opcodes(void **state)
     static const uint32_t ops[] = {
         PVRDMA_WR_LSO, PVRDMA_WR_RDMA_READ_WITH_INV,
         PVRDMA_WR_MASKED_ATOMIC_CMP_AND_SWP,
-        PVRDMA_WR_MASKED_ATOMIC_FETCH_AND_ADD, PVRDMA_WR_BIND_MW,
+        PVRDMA_WR_MASKED_ATOMIC_FETCH_AND_ADD,
         PVRDMA_WR_REG_SIG_MR, PVRDMA_WR_ERROR, 17, 0x7fffffff, 0xffffffff,
     };
     unsigned i;
@@ -2000,7 +2000,344 @@ static void test_fast_reg_bad(void **state)
     }
 }
 
-/* ---- memory movement ---------------------------------------------------- */
+/* ---- memory windows (PVRDMA_EX_CAP_MW) ----------------------------------- */
+
+#define VA_W        0x7d0000000300ull
+#define MW_ACCESS   (ALL_ACCESS | PVRDMA_ACCESS_MW_BIND)
+
+/* WRITE or READ of @len bytes at VA_A + @off on a, @raddr/@rkey on b. */
+static void mw_rdma(Pair *p, uint64_t id, uint32_t op, uint32_t rkey,
+                    uint64_t raddr, uint64_t off, uint32_t len)
+{
+    struct pvrdma_sge s = sge(p->ma, VA_A + off, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, SIG, 1);
+
+    h.wr.rdma.remote_addr = raddr;
+    h.wr.rdma.rkey = rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+}
+
+static void mw_bind_ok(Pair *p, uint64_t id, uint32_t rkey, FvMr *mr,
+                       uint64_t addr, uint64_t len, uint32_t access)
+{
+    fv_post_bind_mw(p->b, id, rkey, mr->lkey, addr, len, access);
+    expect_cqe(p->cqb, id, p->b->handle, PVRDMA_WC_BIND_MW,
+               PVRDMA_WC_SUCCESS, 0);
+}
+
+static void do_mw(bool two)
+{
+    Pair *p = pair_new(two);
+    FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+    uint32_t h1, h2, k1, k2;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s, r;
+    struct pvrdma_cqe c;
+
+    assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE1,
+                               &h1, &k1), 0);
+    assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE2,
+                               &h2, &k2), 0);
+    /* type 1: WRITE and READ inside the window, at the MR's addresses */
+    k1 = (k1 & ~0xffu) | 0x11;
+    mw_bind_ok(p, 1, k1, w, VA_W + 0x100, 8000,
+               PVRDMA_ACCESS_REMOTE_WRITE | PVRDMA_ACCESS_REMOTE_READ);
+    fv_mr_fill(p->ma, VA_A, 6000, 21);
+    mw_rdma(p, 2, PVRDMA_WR_RDMA_WRITE, k1, VA_W + 0x200, 0, 6000);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 6000);
+    assert_true(fv_mr_check(w, VA_W + 0x200, 6000, 21));
+    fv_mr_fill(w, VA_W + 0x1f00, 100, 22);
+    mw_rdma(p, 3, PVRDMA_WR_RDMA_READ, k1, VA_W + 0x1f00, 8000, 100);
+    expect_send_cqe(p, 3, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 100);
+    assert_true(fv_mr_check(p->ma, VA_A + 8000, 100, 22));
+    /* type 2, zero-based: remote address 0x10 is the window's byte 0x10 */
+    k2 = (k2 & ~0xffu) | 0x22;
+    mw_bind_ok(p, 4, k2, w, VA_W + 0x3000, 4096,
+               PVRDMA_ACCESS_REMOTE_WRITE | PVRDMA_ACCESS_ZERO_BASED);
+    fv_mr_fill(p->ma, VA_A + 100, 100, 23);
+    mw_rdma(p, 5, PVRDMA_WR_RDMA_WRITE, k2, 0x10, 100, 100);
+    expect_send_cqe(p, 5, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 100);
+    assert_true(fv_mr_check(w, VA_W + 0x3010, 100, 23));
+    /* the MR cannot go while windows are bound to it */
+    assert_int_equal(fg_destroy_mr(p->fb, w->handle), -EBUSY);
+    /* LOCAL_INV of the type 2 window; bound again, SEND_WITH_INV */
+    h = wqe(6, PVRDMA_WR_LOCAL_INV, SIG, 0);
+    h.ex.invalidate_rkey = k2;
+    fv_post_send(p->b, &h, NULL, 0);
+    fv_ring_sq(p->b);
+    expect_cqe(p->cqb, 6, p->b->handle, PVRDMA_WC_LOCAL_INV,
+               PVRDMA_WC_SUCCESS, 0);
+    k2 = (k2 & ~0xffu) | 0x23;
+    mw_bind_ok(p, 7, k2, w, VA_W, 64, PVRDMA_ACCESS_REMOTE_READ);
+    r = sge(p->mb, VA_B, 64);
+    fv_post_recv(p->b, 8, &r, 1);
+    fv_ring_rq(p->b);
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(9, PVRDMA_WR_SEND_WITH_INV, SIG, 1);
+    h.ex.invalidate_rkey = k2;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 9, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    c = expect_recv_cqe(p, 8, PVRDMA_WC_RECV, 64, PVRDMA_WC_WITH_INVALIDATE);
+    assert_int_equal(c.imm_data, k2);
+    /* type 1: a zero-length bind unbinds; then the MR can go */
+    mw_bind_ok(p, 10, (k1 & ~0xffu) | 0x12, w, 0, 0, 0);
+    assert_int_equal(fg_destroy_mr(p->fb, w->handle), 0);
+    /* the invalidated type 2 key no longer reads */
+    mw_rdma(p, 11, PVRDMA_WR_RDMA_READ, k2, VA_W, 0, 8);
+    expect_send_cqe(p, 11, PVRDMA_WC_RDMA_READ, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    pair_free(p);
+    g_free(w);
+}
+
+static void test_mw_loopback(void **state)
+{
+    (void)state;
+    do_mw(false);
+}
+
+static void test_mw_two_devices(void **state)
+{
+    (void)state;
+    do_mw(true);
+}
+
+/* Remote accesses a window refuses: REM_ACCESS_ERR, nothing written. */
+static void test_mw_remote_refused(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 6; kind++) {
+        Pair *p = pair_new(true);
+        uint64_t i;
+        FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+        uint32_t hw, k, op = PVRDMA_WR_RDMA_WRITE, flags;
+        uint64_t raddr = VA_W + 0x100;
+        uint32_t len = 64;
+        FvQp *c2 = NULL, *d2 = NULL;
+
+        flags = kind == 4 ? PVRDMA_MR_FLAG_MW_TYPE2 : PVRDMA_MR_FLAG_MW_TYPE1;
+        assert_int_equal(fv_mw_new(p->fb, p->pdb, flags, &hw, &k), 0);
+        fv_mr_zero(w);
+        fv_mr_fill(p->ma, VA_A, 4096, 31);
+        switch (kind) {
+        case 0:                             /* never bound */
+            break;
+        case 1:                             /* the key byte before a bind */
+            mw_bind_ok(p, 1, (k & ~0xffu) | 0x51, w, VA_W, 4096,
+                       PVRDMA_ACCESS_REMOTE_WRITE);
+            break;
+        case 2:                             /* past the window's end */
+            k = (k & ~0xffu) | 0x52;
+            mw_bind_ok(p, 1, k, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_WRITE);
+            raddr = VA_W + 4096 - 32;
+            break;
+        case 3:                             /* READ on a write-only window */
+            k = (k & ~0xffu) | 0x53;
+            mw_bind_ok(p, 1, k, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_WRITE);
+            op = PVRDMA_WR_RDMA_READ;
+            break;
+        case 4:                             /* type 2 through another QP */
+            k = (k & ~0xffu) | 0x54;
+            mw_bind_ok(p, 1, k, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_WRITE);
+            c2 = fv_qp_new(p->fa, PVRDMA_QPT_RC, p->pda, p->cqa, p->cqa,
+                           NULL, 16, 4, false);
+            d2 = fv_qp_new(p->fb, PVRDMA_QPT_RC, p->pdb, p->cqb, p->cqb,
+                           NULL, 16, 4, false);
+            fv_connect(c2, d2, &default_opts);
+            break;
+        case 5:                             /* unbound by a zero length */
+            k = (k & ~0xffu) | 0x55;
+            mw_bind_ok(p, 1, k, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_WRITE);
+            mw_bind_ok(p, 3, k, w, 0, 0, 0);
+            break;
+        }
+        if (c2) {
+            struct pvrdma_sge s = sge(p->ma, VA_A, len);
+            struct pvrdma_sq_wqe_hdr h = wqe(2, op, SIG, 1);
+
+            h.wr.rdma.remote_addr = raddr;
+            h.wr.rdma.rkey = k;
+            fv_post_send(c2, &h, &s, 1);
+            fv_ring_sq(c2);
+            expect_cqe(p->cqa, 2, c2->handle, PVRDMA_WC_RDMA_WRITE,
+                       PVRDMA_WC_REM_ACCESS_ERR, 0);
+        } else {
+            mw_rdma(p, 2, op, k, raddr, 0, len);
+            expect_send_cqe(p, 2, pvrdma_wq_wc_opcode(op),
+                            PVRDMA_WC_REM_ACCESS_ERR, 0);
+        }
+        for (i = 0; i < MR_LEN; i++) {
+            assert_int_equal(*fv_mr_ptr(w, VA_W + i), 0);
+        }
+        pair_free(p);
+        g_free(w);
+        g_free(c2);
+        g_free(d2);
+    }
+}
+
+/*
+ * A window's key is no lkey; type 1 windows are not invalidated; a type 2
+ * window's binding ends with the QP it was bound through.
+ */
+static void test_mw_local(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 3; kind++) {
+        Pair *p = pair_new(false);
+        FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+        uint32_t hw, k;
+        struct pvrdma_sq_wqe_hdr h;
+        struct pvrdma_sge s;
+
+        assert_int_equal(fv_mw_new(p->fb, p->pdb, kind == 2 ?
+                                   PVRDMA_MR_FLAG_MW_TYPE2 :
+                                   PVRDMA_MR_FLAG_MW_TYPE1, &hw, &k), 0);
+        mw_bind_ok(p, 1, k, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_READ);
+        switch (kind) {
+        case 0:                             /* window key as an lkey */
+            s = (struct pvrdma_sge){ .addr = VA_W, .length = 8, .lkey = k };
+            h = wqe(2, PVRDMA_WR_SEND, SIG, 1);
+            fv_post_send(p->b, &h, &s, 1);
+            fv_ring_sq(p->b);
+            expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_SEND,
+                       PVRDMA_WC_LOC_PROT_ERR, 0);
+            break;
+        case 1:                             /* LOCAL_INV of type 1 */
+            h = wqe(2, PVRDMA_WR_LOCAL_INV, SIG, 0);
+            h.ex.invalidate_rkey = k;
+            fv_post_send(p->b, &h, NULL, 0);
+            fv_ring_sq(p->b);
+            expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_LOCAL_INV,
+                       PVRDMA_WC_LOC_QP_OP_ERR, 0);
+            break;
+        case 2:                             /* the QP goes, the binding too */
+            assert_int_equal(fg_destroy_mr(p->fb, w->handle), -EBUSY);
+            assert_int_equal(fg_destroy_qp(p->fb, p->b->handle), 0);
+            break;
+        }
+        /* a bound type 1 window still holds its MR */
+        assert_int_equal(fg_destroy_mr(p->fb, w->handle),
+                         kind == 2 ? 0 : -EBUSY);
+        assert_int_equal(fg_destroy_mr(p->fb, hw), 0);
+        pair_free(p);
+        g_free(w);
+    }
+}
+
+/* Windows only where offered, and made of nothing but a PD and a type. */
+static void test_mw_create(void **state)
+{
+    static const PvrdmaBackendOps keys_elsewhere = {
+        .name = "keys-elsewhere",
+        .no_mw = true,
+    };
+    struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+    union pvrdma_cmd_resp r;
+    FakeGuest *fg = dev_new();
+    uint32_t pd, h, k;
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    c.pd_handle = pd;
+    for (i = 0; i < 5; i++) {
+        c.flags = PVRDMA_MR_FLAG_MW_TYPE2;
+        c.start = i == 0;
+        c.length = i == 1;
+        c.pdir_dma = i == 2 ? 4096 : 0;
+        c.nchunks = i == 3;
+        c.access_flags = i == 4 ? PVRDMA_ACCESS_REMOTE_READ : 0;
+        assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), -EINVAL);
+    }
+    c = (struct pvrdma_cmd_create_mr){ .hdr.cmd = PVRDMA_CMD_CREATE_MR,
+                                       .pd_handle = pd,
+                                       .flags = PVRDMA_MR_FLAG_MW_TYPE1 |
+                                                PVRDMA_MR_FLAG_MW_TYPE2 };
+    assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), -EINVAL);
+    assert_int_equal(fv_mw_new(fg, pd + 1, PVRDMA_MR_FLAG_MW_TYPE1, &h, &k),
+                     -EINVAL);
+    assert_int_equal(fv_mw_new(fg, pd, PVRDMA_MR_FLAG_MW_TYPE1, &h, &k), 0);
+    /* the window holds its PD */
+    assert_int_equal(fg_destroy_pd(fg, pd), -EBUSY);
+    assert_int_equal(fg_destroy_mr(fg, h), 0);
+    fg_free(fg);
+    /* a backend that does not offer them: the flags are unknown */
+    fg = fg_new(NULL);
+    pvrdma_core_set_backend(fg->core, &keys_elsewhere, NULL);
+    fg_setup(fg);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    assert_int_equal(fv_mw_new(fg, pd, PVRDMA_MR_FLAG_MW_TYPE1, &h, &k),
+                     -EINVAL);
+    assert_int_equal(fv_mw_new(fg, pd, PVRDMA_MR_FLAG_MW_TYPE2, &h, &k),
+                     -EINVAL);
+    fg_free(fg);
+}
+
+/* Binds the device refuses: MW_BIND_ERR, the QP in error. */
+static void test_mw_bind_refused(void **state)
+{
+    unsigned kind;
+
+    (void)state;
+    for (kind = 0; kind < 8; kind++) {
+        Pair *p = pair_new(false);
+        FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+        FvMr *ro = fv_mr_new(p->fb, p->pdb, VA_W + MR_LEN + 4096, 4096,
+                             PVRDMA_ACCESS_REMOTE_READ |
+                             PVRDMA_ACCESS_MW_BIND);
+        uint32_t h1, h2, k1, k2, key, lkey = w->lkey;
+        uint32_t access = PVRDMA_ACCESS_REMOTE_WRITE;
+        uint64_t addr = VA_W, len = 4096;
+
+        assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE1,
+                                   &h1, &k1), 0);
+        assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE2,
+                                   &h2, &k2), 0);
+        key = k1;
+        switch (kind) {
+        case 0:
+            key = p->mb->rkey;              /* an MR's key, not a window's */
+            break;
+        case 1:                             /* type 2 still bound */
+            mw_bind_ok(p, 1, k2, w, VA_W, 64, PVRDMA_ACCESS_REMOTE_READ);
+            key = k2;
+            break;
+        case 2:
+            lkey = p->mb->lkey;             /* MR without MW_BIND */
+            break;
+        case 3:
+            access |= PVRDMA_ACCESS_ZERO_BASED;   /* on a type 1 window */
+            break;
+        case 4:
+            len = MR_LEN + 1;               /* beyond the MR */
+            break;
+        case 5:                             /* remote write, no LOCAL_WRITE */
+            lkey = ro->lkey;
+            addr = VA_W + MR_LEN + 4096;
+            break;
+        case 6:
+            access |= PVRDMA_ACCESS_LOCAL_WRITE;  /* not a window right */
+            break;
+        case 7:                             /* type 2: length 0 */
+            key = k2;
+            len = 0;
+            break;
+        }
+        fv_post_bind_mw(p->b, 2, key, lkey, addr, len, access);
+        expect_cqe(p->cqb, 2, p->b->handle, PVRDMA_WC_BIND_MW,
+                   PVRDMA_WC_MW_BIND_ERR, 0);
+        assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+        pair_free(p);
+        g_free(w);
+        g_free(ro);
+    }
+}
 
 static void test_short_mappings_and_bounce(void **state)
 {
@@ -2267,6 +2604,12 @@ int main(void)
         cmocka_unit_test(test_fast_reg_loopback),
         cmocka_unit_test(test_fast_reg_two_devices),
         cmocka_unit_test(test_fast_reg_bad),
+        cmocka_unit_test(test_mw_loopback),
+        cmocka_unit_test(test_mw_two_devices),
+        cmocka_unit_test(test_mw_remote_refused),
+        cmocka_unit_test(test_mw_bind_refused),
+        cmocka_unit_test(test_mw_local),
+        cmocka_unit_test(test_mw_create),
         cmocka_unit_test(test_short_mappings_and_bounce),
         cmocka_unit_test(test_dma_faults),
         cmocka_unit_test(test_corrupted_sq_index),

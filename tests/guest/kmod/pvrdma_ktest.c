@@ -44,6 +44,12 @@ module_param(kernel_srq, bool, 0444);
 MODULE_PARM_DESC(kernel_srq,
 		 "the driver offers kernel SRQs (else creating one must fail with EOPNOTSUPP)");
 
+/* UC QPs are a project extension (spec §14); upstream has none. */
+static bool kernel_uc = true;
+module_param(kernel_uc, bool, 0444);
+MODULE_PARM_DESC(kernel_uc,
+		 "the driver offers UC QPs (else creating one must fail with EOPNOTSUPP)");
+
 #define KT_PORT			1
 #define KT_TIMEOUT_MS		2000
 #define KT_QUIET_MS		300
@@ -1213,6 +1219,161 @@ static int kt_check_ud(char *why)
 	return 0;
 }
 
+/* UC: RESET -> INIT -> RTR -> RTS towards @peer, UC's attributes only. */
+static int kt_connect_uc(struct kt_side *s, struct kt_side *peer, char *why)
+{
+	struct ib_qp_attr attr = {};
+
+	attr.qp_state = IB_QPS_INIT;
+	attr.port_num = KT_PORT;
+	attr.qp_access_flags = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
+	if (kt_modify(s, &attr, IB_QP_STATE | IB_QP_PKEY_INDEX | IB_QP_PORT |
+		      IB_QP_ACCESS_FLAGS, "INIT (UC)", why))
+		return -1;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTR;
+	attr.path_mtu = IB_MTU_1024;
+	attr.dest_qp_num = peer->qp->qp_num;
+	attr.rq_psn = peer->sq_psn;
+	attr.ah_attr.type = RDMA_AH_ATTR_TYPE_ROCE;
+	rdma_ah_set_port_num(&attr.ah_attr, KT_PORT);
+	rdma_ah_set_grh(&attr.ah_attr, &peer->gid, 0, s->gid_index, 64, 0);
+	memcpy(attr.ah_attr.roce.dmac, peer->mac, ETH_ALEN);
+	if (kt_modify(s, &attr, IB_QP_STATE | IB_QP_AV | IB_QP_PATH_MTU |
+		      IB_QP_DEST_QPN | IB_QP_RQ_PSN, "RTR (UC)", why))
+		return -1;
+	memset(&attr, 0, sizeof(attr));
+	attr.qp_state = IB_QPS_RTS;
+	attr.sq_psn = s->sq_psn;
+	return kt_modify(s, &attr, IB_QP_STATE | IB_QP_SQ_PSN, "RTS (UC)", why);
+}
+
+/* A UC QP of @s on its CQs. */
+static struct ib_qp *kt_create_uc(struct kt_side *s)
+{
+	struct ib_qp_init_attr init = {
+		.send_cq = s->scq.cq,
+		.recv_cq = s->rcq.cq,
+		.qp_type = IB_QPT_UC,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 8,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+		.event_handler = kt_qp_event,
+		.qp_context = s,
+	};
+
+	return ib_create_qp(s->pd, &init);
+}
+
+/*
+ * Kernel UC QPs: a SEND and a zero-length WRITE_WITH_IMM arrive (data
+ * checked); a SEND that finds no receive is lost and still completes
+ * successfully at the sender, and the next one is the one received. The
+ * sides' RC QPs stand aside meanwhile.
+ */
+static int kt_uc_traffic(char *why)
+{
+	struct kt_exp e;
+	long bad;
+
+	kt_fill(kt_a.buf + KT_SEND_OFF, 700, 31);
+	memset(kt_b.buf + KT_RECV_OFF, KT_SENTINEL, 2048);
+	if (kt_post_recv(&kt_b, 0x900, KT_RECV_OFF, 1024) ||
+	    kt_post_send(&kt_a, IB_WR_SEND, 0x901, KT_SEND_OFF, 700, 0, 0))
+		return kt_why(why, "UC: posting the SEND failed");
+	e = kt_send_exp(&kt_a, IB_WC_SEND, 0x901, -1);
+	if (kt_expect("UC send", &kt_a.scq, &e, KT_POLL, why))
+		return -1;
+	e = (struct kt_exp){ .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+			     .wr_id = 0x900, .qp = kt_b.qp, .byte_len = 700,
+			     .src_qp = kt_a.qp->qp_num };
+	if (kt_expect("UC recv", &kt_b.rcq, &e, KT_POLL, why))
+		return -1;
+	bad = kt_verify(kt_b.buf + KT_RECV_OFF, 700, 31);
+	if (bad >= 0)
+		return kt_why(why, "UC: received data differs at byte %ld", bad);
+
+	if (kt_post_recv(&kt_b, 0x902, KT_RECV_OFF, 1024) ||
+	    kt_post_rdma(&kt_a, IB_WR_RDMA_WRITE_WITH_IMM, 0x903, KT_SEND_OFF,
+			 0, 0, 0, 0xabcd))
+		return kt_why(why, "UC: posting the WRITE_WITH_IMM failed");
+	e = kt_send_exp(&kt_a, IB_WC_RDMA_WRITE, 0x903, -1);
+	if (kt_expect("UC write_imm", &kt_a.scq, &e, KT_POLL, why))
+		return -1;
+	e = (struct kt_exp){ .status = IB_WC_SUCCESS,
+			     .opcode = IB_WC_RECV_RDMA_WITH_IMM,
+			     .wr_id = 0x902, .qp = kt_b.qp, .byte_len = 0,
+			     .flags = IB_WC_WITH_IMM,
+			     .imm = cpu_to_be32(0xabcd),
+			     .src_qp = kt_a.qp->qp_num };
+	if (kt_expect("UC recv imm", &kt_b.rcq, &e, KT_POLL, why))
+		return -1;
+
+	/* No receive: lost, yet successful at the sender. */
+	kt_fill(kt_a.buf + KT_SEND_OFF + 1024, 100, 32);
+	if (kt_post_send(&kt_a, IB_WR_SEND, 0x904, KT_SEND_OFF, 200, 0, 0))
+		return kt_why(why, "UC: posting the lost SEND failed");
+	e = kt_send_exp(&kt_a, IB_WC_SEND, 0x904, -1);
+	if (kt_expect("UC lost send", &kt_a.scq, &e, KT_POLL, why))
+		return -1;
+	if (kt_post_recv(&kt_b, 0x905, KT_RECV_OFF, 1024) ||
+	    kt_post_send(&kt_a, IB_WR_SEND, 0x906, KT_SEND_OFF + 1024, 100, 0,
+			 0))
+		return kt_why(why, "UC: posting the last SEND failed");
+	e = kt_send_exp(&kt_a, IB_WC_SEND, 0x906, -1);
+	if (kt_expect("UC last send", &kt_a.scq, &e, KT_POLL, why))
+		return -1;
+	e = (struct kt_exp){ .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+			     .wr_id = 0x905, .qp = kt_b.qp, .byte_len = 100,
+			     .src_qp = kt_a.qp->qp_num };
+	if (kt_expect("UC recv after the loss", &kt_b.rcq, &e, KT_POLL, why))
+		return -1;
+	bad = kt_verify(kt_b.buf + KT_RECV_OFF, 100, 32);
+	if (bad >= 0)
+		return kt_why(why, "UC: the message after the loss differs at byte %ld",
+			      bad);
+	return 0;
+}
+
+static int kt_check_uc(char *why)
+{
+	struct ib_qp *rc_a = kt_a.qp, *rc_b = kt_b.qp, *ua, *ub;
+	int ret;
+
+	ua = kt_create_uc(&kt_a);
+	if (!kernel_uc) {
+		if (!IS_ERR(ua)) {
+			ib_destroy_qp(ua);
+			return kt_why(why, "ib_create_qp (UC) succeeded");
+		}
+		if (PTR_ERR(ua) != -EOPNOTSUPP)
+			return kt_why(why, "ib_create_qp (UC): %ld, not -EOPNOTSUPP",
+				      PTR_ERR(ua));
+		return 0;
+	}
+	if (IS_ERR(ua))
+		return kt_why(why, "ib_create_qp (UC): %ld", PTR_ERR(ua));
+	ub = kt_create_uc(&kt_b);
+	if (IS_ERR(ub)) {
+		ib_destroy_qp(ua);
+		return kt_why(why, "ib_create_qp (UC) on B: %ld", PTR_ERR(ub));
+	}
+	kt_a.qp = ua;
+	kt_b.qp = ub;
+	ret = kt_connect_uc(&kt_a, &kt_b, why);
+	if (!ret)
+		ret = kt_connect_uc(&kt_b, &kt_a, why);
+	if (!ret)
+		ret = kt_uc_traffic(why);
+	kt_a.qp = rc_a;
+	kt_b.qp = rc_b;
+	ib_destroy_qp(ua);
+	ib_destroy_qp(ub);
+	/* Nothing of the UC QPs may be left for the RC checks. */
+	kt_drain(&kt_a);
+	kt_drain(&kt_b);
+	return ret;
+}
+
 static int kt_check_srq(char *why)
 {
 	struct ib_srq_init_attr sinit = {
@@ -1424,6 +1585,8 @@ static void kt_run_all(void)
 	kt_report("modify_qp_invalid_transition", ret, why);
 	ret = kt_check_ud(why);
 	kt_report("ud_qp_and_ah", ret, why);
+	ret = kt_check_uc(why);
+	kt_report("uc", ret, why);
 	if (kt_a.dev->attrs.max_srq) {
 		ret = kt_check_srq(why);
 		kt_report("srq", ret, why);

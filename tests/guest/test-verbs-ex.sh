@@ -16,7 +16,8 @@
 # Debian 12's perftest has no --use_new_send and uses that API only on the
 # devices it lists, mlx5, EFA and HNS.) UC QPs and memory windows
 # (project extensions): verbs_ex's UC and MW checks, and perftest
-# ib_write_bw, ib_write_lat and ib_send_lat with -c UC.
+# ib_write_bw, ib_write_lat and ib_send_lat with -c UC. rdma-core's
+# ibv_rc_pingpong -N (the ibv_wr_* API) on one device and between two.
 . "$(dirname "$0")/lib.sh"
 verbs_ex=$(build_prog verbs_ex)
 
@@ -41,6 +42,18 @@ for t in write_bw write_lat send_lat; do
     grep -qE "^ *[0-9]+ +200 +($num)" "/tmp/ib_${t}_uc.cli" ||
         fail "ib_$t -c UC printed no result row for 200 iterations"
 done
+# rdma-core's own user of the ibv_wr_* API: ibv_rc_pingpong -N (its -c
+# check looks at one byte a page: verbs_ex is the thorough one).
+for dev in pvrdma0 pvrdma1; do
+    pp="ibv_rc_pingpong -d $dev -g 1 -N -c -n 200 -s 8192"
+    pair "rc_pingpong_new_send_$dev" 120 "$pp" "ibv_rc_pingpong -d pvrdma0 -g 1 -N -c -n 200 -s 8192 127.0.0.1"
+    for side in srv cli; do
+        grep -qE "^3276800 bytes in [0-9.]+ seconds" "/tmp/rc_pingpong_new_send_$dev.$side" ||
+            fail "ibv_rc_pingpong -N ($dev, $side): no transfer line"
+        ! grep -q "invalid data" "/tmp/rc_pingpong_new_send_$dev.$side" ||
+            fail "ibv_rc_pingpong -N ($dev, $side): invalid data"
+    done
+done
 echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 900 --smp 2 \
@@ -53,4 +66,4 @@ grep -q "^GUEST-OK" "$PVRDMA_OUT/vm/$TEST_NAME.log" ||
     fail "perftest -c UC failed (see the log)"
 [ "$(grep -c '^RESULT passed=14 failed=0$' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
     fail "expected two clean RESULT lines of 14 checks (pvrdma0, pvrdma0 -> pvrdma1)"
-pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC"
+pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N"

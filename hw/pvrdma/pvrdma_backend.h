@@ -67,6 +67,15 @@ typedef struct PvrdmaSgl {
     PvrdmaSeg seg[PVRDMA_MAX_SGE];
 } PvrdmaSgl;
 
+/* What a BIND_MW asks (PvrdmaBackendOps mw_bind). */
+typedef struct PvrdmaMwBind {
+    PvrdmaMr *mr;
+    uint32_t rkey;              /* the window's new key */
+    uint64_t addr;
+    uint64_t len;               /* 0: unbind (type 1) */
+    uint32_t access;            /* PVRDMA_ACCESS_REMOTE_*, _ZERO_BASED */
+} PvrdmaMwBind;
+
 /*
  * A validated send work request: on an RC QP, opcode is one of the remote
  * operations (SEND, SEND_WITH_IMM, SEND_WITH_INV, RDMA_WRITE[_WITH_IMM],
@@ -137,12 +146,6 @@ typedef struct PvrdmaBackendOps {
      * reached()); the core's count of the ring would be wrong.
      */
     bool srq_limit_by_backend;
-    /*
-     * Remote accesses are checked by something other than
-     * pvrdma_core_rkey_seg() (a host device's own keys): the core cannot
-     * offer memory windows (PVRDMA_EX_CAP_MW), which live in the core.
-     */
-    bool no_mw;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);
@@ -168,6 +171,19 @@ typedef struct PvrdmaBackendOps {
      * REG_MR changes only their low byte).
      */
     uint32_t (*mr_fastreg)(void *be, PvrdmaQp *qp, PvrdmaMr *mr, bool valid);
+    /*
+     * Memory windows (mr->flags PVRDMA_MR_FLAG_MW_TYPE1/2; mr_register
+     * and mr_deregister see them too).  mw_offered: whether the guest may
+     * have them (NULL: yes; remote accesses then go through
+     * pvrdma_core_rkey_seg(), which knows them).  mw_bind: a BIND_MW of
+     * @qp, validated, before the core commits it (@b; for a type 1
+     * unbind b->mr is the MR the window was bound to, NULL if none), or
+     * a LOCAL_INV of a type 2 window (@b NULL), in the queue's order.
+     * Returns the WQE's status.
+     */
+    bool (*mw_offered)(void *be);
+    uint32_t (*mw_bind)(void *be, PvrdmaQp *qp, PvrdmaMr *mw,
+                        const PvrdmaMwBind *b);
 
     int (*cq_create)(void *be, PvrdmaCq *cq);
     void (*cq_destroy)(void *be, PvrdmaCq *cq);

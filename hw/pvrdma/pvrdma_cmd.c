@@ -135,7 +135,7 @@ static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
                             GUINT_TO_POINTER(mr->lkey >> 8)) == mr) {
         g_hash_table_remove(core->key_mrs, GUINT_TO_POINTER(mr->lkey >> 8));
     }
-    if (core->be_ops->mr_deregister && !pvrdma_mr_is_mw(mr)) {
+    if (core->be_ops->mr_deregister) {
         core->be_ops->mr_deregister(core->be, mr);
     }
     pvrdma_core_mr_unpin(core, mr);
@@ -563,7 +563,7 @@ static int pvrdma_cmd_create_mr(PvrdmaCore *core,
     }
     mr->lkey = (handle << 8) | pvrdma_table_gen(&core->mr_tbl, handle);
     mr->rkey = mr->lkey;
-    if (core->be_ops->mr_register && !pvrdma_mr_is_mw(mr)) {
+    if (core->be_ops->mr_register) {
         ret = core->be_ops->mr_register(core->be, mr);
         if (ret < 0) {
             pvrdma_table_remove(&core->mr_tbl, handle);

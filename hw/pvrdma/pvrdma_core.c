@@ -702,7 +702,9 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
     c->vendor_part_id = PVRDMA_PCI_DEVICE_ID;
     c->hw_ver = PVRDMA_CAP_HW_VER;
     c->ex_comp_mask = PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
-                      (core->be_ops->no_mw ? 0 : PVRDMA_EX_CAP_MW) |
+                      (!core->be_ops->mw_offered ||
+                       core->be_ops->mw_offered(core->be) ?
+                       PVRDMA_EX_CAP_MW : 0) |
                       (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0);
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;

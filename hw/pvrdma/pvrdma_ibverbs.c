@@ -741,6 +741,107 @@ static uint32_t pvrdma_ibv_mr_fastreg(void *be, PvrdmaQp *qp, PvrdmaMr *mr,
     return PVRDMA_WC_SUCCESS;
 }
 
+/*
+ * Guest memory windows are host windows of the same type: the guest's
+ * rkey is the host's, and peers reach the memory through the host
+ * device, which checks their accesses.
+ */
+static bool pvrdma_ibv_mw_offered(void *be)
+{
+    PvrdmaIbv *ibv = be;
+    unsigned need = IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+
+    return (ibv->dev_attr.device_cap_flags & need) == need;
+}
+
+static int pvrdma_ibv_mw_create(PvrdmaIbv *ibv, PvrdmaPd *pd, PvrdmaMr *mr)
+{
+    PvrdmaIbvMr *m = g_new0(PvrdmaIbvMr, 1);
+
+    m->mw = pd ? ibv_alloc_mw(pvrdma_ibv_hpd(pd),
+                              mr->flags == PVRDMA_MR_FLAG_MW_TYPE2 ?
+                              IBV_MW_TYPE_2 : IBV_MW_TYPE_1) : NULL;
+    if (!m->mw) {
+        g_printerr("pvrdma: %s: no memory window for the guest: %s\n",
+                   ibv->name, strerror(errno));
+        g_free(m);
+        return -ENOMEM;
+    }
+    mr->lkey = mr->rkey = m->mw->rkey;
+    mr->be = m;
+    return 0;
+}
+
+/*
+ * BIND_MW and LOCAL_INV of a guest window, on the host QP in the guest
+ * QP's order (completing to the guest at once, as fast-reg MRs do).  A
+ * type 1 window is bound with ibv_bind_mw, whose next key (the low byte
+ * plus one) the guest's provider chose as well; a type 2 window takes
+ * the guest's key.
+ */
+static uint32_t pvrdma_ibv_mw_bind(void *be, PvrdmaQp *qp, PvrdmaMr *mw,
+                                   const PvrdmaMwBind *b)
+{
+    PvrdmaIbv *ibv = be;
+    PvrdmaIbvQp *q = qp->be;
+    PvrdmaIbvMr *m = mw->be, *t = b && b->mr ? b->mr->be : NULL;
+    struct ibv_send_wr wr, *bad;
+    struct ibv_mw_bind mb;
+    int err;
+
+    if (!q || !q->hqp || !m || !m->mw) {
+        return PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    memset(&wr, 0, sizeof(wr));
+    wr.wr_id = PVRDMA_IBV_WRID(q->gen, 0, PVRDMA_IBV_SLOT_MW);
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (!b) {
+        wr.opcode = IBV_WR_LOCAL_INV;
+        wr.invalidate_rkey = mw->rkey;
+        err = ibv_post_send(q->hqp, &wr, &bad) ? errno : 0;
+    } else if (!t || !t->mr) {
+        /* A type 1 unbind of a window that is not bound, or a DMA MR. */
+        g_printerr("pvrdma: %s: QP 0x%x: a bind of window 0x%x without a "
+                   "host MR is not carried\n", ibv->name, qp->qpn,
+                   mw->rkey);
+        return PVRDMA_WC_MW_BIND_ERR;
+    } else {
+        memset(&mb, 0, sizeof(mb));
+        mb.bind_info.mr = t->mr;
+        mb.bind_info.addr = b->addr;
+        mb.bind_info.length = b->len;
+        mb.bind_info.mw_access_flags = b->access;  /* IB values */
+        if (mw->flags == PVRDMA_MR_FLAG_MW_TYPE1) {
+            if (ibv_inc_rkey(m->mw->rkey) != b->rkey) {
+                g_printerr("pvrdma: %s: QP 0x%x: window key 0x%x asked, "
+                           "the host's next is 0x%x\n", ibv->name, qp->qpn,
+                           b->rkey, ibv_inc_rkey(m->mw->rkey));
+                return PVRDMA_WC_MW_BIND_ERR;
+            }
+            mb.wr_id = wr.wr_id;
+            mb.send_flags = wr.send_flags;
+            err = ibv_bind_mw(q->hqp, m->mw, &mb);
+        } else {
+            wr.opcode = IBV_WR_BIND_MW;
+            wr.bind_mw.mw = m->mw;
+            wr.bind_mw.rkey = b->rkey;
+            wr.bind_mw.bind_info = mb.bind_info;
+            err = ibv_post_send(q->hqp, &wr, &bad) ? errno : 0;
+            if (!err) {
+                /* As for fast-reg MRs: the next bind names this key. */
+                m->mw->rkey = b->rkey;
+            }
+        }
+    }
+    if (err) {
+        g_printerr("pvrdma: %s refused to %s memory window 0x%x for QP "
+                   "0x%x: %s\n", ibv->name, b ? "bind" : "invalidate",
+                   mw->rkey, qp->qpn, strerror(err));
+        return b ? PVRDMA_WC_MW_BIND_ERR : PVRDMA_WC_LOC_QP_OP_ERR;
+    }
+    return PVRDMA_WC_SUCCESS;
+}
+
 static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
 {
     PvrdmaIbv *ibv = be;
@@ -752,6 +853,9 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
 
     if (mr->flags == PVRDMA_MR_FLAG_FRMR) {
         return pvrdma_ibv_frmr_create(ibv, pd, mr);
+    }
+    if (pvrdma_mr_is_mw(mr)) {
+        return pvrdma_ibv_mw_create(ibv, pd, mr);
     }
     if (mr->flags != 0) {
         /* DMA MRs: host MRs over windows of guest RAM, made on use. */
@@ -789,10 +893,12 @@ static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
         }
         goto fail;
     }
+    /* Windows are bound to it on the host (MW_BIND has its IB value). */
     m->mr = ibv_reg_mr_iova2(pvrdma_ibv_hpd(pd), (uint8_t *)base +
                              (mr->start & (PVRDMA_PAGE_SIZE - 1)),
                              mr->length, mr->start,
-                             pvrdma_ibv_access(mr->access));
+                             pvrdma_ibv_access(mr->access) |
+                             (mr->access & IBV_ACCESS_MW_BIND));
     if (!m->mr) {
         ret = -errno;
         if (ret == -EPERM || ret == -ENOMEM) {
@@ -1829,6 +1935,8 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .mr_register = pvrdma_ibv_mr_register,
     .mr_deregister = pvrdma_ibv_mr_deregister,
     .mr_fastreg = pvrdma_ibv_mr_fastreg,
+    .mw_offered = pvrdma_ibv_mw_offered,
+    .mw_bind = pvrdma_ibv_mw_bind,
     .qp_create = pvrdma_ibv_qp_create,
     .qp_modify = pvrdma_ibv_qp_modify,
     .qp_destroy = pvrdma_ibv_qp_destroy,
@@ -1836,7 +1944,6 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .srq_modify = pvrdma_ibv_srq_modify,
     .srq_destroy = pvrdma_ibv_srq_destroy,
     .srq_limit_by_backend = true,
-    .no_mw = true,
     .submit = pvrdma_ibv_submit,
     .cancel = pvrdma_ibv_cancel,
     .recv_posted = pvrdma_ibv_recv_posted,

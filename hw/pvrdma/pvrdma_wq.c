@@ -595,6 +595,21 @@ static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
     return NULL;
 }
 
+/* The memory window whose keys have @key's index (any key byte). */
+static PvrdmaMr *pvrdma_wq_mw(PvrdmaCore *core, uint32_t key)
+{
+    PvrdmaMr *cand[2];
+    int i;
+
+    pvrdma_wq_key_index(core, key, cand);
+    for (i = 0; i < 2; i++) {
+        if (cand[i] && pvrdma_mr_is_mw(cand[i])) {
+            return cand[i];
+        }
+    }
+    return NULL;
+}
+
 /*
  * The type 2 window @rkey names exactly, bound through @qp: the only
  * windows that can be invalidated (IBA 10.6.7.2), locally or remotely.
@@ -602,7 +617,7 @@ static PvrdmaMr *pvrdma_wq_frmr(PvrdmaCore *core, PvrdmaQp *qp, uint32_t key)
 static PvrdmaMr *pvrdma_wq_inv_mw(PvrdmaCore *core, PvrdmaQp *qp,
                                   uint32_t rkey)
 {
-    PvrdmaMr *mw = pvrdma_table_lookup(&core->mr_tbl, rkey >> 8);
+    PvrdmaMr *mw = pvrdma_wq_mw(core, rkey);
 
     if (mw && mw->flags == PVRDMA_MR_FLAG_MW_TYPE2 && mw->mw_bound &&
         mw->rkey == rkey && mw->mw_qp_handle == qp->handle) {
@@ -683,12 +698,16 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
     uint32_t rkey = GUINT32_FROM_LE(b->rkey);
     uint32_t lkey = GUINT32_FROM_LE(b->mr_lkey);
     uint32_t access = GUINT32_FROM_LE(b->access);
-    PvrdmaMr *mw = pvrdma_table_lookup(&core->mr_tbl, rkey >> 8);
+    PvrdmaMr *mw = pvrdma_wq_mw(core, rkey);
+    PvrdmaMwBind bind = {
+        .rkey = rkey, .addr = addr, .len = len, .access = access,
+    };
     PvrdmaMr *mr;
     PvrdmaSeg seg;
     bool type2;
+    uint32_t st;
 
-    if (!mw || !pvrdma_mr_is_mw(mw) || mw->pd_handle != qp->pd_handle) {
+    if (!mw || mw->pd_handle != qp->pd_handle) {
         GERR(core, QP_BIND_MW_NO_WINDOW,
              "QP %u: BIND_MW key 0x%x: no memory window of this PD",
              qp->handle, rkey);
@@ -702,6 +721,15 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
         return PVRDMA_WC_MW_BIND_ERR;
     }
     if (!type2 && len == 0) {
+        if (core->be_ops->mw_bind) {
+            bind.mr = mw->mw_bound ?
+                      pvrdma_table_lookup(&core->mr_tbl, mw->mw_mr_handle) :
+                      NULL;
+            st = core->be_ops->mw_bind(core->be, qp, mw, &bind);
+            if (st != PVRDMA_WC_SUCCESS) {
+                return st;
+            }
+        }
         pvrdma_wq_mw_unbind(core, mw);
         mw->lkey = rkey;
         mw->rkey = rkey;
@@ -728,6 +756,13 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
              G_GUINT64_FORMAT " or access 0x%x not within MR key 0x%x",
              qp->handle, addr, len, access, lkey);
         return PVRDMA_WC_MW_BIND_ERR;
+    }
+    if (core->be_ops->mw_bind) {
+        bind.mr = mr;
+        st = core->be_ops->mw_bind(core->be, qp, mw, &bind);
+        if (st != PVRDMA_WC_SUCCESS) {
+            return st;
+        }
     }
     pvrdma_wq_mw_unbind(core, mw);
     mw->mw_bound = true;
@@ -809,19 +844,23 @@ static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
 static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
                                     uint32_t rkey)
 {
+    uint32_t st = PVRDMA_WC_SUCCESS;
     PvrdmaMr *mr;
 
     if (!pvrdma_core_inv_ok(core, qp, rkey)) {
         return PVRDMA_WC_LOC_QP_OP_ERR;
     }
-    mr = pvrdma_wq_frmr(core, qp, rkey);
+    mr = pvrdma_wq_inv_mw(core, qp, rkey);
+    if (mr && core->be_ops->mw_bind) {
+        st = core->be_ops->mw_bind(core->be, qp, mr, NULL);
+    }
+    mr = mr ? NULL : pvrdma_wq_frmr(core, qp, rkey);
     if (mr && mr->rkey == rkey && mr->frmr_valid &&
         core->be_ops->mr_fastreg) {
-        uint32_t st = core->be_ops->mr_fastreg(core->be, qp, mr, false);
-
-        if (st != PVRDMA_WC_SUCCESS) {
-            return st;
-        }
+        st = core->be_ops->mr_fastreg(core->be, qp, mr, false);
+    }
+    if (st != PVRDMA_WC_SUCCESS) {
+        return st;
     }
     pvrdma_core_invalidate(core, qp, rkey);
     return PVRDMA_WC_SUCCESS;

@@ -43,7 +43,7 @@ GUEST
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TESTS_TOP/tests/guest/rxe.sh" \
     --add "$TEST_OUT/test_ibv_direct" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -E "^\[  PASSED  \] 14 test" "$PVRDMA_OUT/vm/$TEST_NAME.log" >/dev/null ||
+grep -E "^\[  PASSED  \] 15 test" "$PVRDMA_OUT/vm/$TEST_NAME.log" >/dev/null ||
     fail "not all backend tests passed (log $PVRDMA_OUT/vm/$TEST_NAME.log)"
 grep -h "^REG-1GIB" "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, UD, SRQ with limit event, DMA MRs, host refusal (memlock), limits clamped, zero-copy MRs up to 1 GiB, RDMA CM (connect, data, disconnect, refusals, hostile MADs), UC"
+pass "host verbs backend on Soft-RoCE: RC send/write-imm/read/atomics/errors, UD, SRQ with limit event, DMA MRs, host refusal (memlock), limits clamped, zero-copy MRs up to 1 GiB, RDMA CM (connect, data, disconnect, refusals, hostile MADs), UC, memory windows"

@@ -45,6 +45,7 @@
 #define VA_A        0x7f0000000800ull   /* not page aligned on purpose */
 #define VA_B        0x7e0000000100ull
 #define MR_LEN      (5 * 4096ull)
+#define VA_W        0x7d0000000300ull   /* B's MR that windows are bound to */
 /* How long a completion may take before the test fails (a hang). */
 #define WAIT_US     (20 * G_USEC_PER_SEC)
 
@@ -1109,6 +1110,33 @@ static void frmr_rdma(Pair *p, uint64_t id, uint32_t op, uint64_t va,
 }
 
 /*
+ * A's SEND_WITH_INV of @key (WR @send_id) into B's receive @recv_id: B's
+ * completion says the key was invalidated.
+ */
+static void send_with_inv(Pair *p, uint64_t recv_id, uint64_t send_id,
+                          uint32_t key)
+{
+    struct pvrdma_sge rs = sge(p->mb, VA_B, 64), ss = sge(p->ma, VA_A, 64);
+    struct pvrdma_sq_wqe_hdr h = wqe(send_id, PVRDMA_WR_SEND_WITH_INV, 1);
+    struct pvrdma_cqe c;
+
+    fv_post_recv(p->qb, recv_id, &rs, 1);
+    fv_ring_rq(p->qb);
+    h.ex.invalidate_rkey = key;
+    fv_post_send(p->qa, &h, &ss, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, send_id, PVRDMA_WC_SUCCESS);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, recv_id);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    if (!(c.wc_flags & PVRDMA_WC_WITH_INVALIDATE)) {
+        fail_msg("receive of a SEND_WITH_INV: wc_flags 0x%x, opcode %u, "
+                 "byte_len %u", c.wc_flags, c.opcode, c.byte_len);
+    }
+    assert_int_equal(GUINT32_FROM_LE(c.imm_data), key);
+}
+
+/*
  * Kernel ULPs' memory registration: B's fast-reg MR registered over
  * scattered pages with a key byte of its choice (REG_MR), written and
  * read by A through that rkey (bytes checked in B's pages), invalidated
@@ -1122,9 +1150,7 @@ static void test_frmr(void **state)
     FvFrmr *f = fv_frmr_new(p->b.fg, p->b.pd, 4);
     uint64_t iova = 0x10000000a00ull;
     uint32_t len = 3 * 4096 - 0xa00 - 100, key, i;
-    struct pvrdma_sge rs = sge(p->mb, VA_B, 64), ss = sge(p->ma, VA_A, 64);
     struct pvrdma_sq_wqe_hdr h;
-    struct pvrdma_cqe c;
 
     (void)state;
     /* The guest's keys are the host window's: peers use them as they are. */
@@ -1164,21 +1190,7 @@ static void test_frmr(void **state)
     key = (f->key & ~0xffu) | 0x43;
     fv_post_reg_mr(p->qb, f, 1, iova, 1, 4096 - 0xa00, ALL_ACCESS, key);
     expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
-    fv_post_recv(p->qb, 2, &rs, 1);
-    fv_ring_rq(p->qb);
-    h = wqe(3, PVRDMA_WR_SEND_WITH_INV, 1);
-    h.ex.invalidate_rkey = key;
-    fv_post_send(p->qa, &h, &ss, 1);
-    fv_ring_sq(p->qa);
-    expect_cqe(p, p->a.cq, 3, PVRDMA_WC_SUCCESS);
-    wait_cqe(p, p->b.cq, &c);
-    assert_int_equal(c.wr_id, 2);
-    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
-    if (!(c.wc_flags & PVRDMA_WC_WITH_INVALIDATE)) {
-        fail_msg("receive of a SEND_WITH_INV: wc_flags 0x%x, opcode %u, "
-                 "byte_len %u", c.wc_flags, c.opcode, c.byte_len);
-    }
-    assert_int_equal(GUINT32_FROM_LE(c.imm_data), key);
+    send_with_inv(p, 2, 3, key);
     /* Invalid now, so B may register it again; A writes through it. */
     key = (f->key & ~0xffu) | 0x44;
     fv_post_reg_mr(p->qb, f, 4, iova, 2, 4096, ALL_ACCESS, key);
@@ -1515,6 +1527,108 @@ static void cm_quiet(CmDev *c)
     assert_false(cm_recv(c, &c[1], m, NULL, 1000));
 }
 
+/* A's WRITE or READ of @len bytes at (@rkey, @raddr) from/to VA_A + @off. */
+static void mw_rdma(Pair *p, uint64_t id, uint32_t op, uint32_t rkey,
+                    uint64_t raddr, uint64_t off, uint32_t len,
+                    uint32_t status)
+{
+    struct pvrdma_sge s = sge(p->ma, VA_A + off, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, 1);
+
+    h.wr.rdma.remote_addr = raddr;
+    h.wr.rdma.rkey = rkey;
+    fv_post_send(p->qa, &h, &s, 1);
+    fv_ring_sq(p->qa);
+    expect_cqe(p, p->a.cq, id, status);
+}
+
+/* B's window key @k with its next key byte. */
+static uint32_t next_key(uint32_t k)
+{
+    return (k & ~0xffu) | ((k + 1) & 0xff);
+}
+
+/*
+ * Memory windows on the host's: B binds a type 1 window (the host's next
+ * key) and a zero-based type 2 window over its MR; A writes and reads
+ * through them (bytes checked in B's pages); the MR stays while bound;
+ * LOCAL_INV, a new bind and A's SEND_WITH_INV of the type 2 window; a
+ * type 1 unbind; the invalidated key refused by the host.
+ */
+static void test_mw(void **state)
+{
+    Pair *p = pair_new();
+    FvMr *w = fv_mr_new(p->b.fg, p->b.pd, VA_W, MR_LEN,
+                        ALL_ACCESS | PVRDMA_ACCESS_MW_BIND);
+    uint32_t h1, h2, k1, k2, i;
+    struct pvrdma_sq_wqe_hdr h;
+
+    (void)state;
+    assert_true(fg_caps(p->b.fg)->ex_comp_mask & PVRDMA_EX_CAP_MW);
+    assert_int_equal(fv_mw_new(p->b.fg, p->b.pd, PVRDMA_MR_FLAG_MW_TYPE1,
+                               &h1, &k1), 0);
+    assert_int_equal(fv_mw_new(p->b.fg, p->b.pd, PVRDMA_MR_FLAG_MW_TYPE2,
+                               &h2, &k2), 0);
+    /* The guest's keys are the host windows'. */
+    assert_int_not_equal(k1 >> 8, h1);
+    fv_mr_fill(p->ma, VA_A, 8192, 0x5a);
+    k1 = next_key(k1);
+    fv_post_bind_mw(p->qb, 1, k1, w->lkey, VA_W + 0x100, 8000,
+                    PVRDMA_ACCESS_REMOTE_WRITE | PVRDMA_ACCESS_REMOTE_READ);
+    expect_cqe(p, p->b.cq, 1, PVRDMA_WC_SUCCESS);
+    mw_rdma(p, 2, PVRDMA_WR_RDMA_WRITE, k1, VA_W + 0x200, 0, 3000,
+            PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 3000; i++) {
+        assert_int_equal(*fv_mr_ptr(w, VA_W + 0x200 + i),
+                         *fv_mr_ptr(p->ma, VA_A + i));
+    }
+    mw_rdma(p, 3, PVRDMA_WR_RDMA_READ, k1, VA_W + 0x1000, 4096, 500,
+            PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 500; i++) {
+        assert_int_equal(*fv_mr_ptr(p->ma, VA_A + 4096 + i),
+                         *fv_mr_ptr(w, VA_W + 0x1000 + i));
+    }
+    /* Type 2, zero-based: remote address 0x10 is the window's byte 0x10. */
+    k2 = next_key(k2);
+    fv_post_bind_mw(p->qb, 4, k2, w->lkey, VA_W + 0x3000, 4096,
+                    PVRDMA_ACCESS_REMOTE_WRITE | PVRDMA_ACCESS_ZERO_BASED);
+    expect_cqe(p, p->b.cq, 4, PVRDMA_WC_SUCCESS);
+    mw_rdma(p, 5, PVRDMA_WR_RDMA_WRITE, k2, 0x10, 100, 100,
+            PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 100; i++) {
+        assert_int_equal(*fv_mr_ptr(w, VA_W + 0x3010 + i),
+                         *fv_mr_ptr(p->ma, VA_A + 100 + i));
+    }
+    assert_int_equal(fg_destroy_mr(p->b.fg, w->handle), -EBUSY);
+    /* LOCAL_INV, bound again, then A's SEND_WITH_INV ends it. */
+    h = wqe(6, PVRDMA_WR_LOCAL_INV, 0);
+    h.ex.invalidate_rkey = k2;
+    fv_post_send(p->qb, &h, NULL, 0);
+    fv_ring_sq(p->qb);
+    expect_cqe(p, p->b.cq, 6, PVRDMA_WC_SUCCESS);
+    k2 = next_key(k2);
+    fv_post_bind_mw(p->qb, 7, k2, w->lkey, VA_W, 64,
+                    PVRDMA_ACCESS_REMOTE_READ);
+    expect_cqe(p, p->b.cq, 7, PVRDMA_WC_SUCCESS);
+    mw_rdma(p, 8, PVRDMA_WR_RDMA_READ, k2, VA_W + 8, 4096, 56,
+            PVRDMA_WC_SUCCESS);
+    for (i = 0; i < 56; i++) {
+        assert_int_equal(*fv_mr_ptr(p->ma, VA_A + 4096 + i),
+                         *fv_mr_ptr(w, VA_W + 8 + i));
+    }
+    send_with_inv(p, 9, 10, k2);
+    /* Type 1 unbound: the MR can go. */
+    k1 = next_key(k1);
+    fv_post_bind_mw(p->qb, 11, k1, 0, 0, 0, 0);
+    expect_cqe(p, p->b.cq, 11, PVRDMA_WC_SUCCESS);
+    assert_int_equal(fg_destroy_mr(p->b.fg, w->handle), 0);
+    /* The host invalidated window 2: A's READ through it is refused. */
+    mw_rdma(p, 12, PVRDMA_WR_RDMA_READ, k2, VA_W, 4096, 8,
+            PVRDMA_WC_REM_ACCESS_ERR);
+    pair_free(p);
+    g_free(w);
+}
+
 static void test_cm(void **state)
 {
     CmDev c[2], *a = &c[0], *b = &c[1];
@@ -1667,6 +1781,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_clamped_to_host),
         cmocka_unit_test(test_reg_1gib),
         cmocka_unit_test(test_frmr),
+        cmocka_unit_test(test_mw),
         cmocka_unit_test(test_cm),
     };
     struct ibv_context *ctx;

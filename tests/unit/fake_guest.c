@@ -907,3 +907,19 @@ FgBackend *fg_use_recording_backend(FakeGuest *fg)
     b->reset = 0;
     return b;
 }
+
+static bool fg_no_windows(void *be)
+{
+    (void)be;
+    return false;
+}
+
+const PvrdmaBackendOps *fg_backend_without_windows(void)
+{
+    static const PvrdmaBackendOps ops = {
+        .name = "no-windows",
+        .mw_offered = fg_no_windows,
+    };
+
+    return &ops;
+}

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pvrdma_backend.h"
 #include "pvrdma_core.h"
 #include "pvrdma_dev_abi.h"
 
@@ -169,6 +170,9 @@ typedef struct FgBackend {
     uint32_t last_handle;
     int fail;
 } FgBackend;
+
+/* A backend that offers no memory windows (and does nothing else). */
+const PvrdmaBackendOps *fg_backend_without_windows(void);
 
 /* Replace the core's backend (call before fg_setup()); freed by the core. */
 FgBackend *fg_use_recording_backend(FakeGuest *fg);

@@ -260,14 +260,10 @@ static void test_dsr_valid_caps(void **state)
 /* A backend whose remote keys the core does not check: no windows. */
 static void test_dsr_caps_no_mw(void **state)
 {
-    static const PvrdmaBackendOps keys_elsewhere = {
-        .name = "keys-elsewhere",
-        .no_mw = true,
-    };
     FakeGuest *fg = fg_new(NULL);
 
     (void)state;
-    pvrdma_core_set_backend(fg->core, &keys_elsewhere, NULL);
+    pvrdma_core_set_backend(fg->core, fg_backend_without_windows(), NULL);
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC);

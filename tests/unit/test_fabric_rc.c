@@ -2233,10 +2233,6 @@ static void test_mw_local(void **state)
 /* Windows only where offered, and made of nothing but a PD and a type. */
 static void test_mw_create(void **state)
 {
-    static const PvrdmaBackendOps keys_elsewhere = {
-        .name = "keys-elsewhere",
-        .no_mw = true,
-    };
     struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     union pvrdma_cmd_resp r;
     FakeGuest *fg = dev_new();
@@ -2269,7 +2265,7 @@ static void test_mw_create(void **state)
     fg_free(fg);
     /* a backend that does not offer them: the flags are unknown */
     fg = fg_new(NULL);
-    pvrdma_core_set_backend(fg->core, &keys_elsewhere, NULL);
+    pvrdma_core_set_backend(fg->core, fg_backend_without_windows(), NULL);
     fg_setup(fg);
     assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
     assert_int_equal(fv_mw_new(fg, pd, PVRDMA_MR_FLAG_MW_TYPE1, &h, &k),

@@ -451,7 +451,10 @@ int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	u32 entries;
 	int ret;
 
-	if (attr->flags)
+	/* Completion timestamps: a project extension (spec §14). */
+	if ((attr->flags & ~IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) ||
+	    ((attr->flags & IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION) &&
+	     !(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CQE_TIMESTAMP)))
 		return -EOPNOTSUPP;
 	if (!attr->cqe || attr->cqe > dev->caps.max_cqe ||
 	    attr->cqe > (1U << 31))
@@ -490,6 +493,8 @@ int pvrdma_create_cq(struct ib_cq *ibcq, const struct ib_cq_init_attr *attr,
 	req.create_cq.ctx_handle = uctx ? uctx->ctx_handle : 0;
 	req.create_cq.cqe = entries;
 	req.create_cq.nchunks = npages;
+	if (attr->flags & IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION)
+		req.create_cq.reserved[0] = PVRDMA_CQ_FLAG_TIMESTAMP;
 	ret = pvrdma_cmd_post(dev, &req, &resp);
 	if (ret)
 		goto err_free_ring;

@@ -96,6 +96,11 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 			      PVRDMA_MAX_FAST_REG_PAGES) :
 			PVRDMA_MAX_FAST_REG_PAGES;
 	}
+	/* The device's clock in CQEs: ns, 48 bits (spec §14). */
+	if (caps->ex_comp_mask & PVRDMA_EX_CAP_CQE_TIMESTAMP) {
+		props->timestamp_mask = BIT_ULL(PVRDMA_CQE_TS_BITS) - 1;
+		props->hca_core_clock = PVRDMA_CQE_TS_KHZ;
+	}
 	/* Windows live in the device's MR table (spec §14). */
 	if (caps->ex_comp_mask & PVRDMA_EX_CAP_MW) {
 		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW |
@@ -439,6 +444,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 		uresp.reserved |= PVRDMA_UCTX_CQ_POLL_HINT;
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MW)
 		uresp.reserved |= PVRDMA_UCTX_MW;
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CQE_TIMESTAMP)
+		uresp.reserved |= PVRDMA_UCTX_CQE_TIMESTAMP;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)

@@ -28,15 +28,19 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags);
 #define PVRDMA_CQ_CREATE_FLAGS IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
 /*
- * Create a CQ for ibv_create_cq (@ex false) or ibv_create_cq_ex. The CQE
- * has no timestamp, so completion timestamps cannot be offered; a single
- * threaded CQ is one that takes its lock uncontended.
+ * Create a CQ for ibv_create_cq (@ex false) or ibv_create_cq_ex. Completion
+ * timestamps are the device's clock where it offers them (a project
+ * extension: the kernel asks the device for them), not wall-clock time; a
+ * single threaded CQ is one that takes its lock uncontended.
  */
 static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 					  struct ibv_cq_init_attr_ex *attr,
 					  bool ex)
 {
 	struct pvrdma_device *dev = to_pvrdma_dev(ibvctx->device);
+	uint64_t wc_ok = PVRDMA_CQ_WC_FLAGS |
+			 (to_pvrdma_ctx(ibvctx)->has_cqe_ts ?
+			  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0);
 	struct pvrdma_ucmd_create_cq_ex_resp resp_ex = {};
 	struct pvrdma_ucmd_create_cq_ex cmd_ex = {};
 	struct pvrdma_ucmd_create_cq_resp resp = {};
@@ -46,7 +50,7 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 	int err;
 
 	if (ex && ((attr->comp_mask & ~PVRDMA_CQ_INIT_ATTR_MASK) ||
-		   (attr->wc_flags & ~PVRDMA_CQ_WC_FLAGS) ||
+		   (attr->wc_flags & ~wc_ok) ||
 		   (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
 		    attr->flags & ~PVRDMA_CQ_CREATE_FLAGS))) {
 		errno = EOPNOTSUPP;
@@ -85,8 +89,8 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 		cmd_ex.buf_addr = (uintptr_t)cq->buf;
 		cmd_ex.buf_size = cq->buf_size;
 		cmd_attr.cqe = nelems;
-		/* The device reports none of the extras: the kernel sees none. */
-		cmd_attr.wc_flags = 0;
+		/* Of the extras only timestamps concern the kernel. */
+		cmd_attr.wc_flags &= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
 		cmd_attr.comp_mask = 0;
 		err = ibv_cmd_create_cq_ex(ibvctx, &cmd_attr, &cq->vcq,
 					   &cmd_ex.ibv_cmd, sizeof(cmd_ex),
@@ -537,6 +541,16 @@ static uint8_t pvrdma_read_dlid_path_bits(struct ibv_cq_ex *cqx)
 	return cqx_to_cq(cqx)->cur.dlid_path_bits;
 }
 
+/* The device clock in the CQE's reserved bytes (spec §14): 48 bits of ns. */
+static uint64_t pvrdma_read_completion_ts(struct ibv_cq_ex *cqx)
+{
+	uint64_t ts = 0;
+
+	memcpy(&ts, (const uint8_t *)&cqx_to_cq(cqx)->cur + PVRDMA_CQE_TS_OFF,
+	       PVRDMA_CQE_TS_BITS / 8);
+	return le64toh(ts);
+}
+
 /* The readers of the fields asked for (pvrdma_cq_create refused others). */
 static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
 {
@@ -562,6 +576,8 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
 		cqx->read_sl = pvrdma_read_sl;
 	if (wc_flags & IBV_WC_EX_WITH_DLID_PATH_BITS)
 		cqx->read_dlid_path_bits = pvrdma_read_dlid_path_bits;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+		cqx->read_completion_ts = pvrdma_read_completion_ts;
 }
 
 /*

@@ -47,6 +47,8 @@ struct pvrdma_context {
 	uint32_t cq_poll_every;
 	/* The device has memory windows (BIND_MW work requests). */
 	bool has_mw;
+	/* The device writes its clock into CQEs of CQs that ask. */
+	bool has_cqe_ts;
 };
 
 struct pvrdma_pd {

@@ -851,14 +851,19 @@ int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
 	return 0;
 }
 
-/* Only the limit can change: the ring is sized for good at creation. */
+/*
+ * Only the limit can change: the ring is sized for good at creation and
+ * MODIFY_SRQ cannot carry a new one (resizing: EOPNOTSUPP).
+ */
 int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 		      int attr_mask)
 {
 	struct ibv_modify_srq cmd;
 
-	if (attr_mask & ~IBV_SRQ_LIMIT)
+	if (attr_mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
 		return EINVAL;
+	if (attr_mask & IBV_SRQ_MAX_WR)
+		return EOPNOTSUPP;
 
 	return ibv_cmd_modify_srq(ibvsrq, attr, attr_mask, &cmd, sizeof(cmd));
 }

@@ -217,9 +217,13 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* Memory windows: CREATE_MR flags PVRDMA_MR_FLAG_MW_TYPE1/2, send opcode
  * PVRDMA_WR_BIND_MW (struct pvrdma_ex_bind_mw), LOCAL_INV of type 2. */
 #define PVRDMA_EX_CAP_MW                (1u << 28)
+/* CREATE_CQ reserved[0] may ask PVRDMA_CQ_FLAG_TIMESTAMP: the device then
+ * writes its clock (ns, low 48 bits) into each CQE's reserved2. */
+#define PVRDMA_EX_CAP_CQE_TIMESTAMP     (1u << 27)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
+#define PVRDMA_UCTX_CQE_TIMESTAMP       (1u << 2)   /* ..._CQE_TIMESTAMP */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {
@@ -655,6 +659,8 @@ struct pvrdma_cmd_create_cq {
     uint8_t reserved[4];
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_cq, 40);
+/* reserved[0] of CREATE_CQ (PVRDMA_EX_CAP_CQE_TIMESTAMP). */
+#define PVRDMA_CQ_FLAG_TIMESTAMP        (1u << 0)
 
 struct pvrdma_cmd_create_cq_resp {
     struct pvrdma_cmd_resp_hdr hdr;
@@ -931,5 +937,15 @@ PVRDMA_ABI_OFF(struct pvrdma_sq_wqe_hdr, wr, PVRDMA_EX_BIND_MW_OFF);
 PVRDMA_ABI_SIZE(struct pvrdma_rq_wqe_hdr, PVRDMA_RQ_WQE_HDR_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_sge, PVRDMA_SGE_SIZE);
 PVRDMA_ABI_SIZE(struct pvrdma_cqe, PVRDMA_CQE_SIZE);
+
+/*
+ * Project extension PVRDMA_EX_CAP_CQE_TIMESTAMP: on a CQ created with
+ * PVRDMA_CQ_FLAG_TIMESTAMP, reserved2 (offset 58) holds the device clock
+ * when the CQE was written: nanoseconds, low 48 bits, little-endian.
+ */
+#define PVRDMA_CQE_TS_OFF               58
+#define PVRDMA_CQE_TS_BITS              48
+#define PVRDMA_CQE_TS_KHZ               1000000u    /* 1 GHz: ns */
+PVRDMA_ABI_OFF(struct pvrdma_cqe, reserved2, PVRDMA_CQE_TS_OFF);
 
 #endif /* PVRDMA_DEV_ABI_H */

@@ -686,6 +686,9 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
                                 union pvrdma_cmd_resp *resp)
 {
     const struct pvrdma_cmd_create_cq *c = &req->create_cq;
+    /* reserved[0]: PVRDMA_CQ_FLAG_TIMESTAMP where offered (extension). */
+    uint8_t flags_ok = core->caps.ex_comp_mask & PVRDMA_EX_CAP_CQE_TIMESTAMP ?
+                       PVRDMA_CQ_FLAG_TIMESTAMP : 0;
     uint32_t handle;
     PvrdmaRing ring;
     PvrdmaUc *uc;
@@ -693,9 +696,12 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
     uint64_t *pages;
     int ret;
 
-    if (!MBZ(c->reserved) || !pvrdma_lookup_ctx(core, c->ctx_handle, &uc)) {
+    if ((c->reserved[0] & ~flags_ok) ||
+        !pvrdma_mbz(c->reserved + 1, sizeof(c->reserved) - 1) ||
+        !pvrdma_lookup_ctx(core, c->ctx_handle, &uc)) {
         GERR(core, CREATE_CQ_BAD_CONTEXT,
-             "CREATE_CQ: bad context %u", c->ctx_handle);
+             "CREATE_CQ: bad context %u or flags 0x%x", c->ctx_handle,
+             c->reserved[0]);
         return -EINVAL;
     }
     if (pvrdma_table_full(&core->cq_tbl)) {
@@ -717,6 +723,7 @@ static int pvrdma_cmd_create_cq(PvrdmaCore *core,
     cq->handle = handle;
     cq->ctx_handle = c->ctx_handle;
     cq->cqe = c->cqe;
+    cq->timestamps = c->reserved[0] & PVRDMA_CQ_FLAG_TIMESTAMP;
     if (core->be_ops->cq_create) {
         ret = core->be_ops->cq_create(core->be, cq);
         if (ret < 0) {

@@ -705,6 +705,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                       (!core->be_ops->mw_offered ||
                        core->be_ops->mw_offered(core->be) ?
                        PVRDMA_EX_CAP_MW : 0) |
+                      (core->ops->clock_ns ? PVRDMA_EX_CAP_CQE_TIMESTAMP :
+                       0) |
                       (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0);
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;

@@ -198,6 +198,7 @@ struct PvrdmaCq {
     PvrdmaRing ring;            /* CQE ring, state "rx" at +8 */
     uint8_t arm;                /* PVRDMA_CQ_ARM_* */
     bool overrun;               /* CQ_ERR reported, CQEs are dropped */
+    bool timestamps;            /* CQEs carry the clock (extension) */
     uint32_t refs;              /* QPs */
     void *be;
 };

@@ -78,7 +78,7 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
         trace_pvrdma_err_destroy_mr_mr_memory_windows_bound(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
-        trace_pvrdma_err_create_cq_bad_context(a[0].u);
+        trace_pvrdma_err_create_cq_bad_context(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_CREATE_CQ_CQE_NOT_POWER_TWO:
         trace_pvrdma_err_create_cq_cqe_not_power_two(a[0].u, a[1].u);

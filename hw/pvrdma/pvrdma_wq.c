@@ -319,6 +319,13 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
         return;
     }
     pvrdma_cqe_le(&wire);
+    if (cq->timestamps) {
+        uint64_t ts = GUINT64_TO_LE((uint64_t)pvrdma_core_now_ns(core));
+
+        /* Its low 48 bits, little-endian, in reserved2 (extension). */
+        memcpy((uint8_t *)&wire + PVRDMA_CQE_TS_OFF, &ts,
+               PVRDMA_CQE_TS_BITS / 8);
+    }
     ret = pvrdma_core_ring_produce(core, &cq->ring, &wire);
     if (ret < 0) {
         /*

@@ -16,7 +16,8 @@
 # Debian 12's perftest has no --use_new_send and uses that API only on the
 # devices it lists, mlx5, EFA and HNS.) UC QPs and memory windows
 # (project extensions): verbs_ex's UC and MW checks, and perftest
-# ib_write_bw, ib_write_lat and ib_send_lat with -c UC. rdma-core's
+# ib_write_bw, ib_write_lat and ib_send_lat with -c UC. Completion
+# timestamps (an extension too; Soft-RoCE refuses them). rdma-core's
 # ibv_rc_pingpong -N (the ibv_wr_* API) on one device and between two.
 . "$(dirname "$0")/lib.sh"
 verbs_ex=$(build_prog verbs_ex)
@@ -29,7 +30,7 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 rxe_up
 ./verbs_ex -d rxe0 -g "$(rxe_gid_index)" > /tmp/rxe.out
 cat /tmp/rxe.out
-grep -q "^RESULT passed=12 failed=2$" /tmp/rxe.out &&
+grep -q "^RESULT passed=13 failed=2$" /tmp/rxe.out &&
     grep -q "^FAIL rc: every opcode in one ibv_wr batch: wr_id 101: byte_len 20, expected 310$" /tmp/rxe.out &&
     grep -q "^FAIL ud: ibv_wr batch with addresses, inline, Q_Keys: CQE wr_id 910 status local QP operation error" /tmp/rxe.out ||
     fail "verbs_ex on rxe0: other than rxe's two known bugs"
@@ -54,6 +55,15 @@ for dev in pvrdma0 pvrdma1; do
             fail "ibv_rc_pingpong -N ($dev, $side): invalid data"
     done
 done
+# ... and its -t: receive completion times from the CQEs' timestamps.
+pp="ibv_rc_pingpong -d pvrdma0 -g 1 -t -n 200"
+pair rc_pingpong_ts 120 "$pp" "$pp 127.0.0.1"
+for side in srv cli; do
+    max=$(sed -n 's/^Max receive completion clock cycles = \([0-9]*\)$/\1/p' "/tmp/rc_pingpong_ts.$side")
+    min=$(sed -n 's/^Min receive completion clock cycles = \([0-9]*\)$/\1/p' "/tmp/rc_pingpong_ts.$side")
+    [ -n "$max" ] && [ -n "$min" ] && [ "$max" -gt 0 ] && [ "$max" -ge "$min" ] ||
+        fail "ibv_rc_pingpong -t ($side): no completion times (max '$max', min '$min')"
+done
 echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 900 --smp 2 \
@@ -64,6 +74,6 @@ GUEST
 grep -E "^RESULT|^# " "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
 grep -q "^GUEST-OK" "$PVRDMA_OUT/vm/$TEST_NAME.log" ||
     fail "perftest -c UC failed (see the log)"
-[ "$(grep -c '^RESULT passed=14 failed=0$' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
-    fail "expected two clean RESULT lines of 14 checks (pvrdma0, pvrdma0 -> pvrdma1)"
-pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N"
+[ "$(grep -c '^RESULT passed=15 failed=0$' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
+    fail "expected two clean RESULT lines of 15 checks (pvrdma0, pvrdma0 -> pvrdma1)"
+pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows, completion timestamps, SRQ resize refused; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N and -t"

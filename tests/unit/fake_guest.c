@@ -431,6 +431,7 @@ int fg_create_cq_pages(FakeGuest *fg, uint32_t ctx, uint32_t cqe,
     c.ctx_handle = ctx;
     c.cqe = cqe;
     c.nchunks = nchunks;
+    c.reserved[0] = fg->cq_flags;
     ret = fg_cmd(fg, &c, sizeof(c), &r);
     if (cq) {
         *cq = r.create_cq_resp.cq_handle;

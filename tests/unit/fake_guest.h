@@ -58,6 +58,7 @@ typedef struct FakeGuest {
     uint64_t mmio_base;         /* [base, base+len): dma_map refuses it */
     uint64_t mmio_len;
     int64_t now_ns;             /* manual clock */
+    uint8_t cq_flags;           /* CREATE_CQ reserved[0] of the next CQs */
     int64_t timer_expire;       /* armed expiry, -1 = none */
     unsigned timer_mods;
 

@@ -199,10 +199,12 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(c->atomic_arg_sizes, 0);
     /*
      * RESIZE_CQ and UC always, windows on a backend whose remote keys the
-     * core checks (this one); no CQ_POLL hint without peers elsewhere
+     * core checks (this one), CQE timestamps with a clock (the fake
+     * guest's); no CQ_POLL hint without peers elsewhere
      */
     assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
-                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW);
+                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -242,7 +244,8 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
-                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW);
+                     PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);
@@ -266,7 +269,8 @@ static void test_dsr_caps_no_mw(void **state)
     pvrdma_core_set_backend(fg->core, fg_backend_without_windows(), NULL);
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
-                     PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC);
+                     PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
     fg_free(fg);
 }
 

@@ -2335,6 +2335,81 @@ static void test_mw_bind_refused(void **state)
     }
 }
 
+/* ---- CQE timestamps (PVRDMA_EX_CAP_CQE_TIMESTAMP) ------------------------ */
+
+/* The 48-bit clock of a CQE of a timestamp CQ. */
+static uint64_t cqe_ts(const struct pvrdma_cqe *c)
+{
+    uint64_t ts = 0;
+
+    memcpy(&ts, (const uint8_t *)c + PVRDMA_CQE_TS_OFF,
+           PVRDMA_CQE_TS_BITS / 8);
+    return GUINT64_FROM_LE(ts);
+}
+
+/*
+ * A CQ created with PVRDMA_CQ_FLAG_TIMESTAMP gets the device clock in
+ * each CQE (success and error); other CQs keep zeros; unknown flags are
+ * refused.
+ */
+static void test_cqe_timestamps(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint64_t t0 = 0x0123456789abcdefull, mask = (1ull << 48) - 1;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s, r;
+    struct pvrdma_cqe c;
+    FvCq *ts, *plain;
+    FvQp *a, *b;
+    FvMr *m;
+    uint32_t pd, cq;
+
+    (void)state;
+    assert_true(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_CQE_TIMESTAMP);
+    fg->cq_flags = 0x02;
+    assert_int_equal(fg_create_cq(fg, 0, 64, &cq), -EINVAL);
+    fg->cq_flags = PVRDMA_CQ_FLAG_TIMESTAMP;
+    ts = fv_cq_new(fg, 0, 64);
+    fg->cq_flags = 0;
+    plain = fv_cq_new(fg, 0, 64);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, ts, ts, NULL, 16, 4, false);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, plain, plain, NULL, 16, 4, false);
+    m = fv_mr_new(fg, pd, VA_A, MR_LEN, ALL_ACCESS);
+    fv_connect(a, b, &default_opts);
+    fg->now_ns = (int64_t)t0;
+    r = sge(m, VA_A + 4096, 100);
+    fv_post_recv(b, 1, &r, 1);
+    fv_ring_rq(b);
+    s = sge(m, VA_A, 100);
+    h = wqe(2, PVRDMA_WR_SEND, SIG, 1);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    c = expect_cqe(ts, 2, a->handle, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 100);
+    assert_int_equal(cqe_ts(&c), t0 & mask);
+    c = expect_cqe(plain, 1, b->handle, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS,
+                   100);
+    assert_int_equal(cqe_ts(&c), 0);
+    /* Later, and an error completion: stamped too. */
+    fg->now_ns += 1500;
+    h = wqe(3, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_A;
+    h.wr.rdma.rkey = m->rkey ^ 0x100;
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    c = expect_cqe(ts, 3, a->handle, PVRDMA_WC_RDMA_WRITE,
+                   PVRDMA_WC_REM_ACCESS_ERR, 0);
+    assert_int_equal(cqe_ts(&c), (t0 + 1500) & mask);
+    fg_free(fg);
+    g_free(ts);
+    g_free(plain);
+    g_free(a);
+    g_free(b);
+    g_free(m);
+}
+
+/* ---- memory movement ---------------------------------------------------- */
+
 static void test_short_mappings_and_bounce(void **state)
 {
     unsigned mode;
@@ -2606,6 +2681,7 @@ int main(void)
         cmocka_unit_test(test_mw_bind_refused),
         cmocka_unit_test(test_mw_local),
         cmocka_unit_test(test_mw_create),
+        cmocka_unit_test(test_cqe_timestamps),
         cmocka_unit_test(test_short_mappings_and_bounce),
         cmocka_unit_test(test_dma_faults),
         cmocka_unit_test(test_corrupted_sq_index),

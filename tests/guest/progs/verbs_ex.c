@@ -197,11 +197,14 @@ static int dev_open(struct dev *d, const char *name, int gid_index)
 	return 0;
 }
 
+/* Asked of the CQs side_create makes besides WC_FIELDS (timestamps). */
+static uint64_t extra_wc_flags;
+
 static struct ibv_cq_ex *cq_ex_create(struct dev *d)
 {
 	struct ibv_cq_init_attr_ex ca = {
 		.cqe = 4 * DEPTH,
-		.wc_flags = WC_FIELDS,
+		.wc_flags = WC_FIELDS | extra_wc_flags,
 	};
 
 	return ibv_create_cq_ex(d->ctx, &ca);
@@ -1514,6 +1517,15 @@ static int t_srq_limit(struct dev *da, struct dev *db)
 		bad("ibv_modify_srq: %s", strerror(errno));
 		goto out;
 	}
+	/* Growing an SRQ needs a new ring, which MODIFY_SRQ cannot carry. */
+	sa.max_wr = 2 * DEPTH;
+	i = ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR);
+	if (!is_pvrdma(db)) {
+		printf("# %s: SRQ resize %s\n", db->name, i ? "refused" : "done");
+	} else if (i != EOPNOTSUPP) {
+		bad("SRQ resize: %s, expected EOPNOTSUPP", i ? strerror(i) : "done");
+		goto out;
+	}
 	memset(&sa, 0, sizeof(sa));
 	if (ibv_query_srq(srq, &sa) || sa.srq_limit != 4 ||
 	    sa.max_wr < DEPTH) {
@@ -1728,20 +1740,98 @@ static int t_cq_ex(struct dev *d)
 	if (ibv_destroy_cq(ibv_cq_ex_to_cq(cq)))
 		return bad("ibv_destroy_cq: %s", strerror(errno));
 
-	/* The device's CQE has no time: say so rather than make one up. */
-	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	/* The device's clock, not wall-clock time (it has none to give). */
+	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 	cq = ibv_create_cq_ex(d->ctx, &ca);
 	if (is_pvrdma(d)) {
 		if (cq || errno != EOPNOTSUPP)
-			return bad("completion timestamps: %s",
+			return bad("wall-clock timestamps: %s",
 				   cq ? "offered" : strerror(errno));
-	} else {
-		printf("# %s: completion timestamps %s\n", d->name,
-		       cq ? "offered" : "refused");
-		if (cq)
-			ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
+	} else if (cq) {
+		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
 	}
 	return 0;
+}
+
+/*
+ * Completion timestamps (a project extension on this device): the clock's
+ * width and rate in ibv_query_device_ex, a stamp in every completion of a
+ * CQ that asked, later ones not earlier, and 20 ms of sleep between two
+ * SENDs at least 10 ms of the device's clock apart.
+ */
+static int t_cq_ts(struct dev *da, struct dev *db)
+{
+	struct ibv_device_attr_ex ax = {};
+	uint64_t ts[3], mask, gap_ns;
+	struct side a, b;
+	struct cqe e;
+	int i, rc = -1;
+
+	if (ibv_query_device_ex(da->ctx, NULL, &ax))
+		return bad("ibv_query_device_ex: %s", strerror(errno));
+	extra_wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	i = side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL);
+	extra_wc_flags = 0;
+	if (i && !is_pvrdma(da)) {
+		printf("# %s: completion timestamps refused\n", da->name);
+		side_destroy(&a);
+		return 0;
+	}
+	if (i || side_create(&b, db, IBV_QPT_RC, 0, NULL) ||
+	    rc_connect(&a, &b))
+		goto out;
+	mask = ax.completion_timestamp_mask;
+	if (is_pvrdma(da) && (mask != (1ull << 48) - 1 ||
+			      ax.hca_core_clock != 1000000)) {
+		bad("timestamp mask %#" PRIx64 ", clock %" PRIu64 " kHz, "
+		    "expected 48 bits at 1000000 kHz", mask, ax.hca_core_clock);
+		goto out;
+	}
+	if (!mask || !ax.hca_core_clock) {
+		bad("timestamp mask %#" PRIx64 ", clock %" PRIu64 " kHz", mask,
+		    ax.hca_core_clock);
+		goto out;
+	}
+	fill(a.buf + SRC, 256, 0x61);
+	for (i = 0; i < 3; i++) {
+		struct ibv_poll_cq_attr pa = {};
+		uint64_t end = now_ms() + timeout_s * 1000;
+		int ret;
+
+		if (i == 2)
+			usleep(20000);
+		if (post_recv(&b, 1500 + i, RECV0, 1024) ||
+		    wr_send_one(&a, 1510 + i, 0, 64))
+			goto out;
+		while ((ret = ibv_start_poll(a.cq, &pa)) == ENOENT &&
+		       now_ms() < end)
+			;
+		if (ret) {
+			bad("no completion of SEND %d", i);
+			goto out;
+		}
+		read_cqe(a.cq, &e);
+		ts[i] = ibv_wc_read_completion_ts(a.cq);
+		ibv_end_poll(a.cq);
+		if (check_cqe(&e, 1510 + i, IBV_WC_SEND, a.qp->qp_num) ||
+		    poll_n(&b, &e, 1))
+			goto out;
+	}
+	/* Differences modulo the clock's width. */
+	if (!ts[0] || ((ts[1] - ts[0]) & mask) > mask / 2) {
+		bad("timestamps %#" PRIx64 " then %#" PRIx64, ts[0], ts[1]);
+		goto out;
+	}
+	gap_ns = ((ts[2] - ts[1]) & mask) * 1000000 / ax.hca_core_clock;
+	if (gap_ns < 10000000 || gap_ns > 600000000000ull) {
+		bad("20 ms apart, the stamps differ by %" PRIu64 " ns", gap_ns);
+		goto out;
+	}
+	rc = 0;
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	return rc;
 }
 
 /* Send ops the QP type has not: refused at creation. */
@@ -1808,6 +1898,7 @@ int main(int argc, char **argv)
 	report("cq_ex: create, empty poll, refusals", t_cq_ex(&da));
 	report("qp_ex: send ops the QP type has not are refused",
 	       t_qp_ex_refused(&da));
+	report("cq_ex: completion timestamps", t_cq_ts(&da, &db));
 
 	if (side_create(&a, &da, IBV_QPT_RC,
 			RC_OPS | IBV_QP_EX_WITH_SEND_WITH_INV |

@@ -8,6 +8,7 @@
 #   make unit       unit tests of the device core only
 #   make vm         boot a guest with a shell on this terminal
 #   make lint       checkpatch: QEMU's on hw/pvrdma, Linux's on guest-driver
+#   make bench-micro  the device microbenchmark (tests/bench/micro.c)
 
 SHELL := /bin/bash
 OUT := build
@@ -73,6 +74,16 @@ fuzz:
 
 # make check replays the saved reproducers and seeds only: CI stays
 # deterministic; fuzzing itself is `make fuzz`.
+# The device microbenchmark (tests/bench/micro.c): host and CPU time per
+# work request natively; make check runs it in smoke mode (no thresholds:
+# figures belong in reports, these machines are noisy).
+.PHONY: bench-micro bench-smoke
+bench-micro:
+	$(MAKE) -C tests/bench micro
+bench-smoke:
+	$(MAKE) -C tests/bench micro-smoke
+check: bench-smoke
+
 .PHONY: fuzz-regress
 fuzz-regress:
 	$(MAKE) -C tests/fuzz regress

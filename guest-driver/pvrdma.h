@@ -117,7 +117,8 @@ struct pvrdma_cq {
 	refcount_t refcnt;
 	struct completion free;
 	spinlock_t lock;
-	struct mutex resize_mutex;	/* user CQ: one resize at a time */
+	struct mutex resize_mutex;	/* one resize at a time */
+	bool resizing;			/* kernel CQ: the device moves CQEs */
 	struct pvrdma_pdir pdir;
 	struct ib_umem *umem;
 	struct pvrdma_ring_state *ring_state;

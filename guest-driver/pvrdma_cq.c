@@ -268,9 +268,14 @@ int pvrdma_poll_cq(struct ib_cq *ibcq, int num_entries, struct ib_wc *wc)
 
 	if (!cq->ring_state)
 		return -EOPNOTSUPP;
-	ring = &cq->ring_state->rx;
 
 	spin_lock_irqsave(&cq->lock, flags);
+	/* Nothing while the device moves the CQEs to a new ring (resize). */
+	if (cq->resizing) {
+		spin_unlock_irqrestore(&cq->lock, flags);
+		return 0;
+	}
+	ring = &cq->ring_state->rx;
 	/*
 	 * Dropped CQEs do not count against num_entries, so bound them: a
 	 * device that keeps producing CQEs of unknown QPs must not hold this
@@ -330,7 +335,8 @@ int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 
 	spin_lock_irqsave(&cq->lock, irqflags);
 	pvrdma_db_write(dev, PVRDMA_UAR_CQ_OFFSET, val);
-	if (flags & IB_CQ_REPORT_MISSED_EVENTS) {
+	/* A resize calls the handler when it ends with CQEs waiting. */
+	if ((flags & IB_CQ_REPORT_MISSED_EVENTS) && !cq->resizing) {
 		ret = pvrdma_ring_peek(&cq->ring_state->rx, cq->ncqe, &slot);
 		if (ret < 0) {
 			pvrdma_stat_inc(dev, PVRDMA_STAT_RING_BAD);
@@ -356,18 +362,24 @@ int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
 void pvrdma_cq_purge_qp(struct pvrdma_cq *cq, u32 qp_handle)
 {
 	struct pvrdma_dev *dev = to_pvdev(cq->ibcq.device);
-	const u32 n = cq->ncqe;
-	const u32 mask = 2 * n - 1;
 	struct pvrdma_ring *ring;
 	unsigned long flags;
-	u32 head, tail, src, dst, removed = 0;
+	u32 head, tail, src, dst, removed = 0, n, mask;
 	struct pvrdma_cqe *s;
 
 	if (!cq->ring_state)
 		return;
-	ring = &cq->ring_state->rx;
 
 	spin_lock_irqsave(&cq->lock, flags);
+	/*
+	 * During a resize the CQEs are the device's: any of the QP's left
+	 * behind are dropped when polled (their QP is gone by then).
+	 */
+	if (cq->resizing)
+		goto out_unlock;
+	ring = &cq->ring_state->rx;
+	n = cq->ncqe;
+	mask = 2 * n - 1;
 	head = READ_ONCE(ring->cons_head);
 	tail = READ_ONCE(ring->prod_tail);
 	if (!pvrdma_idx_valid(head, n) || !pvrdma_idx_valid(tail, n)) {
@@ -549,6 +561,77 @@ err_dec_count:
 	return ret;
 }
 
+/* RESIZE_CQ (extended) of @cq to the ring in @pdir of @npages pages. */
+static int pvrdma_resize_cq_cmd(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
+				struct pvrdma_pdir *pdir, u32 entries,
+				unsigned int npages)
+{
+	union pvrdma_cmd_req req = {};
+	union pvrdma_cmd_resp resp;
+	int ret;
+
+	req.resize_cq_ex.hdr.cmd = PVRDMA_CMD_RESIZE_CQ;
+	req.resize_cq_ex.cq_handle = cq->cq_handle;
+	req.resize_cq_ex.cqe = entries;
+	req.resize_cq_ex.pdir_dma = pdir->dir_dma;
+	req.resize_cq_ex.nchunks = npages;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (!ret && resp.resize_cq_resp.cqe != entries) {
+		pvrdma_err_cq(cq, "device resized to %u entries, not %u\n",
+			      resp.resize_cq_resp.cqe, entries);
+		ret = -EIO;
+	}
+	return ret;
+}
+
+/*
+ * A kernel CQ: a new driver ring; pollers find the CQ empty while the
+ * device moves the pending CQEs (cq->resizing), and the completion
+ * handler runs afterwards if some are waiting, for those who armed the
+ * CQ meanwhile.
+ */
+static int pvrdma_resize_kernel_cq(struct pvrdma_dev *dev,
+				   struct pvrdma_cq *cq, u32 entries)
+{
+	unsigned int npages = 1 + DIV_ROUND_UP(entries, PVRDMA_CQES_PER_PAGE);
+	struct pvrdma_pdir pdir = {}, old;
+	unsigned long flags;
+	bool waiting = false;
+	u32 slot;
+	int ret;
+
+	ret = pvrdma_pdir_init(dev, &pdir, npages, true);
+	if (ret)
+		return ret;
+	mutex_lock(&cq->resize_mutex);
+	spin_lock_irqsave(&cq->lock, flags);
+	cq->resizing = true;
+	spin_unlock_irqrestore(&cq->lock, flags);
+
+	ret = pvrdma_resize_cq_cmd(dev, cq, &pdir, entries, npages);
+
+	spin_lock_irqsave(&cq->lock, flags);
+	if (!ret) {
+		old = cq->pdir;
+		cq->pdir = pdir;
+		cq->ring_state = pdir.pages[0];
+		cq->ncqe = entries;
+		cq->ibcq.cqe = entries;
+		waiting = pvrdma_ring_peek(&cq->ring_state->rx, cq->ncqe,
+					   &slot) != 0;
+	}
+	cq->resizing = false;
+	spin_unlock_irqrestore(&cq->lock, flags);
+	mutex_unlock(&cq->resize_mutex);
+
+	pvrdma_pdir_cleanup(dev, ret ? &pdir : &old);
+	if (waiting && cq->ibcq.comp_handler)
+		cq->ibcq.comp_handler(&cq->ibcq, cq->ibcq.cq_context);
+	if (!ret)
+		pvrdma_dbg_cq(cq, "resized to %u entries\n", entries);
+	return ret;
+}
+
 /**
  * pvrdma_resize_cq() - move a user CQ to a ring of another size
  * @ibcq: the CQ
@@ -558,8 +641,9 @@ err_dec_count:
  *
  * A project extension (PVRDMA_EX_CAP_RESIZE_CQ): RESIZE_CQ hands the
  * device the new ring, and the device moves the CQEs not yet polled into
- * it. The provider polls nothing meanwhile (it holds its CQ lock). Kernel
- * CQs are not resized. On an error the CQ stays on its old ring.
+ * it. The provider polls nothing meanwhile (it holds its CQ lock); a
+ * kernel CQ polls empty meanwhile (pvrdma_resize_kernel_cq()). On an
+ * error the CQ stays on its old ring.
  *
  * Return: 0 or a negative errno.
  */
@@ -567,21 +651,21 @@ int pvrdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibcq->device);
 	struct pvrdma_cq *cq = to_pcq(ibcq);
-	union pvrdma_cmd_req req = {};
-	union pvrdma_cmd_resp resp;
 	struct pvrdma_pdir pdir = {};
 	struct ib_umem *umem;
 	u32 entries;
 	int ret;
 
-	if (!(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_RESIZE_CQ) || !udata ||
-	    !cq->umem)
+	if (!(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_RESIZE_CQ) ||
+	    (udata && !cq->umem))
 		return -EOPNOTSUPP;
 	if (cqe < 1 || cqe > dev->caps.max_cqe)
 		return -EINVAL;
 	entries = roundup_pow_of_two(cqe);
 	if (entries > dev->caps.max_cqe)
 		return -EINVAL;
+	if (!udata)
+		return pvrdma_resize_kernel_cq(dev, cq, entries);
 
 	/* Two threads of a process could ask at once: not both replace. */
 	mutex_lock(&cq->resize_mutex);
@@ -591,17 +675,7 @@ int pvrdma_resize_cq(struct ib_cq *ibcq, int cqe, struct ib_udata *udata)
 	if (ret < 0)
 		goto out_unlock;
 
-	req.resize_cq_ex.hdr.cmd = PVRDMA_CMD_RESIZE_CQ;
-	req.resize_cq_ex.cq_handle = cq->cq_handle;
-	req.resize_cq_ex.cqe = entries;
-	req.resize_cq_ex.pdir_dma = pdir.dir_dma;
-	req.resize_cq_ex.nchunks = ret;
-	ret = pvrdma_cmd_post(dev, &req, &resp);
-	if (!ret && resp.resize_cq_resp.cqe != entries) {
-		pvrdma_err_cq(cq, "device resized to %u entries, not %u\n",
-			      resp.resize_cq_resp.cqe, entries);
-		ret = -EIO;
-	}
+	ret = pvrdma_resize_cq_cmd(dev, cq, &pdir, entries, ret);
 	if (ret) {
 		pvrdma_pdir_cleanup(dev, &pdir);
 		ib_umem_release(umem);

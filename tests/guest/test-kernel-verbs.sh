@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Kernel verbs: tests/guest/kmod/pvrdma_ktest.ko drives our driver's kernel
 # data path (post_send/post_recv/poll_cq/req_notify_cq, DMA MR, fast-reg
-# MR) for every RC opcode and error status, and UC QPs (a SEND, a
-# WRITE_WITH_IMM, a SEND lost for want of a receive), on one device and
-# across two.
+# MR) for every RC opcode and error status, UC QPs (a SEND, a
+# WRITE_WITH_IMM, a SEND lost for want of a receive) and ib_resize_cq
+# with completions pending, on one device and across two.
 . "$(dirname "$0")/lib.sh"
 kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
 make -s -C "$TESTS_TOP/tests/guest/kmod" KVER="$kver" >&2 ||
@@ -26,4 +26,4 @@ GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --pvrdma 2 \
     --add "$ko" --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-pass "kernel RC verbs and UC QPs verified (one device, two devices)"
+pass "kernel RC verbs, UC QPs and CQ resize verified (one device, two devices)"

@@ -67,7 +67,7 @@ for provider in ours stock; do
         fail "ib_write_bw printed no result row"
 done
 dmesg -c > /dev/null
-insmod ./pvrdma_ktest.ko ibdev=vmw_pvrdma0 kernel_srq=0 kernel_uc=0 ||
+insmod ./pvrdma_ktest.ko ibdev=vmw_pvrdma0 kernel_srq=0 kernel_uc=0 kernel_resize_cq=0 ||
     fail "insmod pvrdma_ktest"
 rmmod pvrdma_ktest
 dmesg | grep "ktest:" | tee /tmp/ktest

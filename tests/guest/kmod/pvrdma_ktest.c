@@ -44,6 +44,12 @@ module_param(kernel_srq, bool, 0444);
 MODULE_PARM_DESC(kernel_srq,
 		 "the driver offers kernel SRQs (else creating one must fail with EOPNOTSUPP)");
 
+/* Resizing kernel CQs is a project extension (spec §14); upstream has none. */
+static bool kernel_resize_cq = true;
+module_param(kernel_resize_cq, bool, 0444);
+MODULE_PARM_DESC(kernel_resize_cq,
+		 "the driver resizes kernel CQs (else ib_resize_cq must fail with EOPNOTSUPP)");
+
 /* UC QPs are a project extension (spec §14); upstream has none. */
 static bool kernel_uc = true;
 module_param(kernel_uc, bool, 0444);
@@ -995,6 +1001,66 @@ static int kt_test_send_with_inv(char *why)
 	return 0;
 }
 
+/*
+ * ib_resize_cq of A's send CQ with three completions pending: they come
+ * out after the resize, in order, and the CQ goes on; a size below what
+ * is pending is refused.
+ */
+static int kt_test_resize_cq(char *why)
+{
+	struct ib_cq *cq = kt_a.scq.cq;
+	int i, want = cq->cqe * 2, ret;
+	struct kt_exp e;
+
+	if (!kernel_resize_cq) {
+		ret = ib_resize_cq(cq, want);
+		if (ret != -EOPNOTSUPP)
+			return kt_why(why, "ib_resize_cq: %d, not -EOPNOTSUPP",
+				      ret);
+		return 0;
+	}
+	kt_fill(kt_a.buf + KT_SEND_OFF, 64, 9);
+	for (i = 0; i < 3; i++) {
+		if (kt_post_recv(&kt_b, 0x700 + i, KT_RECV_OFF + i * 1024,
+				 1024) ||
+		    kt_post_send(&kt_a, IB_WR_SEND, 0x710 + i, KT_SEND_OFF, 64,
+				 0, 0))
+			return kt_why(why, "posting SEND %d failed", i);
+		e = (struct kt_exp){ .status = IB_WC_SUCCESS,
+				     .opcode = IB_WC_RECV, .wr_id = 0x700 + i,
+				     .qp = kt_b.qp, .byte_len = 64,
+				     .src_qp = kt_a.qp->qp_num };
+		if (kt_expect("recv", &kt_b.rcq, &e, KT_POLL, why))
+			return -1;
+	}
+	/* Three sends completed on A's CQ, none polled yet. */
+	ret = ib_resize_cq(cq, 2);
+	if (ret != -EINVAL)
+		return kt_why(why, "ib_resize_cq to 2 with 3 pending: %d, not -EINVAL",
+			      ret);
+	ret = ib_resize_cq(cq, want);
+	if (ret || cq->cqe < want)
+		return kt_why(why, "ib_resize_cq to %d: %d (cqe %d)", want, ret,
+			      cq->cqe);
+	for (i = 0; i < 3; i++) {
+		e = kt_send_exp(&kt_a, IB_WC_SEND, 0x710 + i, -1);
+		if (kt_expect("send after the resize", &kt_a.scq, &e, KT_POLL,
+			      why))
+			return -1;
+	}
+	/* It goes on: a SEND completes on the new ring, via an event. */
+	if (kt_post_recv(&kt_b, 0x703, KT_RECV_OFF, 1024) ||
+	    kt_post_send(&kt_a, IB_WR_SEND, 0x713, KT_SEND_OFF, 64, 0, 0))
+		return kt_why(why, "posting the last SEND failed");
+	e = kt_send_exp(&kt_a, IB_WC_SEND, 0x713, -1);
+	if (kt_expect("send on the new ring", &kt_a.scq, &e, KT_NOTIFY, why))
+		return -1;
+	e = (struct kt_exp){ .status = IB_WC_SUCCESS, .opcode = IB_WC_RECV,
+			     .wr_id = 0x703, .qp = kt_b.qp, .byte_len = 64,
+			     .src_qp = kt_a.qp->qp_num };
+	return kt_expect("recv", &kt_b.rcq, &e, KT_POLL, why);
+}
+
 static int kt_test_bad_lkey(char *why)
 {
 	struct ib_sge sge = {
@@ -1607,6 +1673,7 @@ static void kt_run_all(void)
 	kt_run("local_inv_rem_access_err", kt_test_invalidated_write);
 	kt_run("send_with_inv", kt_test_send_with_inv);
 	kt_run("send_with_inv_rem_access_err", kt_test_invalidated_write);
+	kt_run("resize_cq", kt_test_resize_cq);
 	kt_run("bad_lkey_loc_prot_err", kt_test_bad_lkey);
 	kt_run("bad_rkey_rem_access_err", kt_test_bad_rkey);
 	kt_run("short_recv_loc_len_err", kt_test_short_recv);

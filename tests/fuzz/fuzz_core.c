@@ -1097,7 +1097,8 @@ static void fz_post_send(FzIn *in)
         if (rmr && rmr->kind == 3 && rd == d) {
             /* Optimistic: later rkeys use the new binding. */
             rmr->va = (bw.access & PVRDMA_ACCESS_ZERO_BASED) ? 0 : bw.addr;
-            rmr->len = bw.length;
+            /* Bounded: SGE offsets are taken modulo len + 1. */
+            rmr->len = MIN(bw.length, (uint64_t)UINT32_MAX);
             rmr->rkey = bw.rkey;
         }
         w.num_sge = 0;

@@ -112,12 +112,24 @@ typedef struct PvrdmaSendWr {
     uint8_t hop_limit;
 } PvrdmaSendWr;
 
+/*
+ * Not a guest status: a backend's mr_fastreg or mw_bind posted the
+ * operation to its transport, whose completion comes as for a request
+ * (pvrdma_core_send_done(), in the queue's order).
+ */
+#define PVRDMA_WC_PENDING       0x10000u
+
+/* Upper bound of PvrdmaQp.max_outstanding. */
+#define PVRDMA_MAX_OUTSTANDING  64
+
 /* What became of a PvrdmaSendWr (the responder's ACK or NAK). */
 typedef struct PvrdmaSendResult {
     uint32_t status;            /* PVRDMA_WC_* for the requester */
-    bool rnr;                   /* RNR NAK: the core retries later */
+    /* RNR NAK: the core retries later (only with one request out). */
+    bool rnr;
     uint8_t rnr_timer;          /* responder's min_rnr_timer encoding */
     uint64_t atomic_orig;       /* host order; the core writes it back */
+    bool atomic_written;        /* ... unless the transport did already */
     /*
      * The transport to the peer failed (the link closed, or the peer
      * stopped answering): besides the error CQE the guest gets a
@@ -166,7 +178,8 @@ typedef struct PvrdmaBackendOps {
      * A fast-reg MR was registered (REG_MR, @valid: its frmr_* fields and
      * keys are the new ones) or invalidated (LOCAL_INV of a registered
      * one) by a send WQE of @qp, in that queue's order.  Returns the
-     * WQE's status (PVRDMA_WC_SUCCESS, or the error it completes with).
+     * WQE's status (PVRDMA_WC_SUCCESS, or the error it completes with),
+     * or PVRDMA_WC_PENDING: it completes later, as a request does.
      * A backend may choose an MR's keys in mr_register (lkey == rkey;
      * REG_MR changes only their low byte).
      */
@@ -179,7 +192,7 @@ typedef struct PvrdmaBackendOps {
      * @qp, validated, before the core commits it (@b; for a type 1
      * unbind b->mr is the MR the window was bound to, NULL if none), or
      * a LOCAL_INV of a type 2 window (@b NULL), in the queue's order.
-     * Returns the WQE's status.
+     * Returns the WQE's status, or PVRDMA_WC_PENDING (as mr_fastreg).
      */
     bool (*mw_offered)(void *be);
     uint32_t (*mw_bind)(void *be, PvrdmaQp *qp, PvrdmaMr *mw,
@@ -215,13 +228,19 @@ typedef struct PvrdmaBackendOps {
 
     /*
      * Data path.  submit: carry @wr of @qp to its responder; 0 if taken
-     * (pvrdma_core_send_done() follows, possibly before submit returns),
-     * a negative errno if refused (the WQE completes with LOC_QP_OP_ERR).
-     * The core has at most one request of a QP outstanding.
+     * (pvrdma_core_send_done() follows: requests of a QP complete in the
+     * order they were submitted, and a backend completes one before
+     * submit returns only if it is the only one out), -EAGAIN if it
+     * cannot be taken before an outstanding one completes (the core
+     * submits it again then), another negative errno if refused (the
+     * WQE completes with LOC_PROT_ERR for -EFAULT, else LOC_QP_OP_ERR,
+     * after the ones before it).  The core has at most
+     * qp->max_outstanding requests of a QP out, and keeps @wr unchanged
+     * until its completion.
      */
     int (*submit)(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr);
     /*
-     * Forget the outstanding request of @qp (the QP leaves RTS/SQD for
+     * Forget the outstanding requests of @qp (the QP leaves RTS/SQD for
      * ERR or RESET, or is destroyed): no send_done may follow.
      */
     void (*cancel)(void *be, PvrdmaQp *qp);
@@ -260,7 +279,7 @@ void pvrdma_core_set_backend(PvrdmaCore *core, const PvrdmaBackendOps *ops,
 void pvrdma_core_enter(PvrdmaCore *core);
 void pvrdma_core_leave(PvrdmaCore *core);
 
-/* Completion of the outstanding PvrdmaSendWr of @qp. */
+/* Completion of the oldest outstanding request (or PENDING op) of @qp. */
 void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const PvrdmaSendResult *res);
 

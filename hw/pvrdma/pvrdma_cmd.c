@@ -1052,6 +1052,7 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     qp->attr.cap.max_send_sge = c->max_send_sge;
     qp->attr.cap.max_recv_sge = c->max_recv_sge;
     qp->attr.cap.max_inline_data = PVRDMA_MAX_INLINE_DATA;
+    qp->max_outstanding = 1;
     if (core->be_ops->qp_create) {
         ret = core->be_ops->qp_create(core->be, qp);
         if (ret < 0) {
@@ -1059,6 +1060,8 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
             goto fail_free;
         }
     }
+    qp->max_outstanding = CLAMP(qp->max_outstanding, 1,
+                                PVRDMA_MAX_OUTSTANDING);
     pd->refs++;
     scq->refs++;
     rcq->refs++;

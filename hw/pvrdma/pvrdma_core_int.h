@@ -221,16 +221,33 @@ struct PvrdmaSrq {
     void *be;
 };
 
+/*
+ * A send WQE at the backend: what its CQE needs, and the request (or
+ * none: a local operation the backend carries out, PVRDMA_WC_PENDING).
+ */
+typedef struct PvrdmaWqOut {
+    uint64_t wr_id;
+    uint32_t opcode;            /* PVRDMA_WR_* */
+    bool signaled;
+    bool local;                 /* no request: REG_MR, BIND_MW, LOCAL_INV */
+    PvrdmaSendWr *req;          /* lazily made, kept for the next one */
+} PvrdmaWqOut;
+
 /* The core's data-path state of a QP (pvrdma_wq.c). */
 typedef struct PvrdmaQpWq {
     uint32_t sq_cons;           /* device-owned consumer indexes */
     uint32_t rq_cons;
     bool busy;                  /* SQ being processed (no re-entry) */
-    bool inflight;              /* head WQE submitted, not yet done */
-    bool head_signaled;         /* the in-flight WQE's CQE is wanted */
-    uint64_t head_wr_id;
-    uint32_t head_opcode;       /* PVRDMA_WR_* */
-    PvrdmaSendWr *req;          /* the in-flight request (lazily made) */
+    /*
+     * Requests at the backend, oldest first: the WQEs from sq_cons on,
+     * still in the ring (the head is consumed when it completes).  At
+     * most qp->max_outstanding; sq_next is the WQE after the last.
+     */
+    PvrdmaWqOut *out;           /* max_outstanding entries (lazily made) */
+    uint32_t out_head;          /* entry of the oldest */
+    uint32_t nout;
+    uint32_t sq_next;
+    bool hold;                  /* the next WQE waits until nout is 0 */
     bool rnr_pending;           /* SQ head stalled on an RNR NAK */
     uint8_t rnr_left;           /* retries left (rnr_retry != 7) */
     int64_t rnr_deadline;
@@ -265,6 +282,11 @@ struct PvrdmaQp {
     uint32_t state;             /* enum pvrdma_qp_state */
     struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
     PvrdmaQpWq wq;
+    /*
+     * Send requests the backend may hold at once (1 unless its qp_create
+     * raises it, up to PVRDMA_MAX_OUTSTANDING).
+     */
+    uint32_t max_outstanding;
     uint32_t mw_binds;          /* type 2 windows bound through it */
     void *be;
 };

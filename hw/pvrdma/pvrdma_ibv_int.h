@@ -50,8 +50,7 @@ struct PvrdmaIbvQp {
     uint32_t gen;               /* in every wr_id of this QP */
     uint32_t max_send_sge;      /* the host QP's */
     uint32_t max_recv_sge;
-    bool send_out;              /* the core's request is on the host SQ */
-    bool atomic_out;            /* ... and it is an atomic */
+    uint32_t sends_out;         /* the core's requests on the host SQ */
     /* UD: the address handle of the last destination, and its key. */
     struct ibv_ah *ah;
     struct ibv_ah_attr ah_key;

@@ -23,10 +23,10 @@
 /* Host CQ entries: every host QP of a device completes into one CQ. */
 #define PVRDMA_IBV_CQE          4096
 /*
- * Host send queue depth: the core lets one request per QP out; memory
- * window binds and invalidations (fast-reg MRs) go in between.
+ * Host send queue depth, and requests of a guest QP the core lets out at
+ * once (memory window binds and invalidations count among them).
  */
-#define PVRDMA_IBV_SEND_WR      16
+#define PVRDMA_IBV_SEND_WR      32
 
 /*
  * Guest DMA MRs (kernel users: SGEs carry guest bus addresses) use host
@@ -698,8 +698,8 @@ static uint32_t pvrdma_ibv_frmr_bind(PvrdmaIbv *ibv, PvrdmaIbvQp *q,
 /*
  * REG_MR and LOCAL_INV of a fast-reg MR, on the host QP in the guest
  * QP's order: bind the window over the new registration, or invalidate
- * it.  The guest's WQE completes at once; what follows it on that QP
- * runs after it on the host.
+ * it.  The guest's WQE completes when the host's does; what follows it
+ * on that QP runs after it on the host.
  */
 static uint32_t pvrdma_ibv_mr_fastreg(void *be, PvrdmaQp *qp, PvrdmaMr *mr,
                                       bool valid)
@@ -738,7 +738,9 @@ static uint32_t pvrdma_ibv_mr_fastreg(void *be, PvrdmaQp *qp, PvrdmaMr *mr,
          */
         m->mw->rkey = mr->rkey;
     }
-    return PVRDMA_WC_SUCCESS;
+    /* The guest's WQE completes with the host's bind or invalidation. */
+    q->sends_out++;
+    return PVRDMA_WC_PENDING;
 }
 
 /*
@@ -774,7 +776,8 @@ static int pvrdma_ibv_mw_create(PvrdmaIbv *ibv, PvrdmaPd *pd, PvrdmaMr *mr)
 
 /*
  * BIND_MW and LOCAL_INV of a guest window, on the host QP in the guest
- * QP's order (completing to the guest at once, as fast-reg MRs do).  A
+ * QP's order (completing to the guest with the host's, as fast-reg MRs
+ * do).  A
  * type 1 window is bound with ibv_bind_mw, whose next key (the low byte
  * plus one) the guest's provider chose as well; a type 2 window takes
  * the guest's key.
@@ -839,7 +842,8 @@ static uint32_t pvrdma_ibv_mw_bind(void *be, PvrdmaQp *qp, PvrdmaMr *mw,
                    mw->rkey, qp->qpn, strerror(err));
         return b ? PVRDMA_WC_MW_BIND_ERR : PVRDMA_WC_LOC_QP_OP_ERR;
     }
-    return PVRDMA_WC_SUCCESS;
+    q->sends_out++;
+    return PVRDMA_WC_PENDING;
 }
 
 static int pvrdma_ibv_mr_register(void *be, PvrdmaMr *mr)
@@ -1003,6 +1007,7 @@ static int pvrdma_ibv_qp_create(void *be, PvrdmaQp *qp)
         return -ENOMEM;
     }
     q->gen = ++ibv->next_gen;
+    qp->max_outstanding = MIN(init.cap.max_send_wr, PVRDMA_IBV_SEND_WR);
     q->max_send_sge = init.cap.max_send_sge;
     q->max_recv_sge = init.cap.max_recv_sge;
     q->recv_n = init.cap.max_recv_wr;
@@ -1250,7 +1255,7 @@ static int pvrdma_ibv_qp_apply(PvrdmaIbvQp *q, const struct pvrdma_qp_attr *a,
     case PVRDMA_QPS_RESET:
         /* The host dropped its receive queue; the guest's ring restarts. */
         q->recv_head = q->recv_count = 0;
-        q->send_out = false;
+        q->sends_out = 0;
         q->cm_rq_psn = -1;
         q->gen = ++ibv->next_gen;
         break;
@@ -1354,9 +1359,12 @@ static enum ibv_wr_opcode pvrdma_ibv_wr_opcode(uint32_t op)
 /*
  * The host address handle for a datagram of @req: the QP's last one if
  * the destination is the same, else a new one.  NULL if the host
- * refuses it (the send completes with an error).
+ * refuses it (*@err -EINVAL: the send completes with an error), or if
+ * the last one is still used by sends on the host (*@err -EAGAIN: the
+ * core tries again when they completed).
  */
-static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
+static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req,
+                                    int *err)
 {
     PvrdmaIbv *ibv = q->ibv;
     PvrdmaPd *pd = pvrdma_table_lookup(&ibv->core->pd_tbl,
@@ -1365,6 +1373,7 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
     struct ibv_ah *ah;
     int sgid;
 
+    *err = -EINVAL;
     sgid = pvrdma_ibv_host_gid(ibv, req->sgid, false);
     if (sgid < 0 || !pd) {
         return NULL;
@@ -1381,6 +1390,11 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
     if (q->ah && !memcmp(&a, &q->ah_key, sizeof(a))) {
         return q->ah;
     }
+    if (q->ah && q->sends_out) {
+        *err = -EAGAIN;
+        return NULL;
+    }
+    *err = -EINVAL;
     ah = ibv_create_ah(pvrdma_ibv_hpd(pd), &a);
     if (!ah) {
         g_printerr("pvrdma: %s refused an address handle for a datagram "
@@ -1388,7 +1402,7 @@ static struct ibv_ah *pvrdma_ibv_ah(PvrdmaIbvQp *q, const PvrdmaSendWr *req)
                    strerror(errno));
         return NULL;
     }
-    /* The core lets one request out: the old handle has no sends left. */
+    /* No sends are out: the old handle has no users left. */
     if (q->ah) {
         ibv_destroy_ah(q->ah);
     }
@@ -1433,10 +1447,7 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
     nsge = pvrdma_ibv_sges(q->ibv, &req->local, sge,
                            MIN(q->max_send_sge, G_N_ELEMENTS(sge)));
     if (nsge < 0) {
-        PvrdmaSendResult res = { .status = PVRDMA_WC_LOC_PROT_ERR };
-
-        pvrdma_core_send_done(q->ibv->core, qp, &res);
-        return 0;
+        return -EFAULT;         /* LOC_PROT_ERR */
     }
     memset(&wr, 0, sizeof(wr));
     wr.wr_id = PVRDMA_IBV_WRID(q->gen, 0, 0);
@@ -1474,12 +1485,11 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
         break;
     }
     if (req->ud) {
-        wr.wr.ud.ah = pvrdma_ibv_ah(q, req);
-        if (!wr.wr.ud.ah) {
-            PvrdmaSendResult res = { .status = PVRDMA_WC_LOC_QP_OP_ERR };
+        int err;
 
-            pvrdma_core_send_done(q->ibv->core, qp, &res);
-            return 0;
+        wr.wr.ud.ah = pvrdma_ibv_ah(q, req, &err);
+        if (!wr.wr.ud.ah) {
+            return err;
         }
         wr.wr.ud.remote_qpn = req->dst_qpn;
         wr.wr.ud.remote_qkey = req->qkey;
@@ -1492,9 +1502,7 @@ static int pvrdma_ibv_submit(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
                    qp->qpn, strerror(err));
         return -err;
     }
-    q->send_out = true;
-    q->atomic_out = wr.opcode == IBV_WR_ATOMIC_CMP_AND_SWP ||
-                    wr.opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    q->sends_out++;
     return 0;
 }
 
@@ -1502,9 +1510,9 @@ static void pvrdma_ibv_cancel(void *be G_GNUC_UNUSED, PvrdmaQp *qp)
 {
     PvrdmaIbvQp *q = qp->be;
 
-    /* Its host completion (a flush) is dropped by the tag check. */
-    if (q && q->send_out) {
-        q->send_out = false;
+    /* Their host completions (flushes) are dropped by the tag check. */
+    if (q && q->sends_out) {
+        q->sends_out = 0;
         q->gen = ++q->ibv->next_gen;
     }
 }
@@ -1550,14 +1558,6 @@ static void pvrdma_ibv_reset(void *be)
     if (ibv->cm) {
         pvrdma_ibv_cm_reset(ibv->cm);
     }
-}
-
-/* Read the 8 bytes an atomic left in its local buffer. */
-static int pvrdma_ibv_put_u64(void *opaque, uint64_t off, void *buf,
-                              uint64_t n)
-{
-    memcpy((uint8_t *)opaque + off, buf, n);
-    return 0;
 }
 
 /*
@@ -1678,24 +1678,23 @@ static void pvrdma_ibv_srq_recv_wc(PvrdmaIbvQp *q, PvrdmaIbvSrq *s,
     pvrdma_ibv_take_recvs(q);
 }
 
+/*
+ * A host send completion: the oldest request of the guest QP (host send
+ * queues complete in order, each of ours is signaled).
+ */
 static void pvrdma_ibv_send_wc(PvrdmaIbvQp *q, const struct ibv_wc *wc)
 {
-    PvrdmaSendResult res = { .status = pvrdma_ibv_wc_status(wc->status) };
-    PvrdmaSendWr *req = q->qp->wq.req;
-    uint64_t orig = 0;
+    PvrdmaSendResult res = {
+        .status = pvrdma_ibv_wc_status(wc->status),
+        /* The host wrote an atomic's result into guest memory itself. */
+        .atomic_written = true,
+        .fatal = wc->status == IBV_WC_RETRY_EXC_ERR,
+    };
 
-    if (!q->send_out) {
+    if (!q->sends_out) {
         return;
     }
-    q->send_out = false;
-    if (q->atomic_out && wc->status == IBV_WC_SUCCESS && req) {
-        /* The host wrote it already; the core writes it once more. */
-        if (pvrdma_sgl_xfer(&req->local, 0, sizeof(orig), false,
-                            pvrdma_ibv_put_u64, &orig) == PVRDMA_COPY_OK) {
-            res.atomic_orig = GUINT64_FROM_LE(orig);
-        }
-    }
-    res.fatal = wc->status == IBV_WC_RETRY_EXC_ERR;
+    q->sends_out--;
     pvrdma_core_send_done(q->ibv->core, q->qp, &res);
 }
 
@@ -1723,15 +1722,14 @@ static void pvrdma_ibv_dispatch(PvrdmaIbv *ibv, const struct ibv_wc *wc)
     }
     if (wc->wr_id & (1ull << 31)) {
         pvrdma_ibv_recv_wc(q, wc);
-    } else if ((wc->wr_id & 0x7fffffffu) == PVRDMA_IBV_SLOT_MW) {
-        /* A window bind or invalidation: only its failure matters. */
-        if (wc->status != IBV_WC_SUCCESS) {
+    } else {
+        if ((wc->wr_id & 0x7fffffffu) == PVRDMA_IBV_SLOT_MW &&
+            wc->status != IBV_WC_SUCCESS) {
             g_printerr("pvrdma: %s: a memory window operation of QP 0x%x "
                        "failed: %s\n", ibv->name, q->qp->qpn,
                        ibv_wc_status_str(wc->status));
-            pvrdma_core_qp_error(ibv->core, q->qp, -1);
         }
-    } else {
+        /* A request, or a window bind or invalidation: in order. */
         pvrdma_ibv_send_wc(q, wc);
     }
 }

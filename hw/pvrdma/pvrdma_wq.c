@@ -268,12 +268,13 @@ static void pvrdma_wq_write_cons(PvrdmaCore *core, const PvrdmaRing *ring,
 
 static void pvrdma_wq_cancel(PvrdmaCore *core, PvrdmaQp *qp)
 {
-    if (qp->wq.inflight) {
+    if (qp->wq.nout) {
         if (core->be_ops->cancel) {
             core->be_ops->cancel(core->be, qp);
         }
-        qp->wq.inflight = false;
+        qp->wq.nout = 0;
     }
+    qp->wq.sq_next = qp->wq.sq_cons;
 }
 
 void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
@@ -396,6 +397,7 @@ static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons,
                          pvrdma_qp_send_cq(core, qp), true);
+    qp->wq.sq_next = qp->wq.sq_cons;
     /* SQE (UD, GSI): only the send queue stops; receives go on. */
     if (qp->state == PVRDMA_QPS_ERR && !qp->has_srq) {
         pvrdma_wq_flush_ring(core, qp, &qp->rq, &qp->wq.rq_cons,
@@ -688,6 +690,12 @@ void pvrdma_core_invalidate(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey)
                                  PVRDMA_ACCESS_REMOTE_ATOMIC | \
                                  PVRDMA_ACCESS_ZERO_BASED)
 
+/* A backend's answer to a local operation that lets the core commit it. */
+static bool pvrdma_wq_st_ok(uint32_t st)
+{
+    return st == PVRDMA_WC_SUCCESS || st == PVRDMA_WC_PENDING;
+}
+
 /*
  * BIND_MW (project extension PVRDMA_EX_CAP_MW): bind a window of @qp's
  * PD to a range of an MR with MW_BIND access (IBA 10.6.7.2).  A type 1
@@ -712,7 +720,7 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
     PvrdmaMr *mr;
     PvrdmaSeg seg;
     bool type2;
-    uint32_t st;
+    uint32_t st = PVRDMA_WC_SUCCESS;
 
     if (!mw || mw->pd_handle != qp->pd_handle) {
         GERR(core, QP_BIND_MW_NO_WINDOW,
@@ -733,14 +741,14 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
                       pvrdma_table_lookup(&core->mr_tbl, mw->mw_mr_handle) :
                       NULL;
             st = core->be_ops->mw_bind(core->be, qp, mw, &bind);
-            if (st != PVRDMA_WC_SUCCESS) {
+            if (!pvrdma_wq_st_ok(st)) {
                 return st;
             }
         }
         pvrdma_wq_mw_unbind(core, mw);
         mw->lkey = rkey;
         mw->rkey = rkey;
-        return PVRDMA_WC_SUCCESS;
+        return st;
     }
     mr = pvrdma_wq_key_mr(core, lkey);
     if (!mr || pvrdma_mr_is_mw(mr) || mr->flags == PVRDMA_MR_FLAG_DMA ||
@@ -767,7 +775,7 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
     if (core->be_ops->mw_bind) {
         bind.mr = mr;
         st = core->be_ops->mw_bind(core->be, qp, mw, &bind);
-        if (st != PVRDMA_WC_SUCCESS) {
+        if (!pvrdma_wq_st_ok(st)) {
             return st;
         }
     }
@@ -785,7 +793,7 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
     mw->access = access & ~PVRDMA_ACCESS_ZERO_BASED;
     mw->lkey = rkey;
     mw->rkey = rkey;
-    return PVRDMA_WC_SUCCESS;
+    return st;
 }
 
 /*
@@ -840,10 +848,10 @@ static uint32_t pvrdma_wq_reg_mr(PvrdmaCore *core, PvrdmaQp *qp,
     if (core->be_ops->mr_fastreg) {
         uint32_t st = core->be_ops->mr_fastreg(core->be, qp, mr, true);
 
-        if (st != PVRDMA_WC_SUCCESS) {
+        if (!pvrdma_wq_st_ok(st)) {
             mr->frmr_valid = false;
-            return st;
         }
+        return st;
     }
     return PVRDMA_WC_SUCCESS;
 }
@@ -866,11 +874,11 @@ static uint32_t pvrdma_wq_local_inv(PvrdmaCore *core, PvrdmaQp *qp,
         core->be_ops->mr_fastreg) {
         st = core->be_ops->mr_fastreg(core->be, qp, mr, false);
     }
-    if (st != PVRDMA_WC_SUCCESS) {
+    if (!pvrdma_wq_st_ok(st)) {
         return st;
     }
     pvrdma_core_invalidate(core, qp, rkey);
-    return PVRDMA_WC_SUCCESS;
+    return st;
 }
 
 int pvrdma_core_mr_pin(PvrdmaCore *core, PvrdmaMr *mr)
@@ -1347,7 +1355,7 @@ static bool pvrdma_wq_sq_runs(PvrdmaQp *qp)
 static void pvrdma_wq_sq_drained(PvrdmaCore *core, PvrdmaQp *qp)
 {
     if (qp->wq.sqd_notify && qp->state == PVRDMA_QPS_SQD &&
-        !qp->wq.rnr_pending && !qp->wq.inflight) {
+        !qp->wq.rnr_pending && !qp->wq.nout) {
         qp->wq.sqd_notify = false;
         pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_SQ_DRAINED,
                                      qp->handle);
@@ -1361,6 +1369,9 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
     pvrdma_wq_rnr_clear(core, qp);
     qp->wq.sq_cons = pvrdma_ring_next(qp->wq.sq_cons, qp->sq.n);
     pvrdma_wq_write_cons(core, &qp->sq, qp->wq.sq_cons);
+    if (!qp->wq.nout) {
+        qp->wq.sq_next = qp->wq.sq_cons;
+    }
     if (cqe->status != PVRDMA_WC_SUCCESS || qp->sq_sig_all || signaled) {
         pvrdma_wq_post_cqe(core, pvrdma_qp_send_cq(core, qp), cqe, false);
     }
@@ -1405,45 +1416,68 @@ static uint32_t pvrdma_wq_uc_status(uint32_t status)
     }
 }
 
+/* The oldest request at the backend. */
+static PvrdmaWqOut *pvrdma_wq_oldest(PvrdmaQp *qp)
+{
+    return &qp->wq.out[qp->wq.out_head];
+}
+
+/* Complete the oldest request with @status (res: what the backend said). */
+static void pvrdma_wq_retire(PvrdmaCore *core, PvrdmaQp *qp, uint32_t status,
+                             const PvrdmaSendResult *res)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+    PvrdmaWqOut *o = pvrdma_wq_oldest(qp);
+    struct pvrdma_cqe cqe;
+
+    wq->out_head = (wq->out_head + 1) % qp->max_outstanding;
+    wq->nout--;
+    if (status == PVRDMA_WC_SUCCESS && !o->local &&
+        pvrdma_wq_is_atomic(o->opcode) && !res->atomic_written) {
+        uint64_t orig = GUINT64_TO_LE(res->atomic_orig);
+
+        if (pvrdma_sgl_write(&o->req->local, 0, &orig, sizeof(orig)) < 0) {
+            status = PVRDMA_WC_LOC_PROT_ERR;
+        }
+    }
+    pvrdma_core_cqe_init(&cqe, qp, o->wr_id, pvrdma_wq_wc_opcode(o->opcode),
+                         status);
+    if (status == PVRDMA_WC_SUCCESS && !o->local) {
+        cqe.byte_len = o->req->length;
+    } else if (status != PVRDMA_WC_SUCCESS && res->fatal) {
+        pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+    }
+    pvrdma_wq_sq_finish(core, qp, &cqe, o->signaled);
+}
+
 void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const PvrdmaSendResult *res)
 {
     PvrdmaQpWq *wq = &qp->wq;
-    struct pvrdma_cqe cqe;
     uint32_t status = res->status;
 
-    if (!wq->inflight) {
+    if (!wq->nout) {
         /* A backend bug, not a guest's: the request was cancelled. */
         g_warn_if_reached();
         return;
     }
     pvrdma_wq_enter(core);
-    wq->inflight = false;
     if (qp->type == PVRDMA_QPT_UC) {
         status = pvrdma_wq_uc_status(status);
-    } else if (res->rnr) {
+    } else if (res->rnr && wq->nout == 1) {
         if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
             /* The head stays; the timer or a peer's receive retries it. */
+            wq->nout = 0;
+            wq->sq_next = wq->sq_cons;
             goto out;
         }
         status = PVRDMA_WC_RNR_RETRY_EXC_ERR;
+    } else if (res->rnr) {
+        /* A backend bug: an RNR with later requests out cannot be redone. */
+        g_warn_if_reached();
+        status = PVRDMA_WC_RNR_RETRY_EXC_ERR;
     }
-    if (status == PVRDMA_WC_SUCCESS &&
-        pvrdma_wq_is_atomic(wq->head_opcode)) {
-        uint64_t orig = GUINT64_TO_LE(res->atomic_orig);
-
-        if (pvrdma_sgl_write(&wq->req->local, 0, &orig, sizeof(orig)) < 0) {
-            status = PVRDMA_WC_LOC_PROT_ERR;
-        }
-    }
-    pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
-                         pvrdma_wq_wc_opcode(wq->head_opcode), status);
-    if (status == PVRDMA_WC_SUCCESS) {
-        cqe.byte_len = wq->req->length;
-    } else if (res->fatal) {
-        pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
-    }
-    pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+    pvrdma_wq_retire(core, qp, status, res);
     /* Completed from outside the SQ loop: carry on with the next WQEs. */
     if (!wq->busy) {
         pvrdma_wq_process_sq(core, qp);
@@ -1453,10 +1487,60 @@ out:
 }
 
 /*
+ * Must the WQE with @hdr wait until every request before it completed?
+ * Local operations (the core changes keys at once), fenced WQEs, and
+ * the ones that complete in the core with an error (their CQE comes
+ * after the ones before it).
+ */
+static bool pvrdma_wq_needs_drain(const struct pvrdma_sq_wqe_hdr *hdr)
+{
+    uint32_t op = GUINT32_FROM_LE(hdr->opcode);
+
+    return (GUINT32_FROM_LE(hdr->send_flags) & PVRDMA_WR_FLAG_FENCE) ||
+           op == PVRDMA_WR_LOCAL_INV || op == PVRDMA_WR_FAST_REG_MR ||
+           op == PVRDMA_WR_BIND_MW;
+}
+
+/* Stop the SQ until the requests out have completed (@all) or one has. */
+static void pvrdma_wq_wait(PvrdmaQp *qp, bool all)
+{
+    qp->wq.hold = all;
+}
+
+/* Make the next window entry for the WQE in @hdr; its request. */
+static PvrdmaWqOut *pvrdma_wq_out_new(PvrdmaQp *qp,
+                                      const struct pvrdma_sq_wqe_hdr *hdr)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+    PvrdmaWqOut *o;
+
+    if (!wq->out) {
+        wq->out = g_new0(PvrdmaWqOut, qp->max_outstanding);
+    }
+    o = &wq->out[(wq->out_head + wq->nout) % qp->max_outstanding];
+    if (!o->req) {
+        o->req = g_new(PvrdmaSendWr, 1);
+    }
+    o->wr_id = GUINT64_FROM_LE(hdr->wr_id);
+    o->opcode = GUINT32_FROM_LE(hdr->opcode);
+    o->signaled = GUINT32_FROM_LE(hdr->send_flags) & PVRDMA_WR_FLAG_SIGNALED;
+    o->local = false;
+    return o;
+}
+
+/* The WQE of entry @o is at the backend. */
+static void pvrdma_wq_out_add(PvrdmaQp *qp)
+{
+    qp->wq.nout++;
+    qp->wq.sq_next = pvrdma_ring_next(qp->wq.sq_next, qp->sq.n);
+}
+
+/*
  * Execute SQ WQEs in order, at most N per call (the doorbell must not
- * hang the vCPU).  Each WQE is copied in before it is parsed; the head is
- * consumed when it completes, so a request outstanding at the backend
- * keeps the SQ where it is.
+ * hang the vCPU), with up to qp->max_outstanding of them at the backend
+ * at once.  Each WQE is copied in before it is parsed; the head is
+ * consumed when it completes, so requests outstanding at the backend
+ * keep the SQ where they are.
  */
 static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
 {
@@ -1481,31 +1565,37 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
     if (wq->rnr_pending && pvrdma_wq_rnr_linked(qp)) {
         return;
     }
-    if (wq->busy || wq->inflight || !pvrdma_wq_sq_runs(qp)) {
+    if (wq->busy || !pvrdma_wq_sq_runs(qp)) {
         return;
     }
     g_assert(qp->sq_wqe_size <= sizeof(wqe));
     wq->busy = true;
-    for (budget = qp->sq.n; budget && pvrdma_wq_sq_runs(qp) && !wq->inflight;
-         budget--) {
+    for (budget = qp->sq.n; budget && pvrdma_wq_sq_runs(qp); budget--) {
+        PvrdmaWqOut *o;
         struct pvrdma_cqe cqe;
         uint32_t status;
+        int ret;
 
+        if (wq->nout >= qp->max_outstanding || (wq->nout && wq->hold)) {
+            break;
+        }
+        wq->hold = false;
         if (pvrdma_wq_read_prod(core, &qp->sq, wq->sq_cons, &prod) < 0) {
             pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
             break;
         }
-        if (prod == wq->sq_cons) {
+        /* Nothing beyond what is out (a guest may take WQEs back). */
+        if (((prod - wq->sq_cons) & ((qp->sq.n << 1) - 1)) <= wq->nout) {
             /*
-             * Nothing left to execute.  If the head was RNR-stalled, the
-             * guest took it back (its prod_tail is our cons_head again,
-             * e.g. after overrunning the ring): the stall is over.
-             * Leaving rnr_pending set with the QP off the timer list
-             * would let SQD keep executing new WQEs, never post
-             * SQ_DRAINED, and carry a stale retry count into the next
-             * RNR (found by tests/fuzz, regress/rnr-stall-sq-emptied).
+             * If the head was RNR-stalled, the guest took it back (its
+             * prod_tail is our cons_head again, e.g. after overrunning
+             * the ring): the stall is over.  Leaving rnr_pending set with
+             * the QP off the timer list would let SQD keep executing new
+             * WQEs, never post SQ_DRAINED, and carry a stale retry count
+             * into the next RNR (found by tests/fuzz,
+             * regress/rnr-stall-sq-emptied).
              */
-            if (wq->rnr_pending) {
+            if (wq->rnr_pending && !wq->nout) {
                 pvrdma_wq_rnr_clear(core, qp);
                 pvrdma_wq_sq_drained(core, qp);
             }
@@ -1513,7 +1603,7 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
         }
         if (pvrdma_core_dma_read(core,
                                  pvrdma_ring_elem_addr(&qp->sq,
-                                     pvrdma_ring_slot(wq->sq_cons,
+                                     pvrdma_ring_slot(wq->sq_next,
                                                       qp->sq.n)),
                                  wqe, qp->sq_wqe_size) < 0) {
             GERR(core, QP_SEND_WQE_UNREADABLE,
@@ -1521,33 +1611,52 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
             pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
             break;
         }
-        if (!wq->req) {
-            wq->req = g_new(PvrdmaSendWr, 1);
+        if (wq->nout && pvrdma_wq_needs_drain(hdr)) {
+            pvrdma_wq_wait(qp, true);
+            break;
         }
-        wq->head_wr_id = GUINT64_FROM_LE(hdr->wr_id);
-        wq->head_opcode = GUINT32_FROM_LE(hdr->opcode);
-        wq->head_signaled = GUINT32_FROM_LE(hdr->send_flags) &
-                            PVRDMA_WR_FLAG_SIGNALED;
-        if (!pvrdma_wq_prepare(core, qp, (const uint8_t *)wqe, wq->req,
+        o = pvrdma_wq_out_new(qp, hdr);
+        if (!pvrdma_wq_prepare(core, qp, (const uint8_t *)wqe, o->req,
                                &status)) {
-            pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
-                                 pvrdma_wq_wc_opcode(wq->head_opcode),
-                                 status);
-            pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+            if (status == PVRDMA_WC_PENDING) {
+                /* A local operation the backend completes later. */
+                o->local = true;
+                pvrdma_wq_out_add(qp);
+                continue;
+            }
+            if (wq->nout) {
+                /* Its error CQE follows the ones before it. */
+                pvrdma_wq_wait(qp, true);
+                break;
+            }
+            pvrdma_core_cqe_init(&cqe, qp, o->wr_id,
+                                 pvrdma_wq_wc_opcode(o->opcode), status);
+            pvrdma_wq_sq_finish(core, qp, &cqe, o->signaled);
         } else if (!core->be_ops->submit) {
             /* No transport: nothing leaves the port. */
-            pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
-                                 pvrdma_wq_wc_opcode(wq->head_opcode),
+            pvrdma_core_cqe_init(&cqe, qp, o->wr_id,
+                                 pvrdma_wq_wc_opcode(o->opcode),
                                  PVRDMA_WC_RETRY_EXC_ERR);
-            pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+            pvrdma_wq_sq_finish(core, qp, &cqe, o->signaled);
         } else {
-            wq->inflight = true;
-            if (core->be_ops->submit(core->be, qp, wq->req) < 0) {
-                wq->inflight = false;
-                pvrdma_core_cqe_init(&cqe, qp, wq->head_wr_id,
-                                     pvrdma_wq_wc_opcode(wq->head_opcode),
+            uint32_t next = wq->sq_next;
+
+            pvrdma_wq_out_add(qp);
+            ret = core->be_ops->submit(core->be, qp, o->req);
+            if (ret < 0) {
+                /* Taken back: it was the newest, and nothing completed it. */
+                wq->nout--;
+                wq->sq_next = next;
+                if (wq->nout) {
+                    /* Again after the next completion, or after all. */
+                    pvrdma_wq_wait(qp, ret != -EAGAIN);
+                    break;
+                }
+                pvrdma_core_cqe_init(&cqe, qp, o->wr_id,
+                                     pvrdma_wq_wc_opcode(o->opcode),
+                                     ret == -EFAULT ? PVRDMA_WC_LOC_PROT_ERR :
                                      PVRDMA_WC_LOC_QP_OP_ERR);
-                pvrdma_wq_sq_finish(core, qp, &cqe, wq->head_signaled);
+                pvrdma_wq_sq_finish(core, qp, &cqe, o->signaled);
             }
         }
         if (qp->state == PVRDMA_QPS_ERR || qp->state == PVRDMA_QPS_SQE ||
@@ -1569,7 +1678,7 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
              qp->handle, qp->state);
     }
     pvrdma_wq_enter(core);
-    if (qp->wq.inflight && core->be_ops->poll) {
+    if (qp->wq.nout && core->be_ops->poll) {
         core->be_ops->poll(core->be, qp);
     }
     pvrdma_wq_process_sq(core, qp);
@@ -1659,6 +1768,7 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
         pvrdma_wq_cancel(core, qp);
         pvrdma_wq_work_del(core, qp);
         wq->sq_cons = 0;
+        wq->sq_next = 0;
         wq->rq_cons = 0;
         wq->comm_est = false;
         wq->sqd_notify = false;
@@ -1704,8 +1814,15 @@ void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_work_del(core, qp);
-    g_free(qp->wq.req);
-    qp->wq.req = NULL;
+    if (qp->wq.out) {
+        uint32_t i;
+
+        for (i = 0; i < qp->max_outstanding; i++) {
+            g_free(qp->wq.out[i].req);
+        }
+        g_free(qp->wq.out);
+        qp->wq.out = NULL;
+    }
     /* Type 2 windows bound through the QP are invalidated (IBA 10.6.7.2). */
     if (qp->mw_binds) {
         PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, obj) {

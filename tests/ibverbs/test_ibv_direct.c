@@ -156,6 +156,15 @@ static void expect_cqe(Pair *p, FvCq *cq, uint64_t wr_id, uint32_t status)
     assert_int_equal(c.status, status);
 }
 
+/* Requests of @q the core has out at the backend now. */
+static uint32_t qp_outstanding(Dev *d, FvQp *q)
+{
+    PvrdmaQp *qp = pvrdma_table_lookup(&d->fg->core->qp_tbl, q->handle);
+
+    assert_non_null(qp);
+    return qp->wq.nout;
+}
+
 /* A context of the host device under test (NULL if it cannot be opened). */
 static struct ibv_context *open_ibdev(void)
 {
@@ -480,6 +489,8 @@ static void test_send_stream(void **state)
         fv_post_send(p->qa, &h, &s, 1);
     }
     fv_ring_sq(p->qa);
+    /* One doorbell puts all twelve on the host's send queue at once. */
+    assert_int_equal(qp_outstanding(&p->a, p->qa), 12);
     for (i = 0; i < 12; i++) {
         uint8_t sent[1024], got[1024];
 
@@ -519,6 +530,7 @@ static void test_ud(void **state)
     struct pvrdma_cqe c;
     uint8_t sent[1000], got[1000];
     gint64 end;
+    int i;
 
     (void)state;
     assert_int_equal(fg_qp_to_rts(p->a.fg, ua->handle, PVRDMA_QPT_UD), 0);
@@ -572,8 +584,45 @@ static void test_ud(void **state)
         g_usleep(1000);
     }
 
+    /*
+     * Datagrams to changing address vectors in one doorbell: each new one
+     * waits until the sends on the host's previous address handle are
+     * done (the core submits it again), all arrive, in order.
+     */
+    /* The first lands in receive 8 (at VA_B), left from above. */
+    for (i = 1; i < 6; i++) {
+        struct pvrdma_sge r = sge(p->mb, VA_B + 2048 + i * 128, 40 + 64);
+
+        fv_post_recv(ub, 20 + i, &r, 1);
+    }
+    fv_ring_rq(ub);
+    for (i = 0; i < 6; i++) {
+        struct pvrdma_sge s = sge(p->ma, VA_A + i * 64, 64);
+
+        h.wr_id = 10 + i;
+        h.wr.ud.remote_qpn = ub->qpn;
+        h.wr.ud.av.hop_limit = 9 + i / 2;   /* a new handle every second */
+        fv_mr_fill(p->ma, VA_A + i * 64, 64, 0x60 + i);
+        fv_post_send(ua, &h, &s, 1);
+    }
+    fv_ring_sq(ua);
+    assert_int_equal(qp_outstanding(&p->a, ua), 2);
+    for (i = 0; i < 6; i++) {
+        wait_cqe(p, p->b.cq, &c);
+        assert_int_equal(c.wr_id, i ? 20 + i : 8);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        assert_int_equal(c.byte_len, 40 + 64);
+        mr_read(p->ma, VA_A + i * 64, sent, 64);
+        mr_read(p->mb, (i ? VA_B + 2048 + i * 128 : VA_B) + 40, got, 64);
+        assert_memory_equal(sent, got, 64);
+    }
+    for (i = 0; i < 6; i++) {
+        expect_cqe(p, p->a.cq, 10 + i, PVRDMA_WC_SUCCESS);
+    }
+
     /* Larger than the port MTU (1024 here at most 4096): a local error. */
     sa = sge(p->ma, VA_A, 8192);
+    h.wr.ud.av.hop_limit = 9;
     h.wr_id = 4;
     h.wr.ud.remote_qpn = ub->qpn;
     fv_post_send(ua, &h, &sa, 1);

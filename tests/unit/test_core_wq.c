@@ -197,6 +197,348 @@ static void test_async_completion_in_order(void **state)
 }
 
 /*
+ * A backend with a window (qp_create raises max_outstanding): it keeps a
+ * FIFO of copies of what it took, refuses on demand and may leave REG_MR
+ * to its transport (PVRDMA_WC_PENDING).
+ */
+typedef struct WinBe {
+    uint32_t window;
+    unsigned submits;
+    unsigned cancels;
+    PvrdmaQp *qp;
+    PvrdmaSendWr wr[8];         /* outstanding, oldest first */
+    unsigned n;
+    int refuse;                 /* next submit returns it (0: none) */
+    unsigned refusals;          /* ... this many times */
+    bool pend_fastreg;
+    unsigned fastregs;
+} WinBe;
+
+static int win_qp_create(void *be, PvrdmaQp *qp)
+{
+    qp->max_outstanding = ((WinBe *)be)->window;
+    return 0;
+}
+
+static int win_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
+{
+    WinBe *b = be;
+
+    b->submits++;
+    if (b->refusals) {
+        b->refusals--;
+        return b->refuse;
+    }
+    assert_true(b->n < G_N_ELEMENTS(b->wr));
+    assert_true(b->n < b->window);
+    b->qp = qp;
+    b->wr[b->n++] = *wr;
+    return 0;
+}
+
+static void win_cancel(void *be, PvrdmaQp *qp)
+{
+    WinBe *b = be;
+
+    (void)qp;
+    b->cancels++;
+    b->n = 0;
+}
+
+static uint32_t win_fastreg(void *be, PvrdmaQp *qp, PvrdmaMr *mr, bool valid)
+{
+    WinBe *b = be;
+
+    (void)mr;
+    (void)valid;
+    b->fastregs++;
+    if (!b->pend_fastreg) {
+        return PVRDMA_WC_SUCCESS;
+    }
+    /* It takes a place in the FIFO like a request (an empty one). */
+    b->qp = qp;
+    memset(&b->wr[b->n++], 0, sizeof(b->wr[0]));
+    return PVRDMA_WC_PENDING;
+}
+
+static const PvrdmaBackendOps win_ops = {
+    .name = "window-test",
+    .free = async_free,
+    .qp_create = win_qp_create,
+    .submit = win_submit,
+    .cancel = win_cancel,
+    .mr_fastreg = win_fastreg,
+};
+
+typedef struct WinEnv {
+    FakeGuest *fg;
+    WinBe *be;
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *qp;
+    FvMr *mr;
+} WinEnv;
+
+static WinEnv *win_new(uint32_t window)
+{
+    WinEnv *e = g_new0(WinEnv, 1);
+
+    e->fg = fg_new(NULL);
+    e->be = g_new0(WinBe, 1);
+    e->be->window = window;
+    pvrdma_core_set_backend(e->fg->core, &win_ops, e->be);
+    fg_setup(e->fg);
+    assert_int_equal(fg_bind_gid(e->fg, 0), 0);
+    assert_int_equal(fg_create_pd(e->fg, 0, &e->pd), 0);
+    e->cq = fv_cq_new(e->fg, 0, 64);
+    e->qp = fv_qp_new(e->fg, PVRDMA_QPT_RC, e->pd, e->cq, e->cq, NULL, 16,
+                      2, true);
+    assert_int_equal(fv_qp_rts(e->qp, 0x123456, 0, &opts), 0);
+    e->mr = fv_mr_new(e->fg, e->pd, 0x10000000, 4096,
+                      PVRDMA_ACCESS_LOCAL_WRITE);
+    return e;
+}
+
+static void win_free(WinEnv *e)
+{
+    fg_free(e->fg);
+    g_free(e->cq);
+    g_free(e->qp);
+    g_free(e->mr);
+    g_free(e);
+}
+
+/* Post (no doorbell) a signaled WQE; @lkey 0: the MR's; @flags extra. */
+static void win_post(WinEnv *e, uint64_t wr_id, uint32_t op, uint32_t len,
+                     uint32_t lkey, uint32_t flags)
+{
+    struct pvrdma_sq_wqe_hdr h = {
+        .wr_id = wr_id, .opcode = op, .num_sge = 1,
+        .send_flags = PVRDMA_WR_FLAG_SIGNALED | flags,
+    };
+    struct pvrdma_sge s = {
+        .addr = 0x10000000, .length = len,
+        .lkey = lkey ? lkey : e->mr->lkey,
+    };
+
+    h.wr.rdma.remote_addr = 0xabc000 + wr_id;
+    h.wr.rdma.rkey = 0x555;
+    fv_post_send(e->qp, &h, &s, 1);
+}
+
+/* The backend completes its oldest with @status. */
+static void win_done(WinEnv *e, uint32_t status)
+{
+    PvrdmaSendResult r = { .status = status };
+
+    assert_true(e->be->n > 0);
+    memmove(&e->be->wr[0], &e->be->wr[1],
+            --e->be->n * sizeof(e->be->wr[0]));
+    pvrdma_core_send_done(e->fg->core, e->be->qp, &r);
+}
+
+static void win_expect(WinEnv *e, uint64_t wr_id, uint32_t status)
+{
+    struct pvrdma_cqe c;
+
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, wr_id);
+    assert_int_equal(c.status, status);
+}
+
+/*
+ * Several requests of a QP are out at once, up to the backend's window,
+ * in order; each completion consumes the head, posts its CQE and lets
+ * the next WQE out.
+ */
+static void test_window_pipelines(void **state)
+{
+    WinEnv *e = win_new(4);
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    for (i = 1; i <= 6; i++) {
+        win_post(e, i, PVRDMA_WR_RDMA_WRITE, 100 + i, 0, 0);
+    }
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 4);
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(e->be->wr[i].remote_addr, 0xabc000 + i + 1);
+        assert_int_equal(e->be->wr[i].length, 100 + i + 1);
+    }
+    assert_int_equal(fv_sq_cons(e->qp), 0);
+    assert_false(fv_cq_poll(e->cq, &c));
+    /* A doorbell with the window full changes nothing. */
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 4);
+
+    win_done(e, PVRDMA_WC_SUCCESS);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 1);
+    assert_int_equal(c.byte_len, 101);
+    assert_int_equal(fv_sq_cons(e->qp), 1);
+    assert_int_equal(e->be->submits, 5);
+    assert_int_equal(e->be->wr[3].remote_addr, 0xabc000 + 5);
+    for (i = 2; i <= 6; i++) {
+        win_done(e, PVRDMA_WC_SUCCESS);
+        assert_true(fv_cq_poll(e->cq, &c));
+        assert_int_equal(c.wr_id, i);
+        assert_int_equal(c.byte_len, 100 + i);
+    }
+    assert_int_equal(e->be->submits, 6);
+    assert_int_equal(e->be->n, 0);
+    assert_int_equal(fv_sq_cons(e->qp), 6);
+    assert_false(fv_cq_poll(e->cq, &c));
+    /* The ring wraps (16 slots) with requests out across the wrap. */
+    for (i = 7; i <= 40; i++) {
+        win_post(e, i, PVRDMA_WR_SEND, 8, 0, 0);
+        fv_ring_sq(e->qp);
+        if (e->be->n == 4) {
+            win_done(e, PVRDMA_WC_SUCCESS);
+            win_expect(e, i - 3, PVRDMA_WC_SUCCESS);
+        }
+    }
+    while (e->be->n) {
+        win_done(e, PVRDMA_WC_SUCCESS);
+    }
+    for (i = 38; i <= 40; i++) {
+        win_expect(e, i, PVRDMA_WC_SUCCESS);
+    }
+    assert_int_equal(e->be->submits, 40);
+    win_free(e);
+}
+
+/*
+ * What must not overtake the requests before it waits until they are
+ * done: a WQE failing in the core (its error CQE after theirs), a fenced
+ * one, and a local operation; an error completion of one request moves
+ * the QP to ERR, cancels the rest and flushes them in order.
+ */
+static void test_window_order_and_errors(void **state)
+{
+    WinEnv *e = win_new(4);
+
+    (void)state;
+    win_post(e, 1, PVRDMA_WR_RDMA_WRITE, 10, 0, 0);
+    win_post(e, 2, PVRDMA_WR_RDMA_WRITE, 10, 0, 0);
+    win_post(e, 3, PVRDMA_WR_RDMA_WRITE, 10, 0xdead00, 0);   /* bad lkey */
+    win_post(e, 4, PVRDMA_WR_RDMA_WRITE, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 2);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 1, PVRDMA_WC_SUCCESS);
+    assert_int_equal(e->be->submits, 2);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 2, PVRDMA_WC_SUCCESS);
+    win_expect(e, 3, PVRDMA_WC_LOC_PROT_ERR);
+    win_expect(e, 4, PVRDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(fv_qp_state(e->qp), PVRDMA_QPS_ERR);
+    assert_int_equal(e->be->submits, 2);
+    win_free(e);
+
+    /* A fenced WQE goes out when the window is empty. */
+    e = win_new(4);
+    win_post(e, 1, PVRDMA_WR_RDMA_READ, 10, 0, 0);
+    win_post(e, 2, PVRDMA_WR_SEND, 10, 0, PVRDMA_WR_FLAG_FENCE);
+    win_post(e, 3, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 1);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    assert_int_equal(e->be->submits, 3);
+    assert_int_equal(e->be->wr[0].opcode, PVRDMA_WR_SEND);
+
+    /* An error on the oldest: ERR, the others cancelled and flushed. */
+    win_done(e, PVRDMA_WC_REM_ACCESS_ERR);
+    win_expect(e, 1, PVRDMA_WC_SUCCESS);
+    win_expect(e, 2, PVRDMA_WC_REM_ACCESS_ERR);
+    win_expect(e, 3, PVRDMA_WC_WR_FLUSH_ERR);
+    assert_int_equal(e->be->cancels, 1);
+    assert_int_equal(e->be->n, 0);
+    assert_int_equal(fv_qp_state(e->qp), PVRDMA_QPS_ERR);
+    win_free(e);
+}
+
+/*
+ * Backpressure: -EAGAIN takes the WQE back until the next completion;
+ * another refusal behind outstanding requests waits until they are all
+ * done and completes with its error (LOC_PROT_ERR for -EFAULT) only if
+ * the backend refuses it again; refused with nothing out, it completes
+ * at once.  Fast-reg operations the backend leaves to its transport
+ * (PENDING) complete in their turn, and wait for what is before them.
+ */
+static void test_window_backpressure_and_pending(void **state)
+{
+    WinEnv *e = win_new(4);
+    struct pvrdma_cqe c;
+    FvFrmr *f;
+
+    (void)state;
+    win_post(e, 1, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    e->be->refuse = -EAGAIN;
+    e->be->refusals = 1;
+    win_post(e, 2, PVRDMA_WR_SEND, 10, 0, 0);
+    win_post(e, 3, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 2);    /* 1, and 2 refused */
+    assert_int_equal(e->be->n, 1);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 1, PVRDMA_WC_SUCCESS);
+    assert_int_equal(e->be->submits, 4);    /* 2 and 3 now */
+    assert_int_equal(e->be->n, 2);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 2, PVRDMA_WC_SUCCESS);
+    win_expect(e, 3, PVRDMA_WC_SUCCESS);
+
+    /* -EFAULT behind one out: tried again once it is done, then fails. */
+    win_post(e, 4, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    e->be->refuse = -EFAULT;
+    e->be->refusals = 2;
+    win_post(e, 5, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 6);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 4, PVRDMA_WC_SUCCESS);
+    win_expect(e, 5, PVRDMA_WC_LOC_PROT_ERR);
+    assert_int_equal(e->be->submits, 7);
+    assert_int_equal(fv_qp_state(e->qp), PVRDMA_QPS_ERR);
+    win_free(e);
+
+    /* REG_MR behind a SEND waits, then is out as PENDING; a SEND follows. */
+    e = win_new(4);
+    e->be->pend_fastreg = true;
+    f = fv_frmr_new(e->fg, e->pd, 4);
+    win_post(e, 1, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    fv_post_reg_mr(e->qp, f, 2, 0x7000000, 1, 100,
+                   PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE,
+                   (f->key & ~0xffu) | 0x42);
+    assert_int_equal(e->be->fastregs, 0);
+    win_post(e, 3, PVRDMA_WR_SEND, 10, 0, 0);
+    fv_ring_sq(e->qp);
+    assert_int_equal(e->be->submits, 1);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 1, PVRDMA_WC_SUCCESS);
+    assert_int_equal(e->be->fastregs, 1);
+    assert_int_equal(e->be->submits, 2);    /* SEND 3 behind REG_MR */
+    assert_int_equal(e->be->n, 2);
+    /* Not complete before the transport says so. */
+    assert_false(fv_cq_poll(e->cq, &c));
+    win_done(e, PVRDMA_WC_SUCCESS);
+    assert_true(fv_cq_poll(e->cq, &c));
+    assert_int_equal(c.wr_id, 2);
+    assert_int_equal(c.opcode, PVRDMA_WC_FAST_REG_MR);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    win_done(e, PVRDMA_WC_SUCCESS);
+    win_expect(e, 3, PVRDMA_WC_SUCCESS);
+    g_free(f);
+    win_free(e);
+}
+
+/*
  * RESIZE_CQ (project extension): the CQEs not yet polled move to the new
  * ring in order, new ones follow there; a shrink they do not fit, a broken
  * cons_head, the VMware layout and bad values are refused with the CQ
@@ -540,6 +882,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_async_completion_in_order),
+        cmocka_unit_test(test_window_pipelines),
+        cmocka_unit_test(test_window_order_and_errors),
+        cmocka_unit_test(test_window_backpressure_and_pending),
         cmocka_unit_test(test_resize_cq),
         cmocka_unit_test(test_async_rnr_retry),
         cmocka_unit_test(test_async_cancel_on_error),

@@ -24,6 +24,11 @@
  * Either side: DREQ/DREP as disconnect.  The PSN a guest QP sends from is
  * the one the host's CM announced, not the guest's (pvrdma_ibverbs.c
  * replaces it at RTS).
+ * UD (RDMA CM's UDP port space): the guest's SIDR_REQ becomes a host
+ * rdma_connect() on a UDP id, whose answer (the peer's QPN and Q_Key)
+ * becomes the guest's SIDR_REP; a peer's SIDR_REQ to a guest address
+ * (the host listens in both port spaces) becomes a SIDR_REQ to the guest,
+ * whose SIDR_REP becomes the host's accept or reject.
  *
  * Every MAD from the guest is checked before use: wrong class, version,
  * unknown communication IDs, a QP the guest does not own are dropped or
@@ -67,6 +72,8 @@
 #define CM_ATTR_RTU             0x0014
 #define CM_ATTR_DREQ            0x0015
 #define CM_ATTR_DREP            0x0016
+#define CM_ATTR_SIDR_REQ        0x0017
+#define CM_ATTR_SIDR_REP        0x0018
 /*
  * REJ reasons (IBA table 109).  A peer the host cannot reach is
  * INVALID_GID (the guest's CM matches a TIMEOUT reject by the ARI, which
@@ -123,6 +130,24 @@
 #define REJ_PDATA_LEN           148
 /* DREQ */
 #define DREQ_QPN                (M + 8)
+/* SIDR_REQ, SIDR_REP (IBA 12.11.5, 12.11.6) */
+#define SIDR_REQ_ID             (M + 0)
+#define SIDR_REQ_PKEY           (M + 4)
+#define SIDR_REQ_SERVICE_ID     (M + 8)
+#define SIDR_REQ_PDATA          (M + 16)
+#define SIDR_REQ_PDATA_LEN      216
+#define SIDR_REP_ID             (M + 0)
+#define SIDR_REP_STATUS         (M + 4)
+#define SIDR_REP_QPN            (M + 8)    /* 24 bits */
+#define SIDR_REP_SERVICE_ID     (M + 12)
+#define SIDR_REP_QKEY           (M + 20)
+#define SIDR_REP_PDATA          (M + 96)
+#define SIDR_REP_PDATA_LEN      136
+/* SIDR_REP status: the QP is valid, no such service, rejected. */
+#define SIDR_OK                 0
+#define SIDR_UNSUPPORTED        1
+#define SIDR_REJECT             2
+#define SIDR_NO_QP              3
 /* Every message: its two communication IDs. */
 #define MSG_LOCAL_ID            (M + 0)
 #define MSG_REMOTE_ID           (M + 4)
@@ -130,6 +155,7 @@
 /* RDMA CM's header in a REQ's private data (its IP port space). */
 #define CMA_HDR_LEN             36
 #define CMA_PS_TCP              0x0106
+#define CMA_PS_UDP              0x0111
 
 typedef enum {
     PVRDMA_CM_RESOLVING,        /* active: the host resolves, connects */
@@ -148,6 +174,7 @@ typedef struct PvrdmaCmConn {
     PvrdmaIbvCm *cm;
     struct rdma_cm_id *id;
     bool active;
+    bool sidr;                  /* UD: a service ID resolution, no state */
     bool dead;                  /* destroy once the event is acked */
     PvrdmaCmState state;
     int64_t born;               /* g_get_monotonic_time() */
@@ -158,9 +185,10 @@ typedef struct PvrdmaCmConn {
     uint32_t peer_qpn;
     uint8_t guest_gid[16];
     uint8_t peer_gid[16];
+    uint64_t service;           /* SIDR: the service ID asked for */
     /* Active: what the guest's REQ asked of the connection. */
     struct rdma_conn_param param;
-    uint8_t pdata[REQ_PDATA_LEN - CMA_HDR_LEN];
+    uint8_t pdata[SIDR_REQ_PDATA_LEN - CMA_HDR_LEN];
     /* The last MAD given to the guest: sent again if the guest repeats. */
     uint8_t last[PVRDMA_IBV_MAD_SIZE];
     bool have_last;
@@ -170,6 +198,7 @@ typedef struct PvrdmaCmListen {
     int kind;                   /* PVRDMA_CM_LISTEN */
     uint32_t gid_index;         /* the guest's */
     uint16_t port;
+    bool udp;                   /* RDMA_PS_UDP: SIDR */
     struct rdma_cm_id *id;
 } PvrdmaCmListen;
 
@@ -475,21 +504,58 @@ static PvrdmaCmConn *cm_conn_by_guest(PvrdmaIbvCm *cm, uint32_t guest_id,
     return NULL;
 }
 
-/* The guest's QP @qpn, if it is one of its RC QPs (a host QP). */
-static PvrdmaIbvQp *cm_guest_rc_qp(PvrdmaIbvCm *cm, uint32_t qpn)
+/* The guest's QP @qpn, if it is one of its QPs of @type (a host QP). */
+static PvrdmaIbvQp *cm_guest_qp(PvrdmaIbvCm *cm, uint32_t qpn, uint8_t type)
 {
     PvrdmaIbvQp *q = g_hash_table_lookup(cm->ibv->qps,
                                          GUINT_TO_POINTER(qpn));
 
-    return q && q->qp->type == PVRDMA_QPT_RC ? q : NULL;
+    return q && q->qp->type == type ? q : NULL;
 }
 
-/* A REJ to the guest for its REQ (@c may be gone after: caller frees). */
+static PvrdmaIbvQp *cm_guest_rc_qp(PvrdmaIbvCm *cm, uint32_t qpn)
+{
+    return cm_guest_qp(cm, qpn, PVRDMA_QPT_RC);
+}
+
+/*
+ * The guest's SIDR_REP for its SIDR_REQ of @c: @status, and with
+ * SIDR_OK the peer's QP number and Q_Key.
+ */
+static void cm_sidr_rep_guest(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
+                              uint8_t status, uint32_t qpn, uint32_t qkey,
+                              const void *pdata, size_t len)
+{
+    uint8_t mad[PVRDMA_IBV_MAD_SIZE];
+
+    cm_header(mad, CM_ATTR_SIDR_REP, c->tid);
+    cm_put32(mad, SIDR_REP_ID, c->guest_id);
+    mad[SIDR_REP_STATUS] = status;
+    cm_put24(mad, SIDR_REP_QPN, qpn);
+    cm_put64(mad, SIDR_REP_SERVICE_ID, c->service);
+    cm_put32(mad, SIDR_REP_QKEY, qkey);
+    if (pdata) {
+        memcpy(mad + SIDR_REP_PDATA, pdata, MIN(len, SIDR_REP_PDATA_LEN));
+    }
+    cm_to_guest(cm, c, mad);
+}
+
+/*
+ * A REJ to the guest for its REQ, or a SIDR_REP with an error for its
+ * SIDR_REQ (@c may be gone after: caller frees).
+ */
 static void cm_reject_guest(PvrdmaIbvCm *cm, PvrdmaCmConn *c, uint16_t reason,
                             const void *pdata, size_t len)
 {
     uint8_t mad[PVRDMA_IBV_MAD_SIZE];
 
+    if (c->sidr) {
+        cm_sidr_rep_guest(cm, c, reason == CM_REJ_INVALID_SERVICE ?
+                          SIDR_UNSUPPORTED : reason == CM_REJ_NO_QP ?
+                          SIDR_NO_QP : SIDR_REJECT, 0, 0, pdata,
+                          pdata ? len : 0);
+        return;
+    }
     cm_header(mad, CM_ATTR_REJ, c->tid);
     cm_put32(mad, MSG_LOCAL_ID, c->my_id);
     cm_put32(mad, MSG_REMOTE_ID, c->guest_id);
@@ -514,20 +580,77 @@ static void cm_bury(PvrdmaIbvCm *cm)
 /* ---- the guest's messages ------------------------------------------------ */
 
 /*
+ * The addresses in RDMA CM's header of a REQ's or SIDR_REQ's private data
+ * @pd (the guest's own and the peer's); false if it is not one.
+ */
+static bool cm_hdr_gids(const uint8_t *pd, uint8_t src[16], uint8_t dst[16])
+{
+    int v = pd[1] >> 4;
+
+    if (pd[0] != 0 || (v != 4 && v != 6)) {
+        return false;
+    }
+    if (v == 4) {
+        memcpy(src, cm_v4mapped, 12);
+        memcpy(src + 12, pd + 16, 4);
+        memcpy(dst, cm_v4mapped, 12);
+        memcpy(dst + 12, pd + 32, 4);
+    } else {
+        memcpy(src, pd + 4, 16);
+        memcpy(dst, pd + 20, 16);
+    }
+    return true;
+}
+
+/*
+ * Start @c's host side: an id of port space @ps resolving the peer's
+ * address @dst_gid, port @port, from @src_gid (or the host's GID the
+ * device was given).  On failure the guest is answered and @c freed.
+ */
+static void cm_host_connect(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
+                            enum rdma_port_space ps, uint8_t *src_gid,
+                            const uint8_t *dst_gid, uint16_t port)
+{
+    PvrdmaIbv *ibv = cm->ibv;
+    struct sockaddr_storage src, dst;
+
+    memcpy(c->peer_gid, dst_gid, 16);
+    if (ibv->gid_index >= 0) {
+        /* The guest's addresses are not the host's: use the named GID. */
+        union ibv_gid g;
+
+        if (ibv_query_gid(ibv->ctx, ibv->port, ibv->gid_index, &g) == 0) {
+            memcpy(src_gid, g.raw, 16);
+        }
+    }
+    cm_gid_to_sa(src_gid, 0, &src);
+    cm_gid_to_sa(dst_gid, port, &dst);
+    if (rdma_create_id(cm->ch, &c->id, c, ps) ||
+        rdma_resolve_addr(c->id, (struct sockaddr *)&src,
+                          (struct sockaddr *)&dst, PVRDMA_CM_RESOLVE_MS)) {
+        char *s = cm_gid_str(src_gid), *d = cm_gid_str(dst_gid);
+
+        g_printerr("pvrdma: %s: the host's RDMA CM cannot connect %s to %s "
+                   "for the guest: %s\n", ibv->name, s, d, strerror(errno));
+        g_free(s);
+        g_free(d);
+        cm_reject_guest(cm, c, CM_REJ_INVALID_GID, NULL, 0);
+        cm_conn_free(c, false);
+    }
+}
+
+/*
  * The guest connects: its REQ, checked, becomes a host connection that
  * starts with the resolution of the peer's address.
  */
 static void cm_guest_req(PvrdmaIbvCm *cm, const uint8_t *mad,
                          const PvrdmaSendWr *wr)
 {
-    PvrdmaIbv *ibv = cm->ibv;
     const uint8_t *pd = mad + REQ_PDATA;
     uint64_t service = cm_get64(mad, REQ_SERVICE_ID);
-    struct sockaddr_storage src, dst;
     PvrdmaCmConn tmp, *c;
     uint8_t src_gid[16], dst_gid[16];
     uint16_t reason = 0;
-    int v = pd[1] >> 4;
 
     c = cm_conn_by_guest(cm, cm_get32(mad, REQ_LOCAL_ID), wr->sgid);
     if (c) {
@@ -544,7 +667,7 @@ static void cm_guest_req(PvrdmaIbvCm *cm, const uint8_t *mad,
     memcpy(tmp.guest_gid, wr->sgid, 16);
     memcpy(tmp.peer_gid, wr->dgid, 16);
     /* RDMA CM's IP port space over RC is what the host's CM can carry. */
-    if ((service >> 16) != CMA_PS_TCP || pd[0] != 0 || (v != 4 && v != 6)) {
+    if ((service >> 16) != CMA_PS_TCP || !cm_hdr_gids(pd, src_gid, dst_gid)) {
         reason = CM_REJ_INVALID_SERVICE;
     } else if (((mad[REQ_TIMEOUT_TYPE_FC] >> 1) & 3) != 0) {
         reason = CM_REJ_INVALID_TRANSPORT;
@@ -570,42 +693,90 @@ static void cm_guest_req(PvrdmaIbvCm *cm, const uint8_t *mad,
     c->param.rnr_retry_count = mad[REQ_MTU_RNR] & 7;
     c->param.srq = (mad[REQ_CMRETRY_SRQ] >> 3) & 1;
     c->param.qp_num = c->guest_qpn;
-    memcpy(c->pdata, pd + CMA_HDR_LEN, sizeof(c->pdata));
+    memcpy(c->pdata, pd + CMA_HDR_LEN, REQ_PDATA_LEN - CMA_HDR_LEN);
     c->param.private_data = c->pdata;
-    c->param.private_data_len = sizeof(c->pdata);
-    /* The header's addresses: the guest's own and the peer's. */
-    if (v == 4) {
-        memcpy(src_gid, cm_v4mapped, 12);
-        memcpy(src_gid + 12, pd + 16, 4);
-        memcpy(dst_gid, cm_v4mapped, 12);
-        memcpy(dst_gid + 12, pd + 32, 4);
-    } else {
-        memcpy(src_gid, pd + 4, 16);
-        memcpy(dst_gid, pd + 20, 16);
-    }
-    memcpy(c->peer_gid, dst_gid, 16);
-    if (ibv->gid_index >= 0) {
-        /* The guest's addresses are not the host's: use the named GID. */
-        union ibv_gid g;
+    c->param.private_data_len = REQ_PDATA_LEN - CMA_HDR_LEN;
+    cm_host_connect(cm, c, RDMA_PS_TCP, src_gid, dst_gid, service & 0xffff);
+}
 
-        if (ibv_query_gid(ibv->ctx, ibv->port, ibv->gid_index, &g) == 0) {
-            memcpy(src_gid, g.raw, 16);
+/*
+ * The guest resolves a UD service (RDMA CM's UDP port space): its
+ * SIDR_REQ becomes a host rdma_connect() on a UDP id, answered when the
+ * peer's host answers.
+ */
+static void cm_guest_sidr_req(PvrdmaIbvCm *cm, const uint8_t *mad,
+                              const PvrdmaSendWr *wr)
+{
+    const uint8_t *pd = mad + SIDR_REQ_PDATA;
+    uint64_t service = cm_get64(mad, SIDR_REQ_SERVICE_ID);
+    PvrdmaCmConn tmp, *c;
+    uint8_t src_gid[16], dst_gid[16];
+    uint16_t reason = 0;
+
+    c = cm_conn_by_guest(cm, cm_get32(mad, SIDR_REQ_ID), wr->sgid);
+    if (c) {
+        if (c->have_last) {
+            cm_to_guest(cm, c, c->last);
         }
+        return;
     }
-    cm_gid_to_sa(src_gid, 0, &src);
-    cm_gid_to_sa(dst_gid, service & 0xffff, &dst);
-    if (rdma_create_id(cm->ch, &c->id, c, RDMA_PS_TCP) ||
-        rdma_resolve_addr(c->id, (struct sockaddr *)&src,
-                          (struct sockaddr *)&dst, PVRDMA_CM_RESOLVE_MS)) {
-        char *s = cm_gid_str(src_gid), *d = cm_gid_str(dst_gid);
+    memset(&tmp, 0, sizeof(tmp));
+    tmp.active = true;
+    tmp.sidr = true;
+    tmp.service = service;
+    tmp.guest_id = cm_get32(mad, SIDR_REQ_ID);
+    tmp.tid = cm_get64(mad, 8);
+    memcpy(tmp.guest_gid, wr->sgid, 16);
+    memcpy(tmp.peer_gid, wr->dgid, 16);
+    if ((service >> 16) != CMA_PS_UDP || !cm_hdr_gids(pd, src_gid, dst_gid)) {
+        reason = CM_REJ_INVALID_SERVICE;
+    } else {
+        c = cm_conn_new(cm, true);
+        reason = c ? 0 : CM_REJ_NO_RESOURCES;
+    }
+    if (reason) {
+        cm_reject_guest(cm, &tmp, reason, NULL, 0);
+        return;
+    }
+    c->sidr = true;
+    c->service = service;
+    c->guest_id = tmp.guest_id;
+    c->tid = tmp.tid;
+    memcpy(c->guest_gid, tmp.guest_gid, 16);
+    memcpy(c->pdata, pd + CMA_HDR_LEN, SIDR_REQ_PDATA_LEN - CMA_HDR_LEN);
+    c->param.private_data = c->pdata;
+    c->param.private_data_len = SIDR_REQ_PDATA_LEN - CMA_HDR_LEN;
+    cm_host_connect(cm, c, RDMA_PS_UDP, src_gid, dst_gid, service & 0xffff);
+}
 
-        g_printerr("pvrdma: %s: the host's RDMA CM cannot connect %s to %s "
-                   "for the guest: %s\n", ibv->name, s, d, strerror(errno));
-        g_free(s);
-        g_free(d);
-        cm_reject_guest(cm, c, CM_REJ_INVALID_GID, NULL, 0);
-        cm_conn_free(c, false);
+/*
+ * The guest answers a peer's SIDR_REQ: the host accepts with the guest's
+ * UD QP (the host's CM announces RDMA CM's Q_Key, which the guest's uses
+ * as well) or rejects.
+ */
+static void cm_guest_sidr_rep(PvrdmaIbvCm *cm, const uint8_t *mad)
+{
+    PvrdmaCmConn *c = g_hash_table_lookup(cm->conns,
+                          GUINT_TO_POINTER(cm_get32(mad, SIDR_REP_ID)));
+    struct rdma_conn_param p;
+    uint32_t qpn = cm_get24(mad, SIDR_REP_QPN);
+
+    if (!c || !c->sidr || c->active || c->state != PVRDMA_CM_REQ_SENT) {
+        return;                 /* a repeat, or not ours to answer */
     }
+    memset(&p, 0, sizeof(p));
+    p.private_data = mad + SIDR_REP_PDATA;
+    p.private_data_len = SIDR_REP_PDATA_LEN;
+    p.qp_num = qpn;
+    if (mad[SIDR_REP_STATUS] != SIDR_OK ||
+        !cm_guest_qp(cm, qpn, PVRDMA_QPT_UD)) {
+        rdma_reject(c->id, p.private_data, p.private_data_len);
+    } else if (rdma_accept(c->id, &p)) {
+        g_printerr("pvrdma: %s: the host's RDMA CM refused to answer a UD "
+                   "service request for the guest: %s\n", cm->ibv->name,
+                   strerror(errno));
+    }
+    cm_conn_free(c, false);
 }
 
 /* The guest accepts the peer's connection (passive side). */
@@ -682,15 +853,24 @@ void pvrdma_ibv_cm_guest_mad(PvrdmaIbvCm *cm, const uint8_t *mad,
         return;                 /* not a CM message we carry: lost */
     }
     attr = (uint16_t)(mad[16] << 8 | mad[17]);
-    if (attr == CM_ATTR_REQ) {
-        cm_guest_req(cm, mad, wr);
+    if (attr == CM_ATTR_REQ || attr == CM_ATTR_SIDR_REQ) {
+        if (attr == CM_ATTR_REQ) {
+            cm_guest_req(cm, mad, wr);
+        } else {
+            cm_guest_sidr_req(cm, mad, wr);
+        }
         cm_bury(cm);            /* what its sweep gave up */
+        return;
+    }
+    if (attr == CM_ATTR_SIDR_REP) {
+        cm_guest_sidr_rep(cm, mad);
         return;
     }
     c = g_hash_table_lookup(cm->conns,
                             GUINT_TO_POINTER(cm_get32(mad, MSG_REMOTE_ID)));
-    if (c && c->guest_id && c->guest_id != cm_get32(mad, MSG_LOCAL_ID)) {
-        c = NULL;               /* another connection of the guest's */
+    if (c && ((c->guest_id && c->guest_id != cm_get32(mad, MSG_LOCAL_ID)) ||
+              c->sidr)) {
+        c = NULL;     /* another connection of the guest's, or no connection */
     }
     switch (attr) {
     case CM_ATTR_REP:
@@ -733,7 +913,7 @@ void pvrdma_ibv_cm_guest_mad(PvrdmaIbvCm *cm, const uint8_t *mad,
                          cm_get32(mad, MSG_LOCAL_ID), cm_get64(mad, 8));
         break;
     default:
-        /* MRA (more time: the host's CM keeps its own), DREP, SIDR. */
+        /* MRA (more time: the host's CM keeps its own), DREP, LAP. */
         break;
     }
 }
@@ -784,6 +964,20 @@ static void cm_host_rep(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
     }
     c->state = PVRDMA_CM_REP_SENT;
     cm_to_guest(cm, c, mad);
+}
+
+/* RDMA CM's header of a message from the peer to the guest (at @pd). */
+static void cm_hdr_put(uint8_t *pd, const PvrdmaCmConn *c, uint16_t peer_port)
+{
+    pd[1] = (memcmp(c->peer_gid, cm_v4mapped, 12) ? 6 : 4) << 4;
+    cm_put16(pd, 2, peer_port);
+    if (pd[1] == 4 << 4) {
+        memcpy(pd + 16, c->peer_gid + 12, 4);
+        memcpy(pd + 32, c->guest_gid + 12, 4);
+    } else {
+        memcpy(pd + 4, c->peer_gid, 16);
+        memcpy(pd + 20, c->guest_gid, 16);
+    }
 }
 
 /* A peer connects to the guest: the guest's REQ. */
@@ -843,18 +1037,45 @@ static void cm_host_req(PvrdmaIbvCm *cm, PvrdmaCmListen *l,
     mad[REQ_SL_LOCAL] = 1 << 3;                 /* subnet local */
     mad[REQ_ACK_TIMEOUT] = (rts.timeout ? rts.timeout : 14) << 3;
     /* RDMA CM's header, then the peer's private data. */
-    pd[1] = (memcmp(c->peer_gid, cm_v4mapped, 12) ? 6 : 4) << 4;
-    cm_put16(pd, 2, peer_port);
-    if (pd[1] == 4 << 4) {
-        memcpy(pd + 16, c->peer_gid + 12, 4);
-        memcpy(pd + 32, c->guest_gid + 12, 4);
-    } else {
-        memcpy(pd + 4, c->peer_gid, 16);
-        memcpy(pd + 20, c->guest_gid, 16);
-    }
+    cm_hdr_put(pd, c, peer_port);
     if (p->private_data) {
         memcpy(pd + CMA_HDR_LEN, p->private_data,
                MIN(p->private_data_len, REQ_PDATA_LEN - CMA_HDR_LEN));
+    }
+    cm_to_guest(cm, c, mad);
+}
+
+/* A peer resolves a UD service at the guest's address: its SIDR_REQ. */
+static void cm_host_sidr_req(PvrdmaIbvCm *cm, PvrdmaCmListen *l,
+                             struct rdma_cm_event *ev)
+{
+    const struct rdma_ud_param *p = &ev->param.ud;
+    uint8_t mad[PVRDMA_IBV_MAD_SIZE];
+    PvrdmaCmConn *c = cm->ibv->gsi ? cm_conn_new(cm, false) : NULL;
+    uint16_t peer_port;
+
+    if (!c) {
+        rdma_reject(ev->id, NULL, 0);
+        cm->doomed = g_slist_prepend(cm->doomed, ev->id);
+        return;
+    }
+    c->id = ev->id;
+    c->id->context = c;
+    c->sidr = true;
+    c->service = (uint64_t)CMA_PS_UDP << 16 | l->port;
+    c->tid = ++cm->next_tid;
+    cm_sa_to_gid(rdma_get_local_addr(c->id), c->guest_gid);
+    peer_port = cm_sa_to_gid(rdma_get_peer_addr(c->id), c->peer_gid);
+    c->state = PVRDMA_CM_REQ_SENT;
+
+    cm_header(mad, CM_ATTR_SIDR_REQ, c->tid);
+    cm_put32(mad, SIDR_REQ_ID, c->my_id);
+    cm_put16(mad, SIDR_REQ_PKEY, 0xffff);
+    cm_put64(mad, SIDR_REQ_SERVICE_ID, c->service);
+    cm_hdr_put(mad + SIDR_REQ_PDATA, c, peer_port);
+    if (p->private_data) {
+        memcpy(mad + SIDR_REQ_PDATA + CMA_HDR_LEN, p->private_data,
+               MIN(p->private_data_len, SIDR_REQ_PDATA_LEN - CMA_HDR_LEN));
     }
     cm_to_guest(cm, c, mad);
 }
@@ -888,8 +1109,12 @@ static void cm_host_event(PvrdmaIbvCm *cm, struct rdma_cm_event *ev)
         return;
     }
     if (*kind == PVRDMA_CM_LISTEN) {
-        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            cm_host_req(cm, (PvrdmaCmListen *)kind, ev);
+        PvrdmaCmListen *l = (PvrdmaCmListen *)kind;
+
+        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST && l->udp) {
+            cm_host_sidr_req(cm, l, ev);
+        } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            cm_host_req(cm, l, ev);
         }
         return;
     }
@@ -949,7 +1174,13 @@ static void cm_host_event(PvrdmaIbvCm *cm, struct rdma_cm_event *ev)
         c->dead = true;
         break;
     case RDMA_CM_EVENT_ESTABLISHED:
-        if (!c->active && c->state == PVRDMA_CM_ACCEPTED) {
+        if (c->sidr && c->active) {
+            /* The peer's QP number and Q_Key: the guest's SIDR_REP. */
+            cm_sidr_rep_guest(cm, c, SIDR_OK, ev->param.ud.qp_num,
+                              ev->param.ud.qkey, ev->param.ud.private_data,
+                              ev->param.ud.private_data_len);
+            c->dead = true;
+        } else if (!c->active && c->state == PVRDMA_CM_ACCEPTED) {
             uint8_t mad[PVRDMA_IBV_MAD_SIZE];
 
             cm_header(mad, CM_ATTR_RTU, c->tid);
@@ -1043,20 +1274,23 @@ void pvrdma_ibv_cm_gid(PvrdmaIbvCm *cm, uint32_t index, const uint8_t *gid)
         pvrdma_ibv_host_gid(cm->ibv, gid, true) < 0) {
         return;
     }
-    for (i = 0; i < cm->nports; i++) {
+    for (i = 0; i < 2 * cm->nports; i++) {
         ln = g_new0(PvrdmaCmListen, 1);
         ln->kind = PVRDMA_CM_LISTEN;
         ln->gid_index = index;
-        ln->port = cm->ports[i];
+        ln->port = cm->ports[i / 2];
+        ln->udp = i & 1;
         cm_gid_to_sa(gid, ln->port, &sa);
-        if (rdma_create_id(cm->ch, &ln->id, ln, RDMA_PS_TCP) ||
+        if (rdma_create_id(cm->ch, &ln->id, ln,
+                           ln->udp ? RDMA_PS_UDP : RDMA_PS_TCP) ||
             rdma_bind_addr(ln->id, (struct sockaddr *)&sa) ||
             rdma_listen(ln->id, 64)) {
             char *a = cm_gid_str(gid);
 
-            g_printerr("pvrdma: %s: cannot listen at %s port %u for the "
+            g_printerr("pvrdma: %s: cannot listen at %s %s port %u for the "
                        "guest (%s): peers cannot connect to the guest there%s"
-                       "\n", cm->ibv->name, a, ln->port, strerror(errno),
+                       "\n", cm->ibv->name, a, ln->udp ? "UDP" : "TCP",
+                       ln->port, strerror(errno),
                        errno == EADDRINUSE ? "; a host program listens on "
                        "that RDMA CM port for every address: bind it to the "
                        "host's own address, or leave the port out of "

@@ -10,7 +10,8 @@
 #      every opcode, byte and completion field, the error statuses;
 #      RDMA CM both ways: the inner rping client against a native rping
 #      server, a native rping client against the inner rping server
-#      (rping -V: the client checks every byte it gets back); NVMe over
+#      (rping -V: the client checks every byte it gets back), and UD
+#      through RDMA CM (SIDR) with udaddy both ways; NVMe over
 #      RDMA from the inner guest to a kernel target in the outer guest
 #      (a kernel user: RDMA CM, fast-reg MRs), the data found on the
 #      target's disk; an NFS over RDMA client of the outer guest's nfsd,
@@ -52,6 +53,11 @@ case $ip in
     rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
     [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
     echo "RPING-SERVER-OK"
+    # UD through RDMA CM (SIDR): both ways, 20 datagrams each way.
+    udaddy -s 10.0.2.15 -C 20 -S 400 || exit 1
+    echo "UDADDY-CLIENT-OK"
+    udaddy -b "$ip" -C 20 -S 400 || exit 1
+    echo "UDADDY-SERVER-OK"
     # A kernel user: NVMe over RDMA to the outer guest's target (RDMA
     # CM, fast-reg MRs, DMA MRs).
     fail() { echo "FAIL: $*"; exit 1; }
@@ -186,6 +192,19 @@ nfs_server 10.0.2.15
     exit 1
 ) > /tmp/rping-cli.out 2>&1 &
 rping_cli=$!
+timeout 900 udaddy -b 10.0.2.15 -C 20 -S 400 > /tmp/ud-srv.out 2>&1 &
+ud_srv=$!
+# The inner guest serves udaddy after its client: until then its guest
+# CM answers that nobody serves the port.
+(
+    for i in $(seq 450); do
+        timeout 120 udaddy -s 10.0.3.2 -C 20 -S 400 > /tmp/ud-try.out 2>&1 &&
+            cat /tmp/ud-try.out && exit 0
+        sleep 2
+    done
+    exit 1
+) > /tmp/ud-cli.out 2>&1 &
+ud_cli=$!
 INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900 ||
     fail "the inner guest failed"
 wait $native || { cat /tmp/native.out; fail "native ibv_rc_pingpong failed"; }
@@ -212,6 +231,13 @@ wait $rping_cli || { tail /tmp/rping-cli.out; fail "native rping client failed";
 grep -q RPING-SERVER-OK /tmp/inner.log ||
     fail "the native rping client never reached the inner guest's server"
 echo "RDMA CM: inner rping client -> native server, native client -> inner server: ok"
+wait $ud_srv || { cat /tmp/ud-srv.out; fail "native udaddy server failed"; }
+grep -q UDADDY-CLIENT-OK /tmp/inner.log ||
+    fail "the inner guest's udaddy client did not reach the native server (SIDR)"
+wait $ud_cli || { tail /tmp/ud-cli.out; fail "native udaddy client failed"; }
+grep -q UDADDY-SERVER-OK /tmp/inner.log ||
+    fail "the native udaddy client never reached the inner guest's server"
+echo "RDMA CM UD (SIDR): inner udaddy client -> native server, native client -> inner server: ok"
 grep -q NVMEOF-HOST-OK /tmp/inner.log ||
     fail "NVMe over RDMA from the inner guest to the native target failed"
 # What the inner guest wrote is on the target's RAM disk, byte for byte.
@@ -276,4 +302,4 @@ GUEST
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA|^NFS over RDMA" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping both ways, NVMe-oF host, NFS/RDMA client), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"
+pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping and udaddy both ways, NVMe-oF host, NFS/RDMA client), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"

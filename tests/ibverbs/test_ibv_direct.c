@@ -1077,16 +1077,17 @@ static void big_mr_check(Pair *p, FvMr *big, const uint64_t *pages,
 
 /*
  * Registration of a 1 GiB guest MR through the backend (pin, alias,
- * ibv_reg_mr_iova2), timed next to a native ibv_reg_mr of 1 GiB: once over
- * guest pages that are contiguous (as with huge pages), once over pages
- * in an order where no two are adjacent (the worst case: one mremap per
- * page).  Both MRs are used afterwards, data checked.
+ * ibv_reg_mr_iova2), timed next to a native ibv_reg_mr of 1 GiB: over
+ * guest pages that are contiguous (as with huge pages), over 2 MiB
+ * pieces no two of which are adjacent (transparent huge pages), and over
+ * 4 KiB pages in an order where no two are adjacent (the worst case: one
+ * mremap per page).  Each MR is used afterwards, data checked.
  */
 static void test_reg_1gib(void **state)
 {
     Pair *p = pair_new();
     uint64_t *pages = g_new(uint64_t, GIB_PAGES), base, i;
-    double native, contig, scat, dcontig, dscat;
+    double native, contig, huge, scat, dcontig, dhuge, dscat;
     FvMr big = { 0 };
     uint64_t pinned;
     unsigned maps_before;
@@ -1103,6 +1104,17 @@ static void test_reg_1gib(void **state)
     contig = reg_guest(&p->a, pages, &big);
     big_mr_check(p, &big, pages, GIB - 9000);
     dcontig = dereg_guest(&p->a, &big);
+
+    /*
+     * 2 MiB pieces, no two adjacent (what a guest with transparent huge
+     * pages hands out): 512 mappings.
+     */
+    for (i = 0; i < GIB_PAGES; i++) {
+        pages[i] = base + (((i / 512) ^ 1) * 512 + i % 512) * 4096;
+    }
+    huge = reg_guest(&p->a, pages, &big);
+    big_mr_check(p, &big, pages, 3 * (2ull << 20) - 3000);
+    dhuge = dereg_guest(&p->a, &big);
     maps_before = p->a.fg->maps - p->a.fg->unmaps;
 
     /*
@@ -1126,9 +1138,11 @@ static void test_reg_1gib(void **state)
     assert_int_equal(p->a.fg->core->pinned_pages, pinned);
 
     printf("REG-1GIB native %.1f ms; guest MR contiguous %.1f ms "
+           "(%.2fx native, dereg %.1f ms); scattered 2 MiB pieces %.1f ms "
            "(%.2fx native, dereg %.1f ms); scattered 4 KiB pages %.1f ms "
            "(%.2fx native, dereg %.1f ms)\n", native, contig,
-           contig / native, dcontig, scat, scat / native, dscat);
+           contig / native, dcontig, huge, huge / native, dhuge, scat,
+           scat / native, dscat);
     g_free(pages);
     pair_free(p);
 }
@@ -1814,6 +1828,174 @@ static void test_cm(void **state)
     cm_dev_free(b);
 }
 
+/* A SIDR_REQ of @c's guest (request @id) to @dst's port @port. */
+static void cm_sidr_req(uint8_t *m, uint32_t id, uint16_t ps, uint16_t port,
+                        const uint8_t *src, const uint8_t *dst)
+{
+    uint8_t *pd = m + M + 16;
+
+    cm_mad(m, 0x17, id);
+    put32(m, M + 0, id);
+    put16(m, M + 4, 0xffff);
+    put32(m, M + 8, 0);
+    put32(m, M + 12, (uint32_t)ps << 16 | port);
+    pd[1] = 4 << 4;                 /* RDMA CM header, IPv4 */
+    put16(pd, 2, 5556);
+    memcpy(pd + 16, src + 12, 4);
+    memcpy(pd + 32, dst + 12, 4);
+    memcpy(pd + 36, "hi-sidr", 7);
+}
+
+/* A UD QP of @c's guest in RTS with RDMA CM's Q_Key. */
+static FvQp *cm_ud_qp(CmDev *c)
+{
+    FvQp *q = fv_qp_new(c->d.fg, PVRDMA_QPT_UD, c->d.pd, c->d.cq, c->d.cq,
+                        NULL, 16, 2, false);
+    struct pvrdma_qp_attr a;
+
+    assert_int_equal(fg_qp_to_rts(c->d.fg, q->handle, PVRDMA_QPT_UD), 0);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_RTS;
+    a.qkey = 0x01234567;
+    assert_int_equal(fg_modify_qp(c->d.fg, q->handle, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_QKEY, &a), 0);
+    return q;
+}
+
+/*
+ * UD services through RDMA CM (SIDR): A's guest asks for B's port in the
+ * UDP port space, B's guest gets the SIDR_REQ (service, addresses,
+ * private data) and answers with its UD QP; A's guest gets the QP number
+ * and Q_Key and a datagram to it arrives, data checked.  B's guest
+ * rejecting, a port nobody listens on, another port space and a reply
+ * naming a QP that is not UD all end in a SIDR_REP that is not OK.
+ */
+static void test_cm_sidr(void **state)
+{
+    CmDev c[2], *a = &c[0], *b = &c[1];
+    uint8_t m[MAD_LEN], r[MAD_LEN];
+    FvQp *ua, *ub;
+    struct pvrdma_sge sa, sb;
+    struct pvrdma_sq_wqe_hdr h = wqe(0x51, PVRDMA_WR_SEND, 1);
+    struct pvrdma_cqe cqe;
+    uint32_t req_id, qkey, qpn;
+    uint8_t sent[512], got[512];
+    unsigned i;
+
+    (void)state;
+    memset(c, 0, sizeof(c));
+    cm_dev_init(a, cm_gid[0]);
+    cm_dev_init(b, cm_gid[1]);
+    ua = cm_ud_qp(a);
+    ub = cm_ud_qp(b);
+
+    cm_sidr_req(m, 0x8888, 0x0111, CM_PORT, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, b, r, 0x17, cm_gid[0]);
+    req_id = get32(r, M + 0);
+    assert_int_equal(get32(r, M + 12), 0x01110000u | CM_PORT);
+    assert_int_equal(r[M + 16 + 1], 4 << 4);
+    assert_memory_equal(r + M + 16 + 16, cm_gid[0] + 12, 4);
+    assert_memory_equal(r + M + 16 + 32, cm_gid[1] + 12, 4);
+    assert_memory_equal(r + M + 16 + 36, "hi-sidr", 7);
+
+    cm_mad(m, 0x18, 0x77);
+    put32(m, M + 0, req_id);
+    m[M + 4] = 0;                   /* the QP is valid */
+    put24(m, M + 8, ub->qpn);
+    put32(m, M + 20, 0x01234567);
+    memcpy(m + M + 96, "ok-sidr", 7);
+    cm_send(b, m, MAD_LEN, cm_gid[0]);
+    cm_expect(c, a, r, 0x18, cm_gid[1]);
+    assert_int_equal(get32(r, M + 0), 0x8888);
+    assert_int_equal(r[M + 4], 0);
+    qpn = get32(r, M + 8) >> 8;
+    qkey = get32(r, M + 20);
+    assert_int_equal(qpn, ub->qpn);
+    assert_int_equal(qkey, 0x01234567);
+    assert_int_equal(get32(r, M + 16), 0x01110000u | CM_PORT);
+    assert_memory_equal(r + M + 96, "ok-sidr", 7);
+
+    /* A datagram to what the SIDR_REP named arrives. */
+    for (i = 0; i < sizeof(sent); i++) {
+        *fv_mr_ptr(a->mr, CM_DATA_VA + i) = i * 7 + 3;
+    }
+    sb = sge(b->mr, CM_DATA_VA, 40 + sizeof(sent));
+    fv_post_recv(ub, 0x61, &sb, 1);
+    fv_ring_rq(ub);
+    sa = sge(a->mr, CM_DATA_VA, sizeof(sent));
+    h.wr.ud.remote_qpn = qpn;
+    h.wr.ud.remote_qkey = qkey;
+    h.wr.ud.av.hop_limit = 64;
+    h.wr.ud.av.port_pd = 1;
+    memcpy(h.wr.ud.av.dgid, cm_gid[1], 16);
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    {
+        gint64 end = g_get_monotonic_time() + WAIT_US;
+
+        while (!fv_cq_poll(b->d.cq, &cqe)) {
+            cm_run(c, 2);
+            assert_true(g_get_monotonic_time() < end);
+            g_usleep(200);
+        }
+    }
+    assert_int_equal(cqe.wr_id, 0x61);
+    assert_int_equal(cqe.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(cqe.src_qp, ua->qpn);
+    mr_read(a->mr, CM_DATA_VA, sent, sizeof(sent));
+    mr_read(b->mr, CM_DATA_VA + 40, got, sizeof(got));
+    assert_memory_equal(sent, got, sizeof(sent));
+
+    /* B's guest rejects: A's guest hears it is not OK. */
+    cm_sidr_req(m, 0x8889, 0x0111, CM_PORT, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, b, r, 0x17, cm_gid[0]);
+    req_id = get32(r, M + 0);
+    cm_mad(m, 0x18, 0x76);
+    put32(m, M + 0, req_id);
+    m[M + 4] = 2;                   /* rejected */
+    cm_send(b, m, MAD_LEN, cm_gid[0]);
+    cm_expect(c, a, r, 0x18, NULL);
+    assert_int_equal(get32(r, M + 0), 0x8889);
+    assert_int_not_equal(r[M + 4], 0);
+    /* B's guest names its RC QP: the host rejects for it. */
+    cm_sidr_req(m, 0x888a, 0x0111, CM_PORT, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, b, r, 0x17, cm_gid[0]);
+    req_id = get32(r, M + 0);
+    cm_mad(m, 0x18, 0x75);
+    put32(m, M + 0, req_id);
+    put24(m, M + 8, b->rc->qpn);
+    put32(m, M + 20, 0x01234567);
+    cm_send(b, m, MAD_LEN, cm_gid[0]);
+    cm_expect(c, a, r, 0x18, NULL);
+    assert_int_equal(get32(r, M + 0), 0x888a);
+    assert_int_not_equal(r[M + 4], 0);
+    /* A port nobody listens on. */
+    cm_sidr_req(m, 0x888b, 0x0111, CM_PORT + 1, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x18, NULL);
+    assert_int_equal(get32(r, M + 0), 0x888b);
+    assert_int_not_equal(r[M + 4], 0);
+    /* Another port space: refused at once, no such service. */
+    cm_sidr_req(m, 0x888c, 0x0106, CM_PORT, cm_gid[0], cm_gid[1]);
+    cm_send(a, m, MAD_LEN, cm_gid[1]);
+    cm_expect(c, a, r, 0x18, NULL);
+    assert_int_equal(get32(r, M + 0), 0x888c);
+    assert_int_equal(r[M + 4], 1);
+    /* A SIDR_REP naming nothing: nothing. */
+    cm_mad(m, 0x18, 0x74);
+    put32(m, M + 0, 0xdeadbeef);
+    cm_send(b, m, MAD_LEN, cm_gid[0]);
+    cm_quiet(c);
+
+    g_free(ua);
+    g_free(ub);
+    cm_dev_free(a);
+    cm_dev_free(b);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -1832,6 +2014,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_frmr),
         cmocka_unit_test(test_mw),
         cmocka_unit_test(test_cm),
+        cmocka_unit_test(test_cm_sidr),
     };
     struct ibv_context *ctx;
     union ibv_gid gid;

@@ -14,6 +14,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ      22      /* Linux 5.14 */
+#endif
+
 #include <glib.h>
 #include <infiniband/verbs.h>
 
@@ -577,6 +581,14 @@ static void *pvrdma_ibv_alias(PvrdmaMr *mr, size_t *len, size_t *runs)
         errno = err;
         return NULL;
     }
+    /*
+     * The alias has no page tables yet, and registration would fault it
+     * in page by page (write faults).  A read population maps the pages
+     * many at a time (fault-around), writable since the mapping is a
+     * shared one without write notification; failing (older kernels),
+     * registration does it.
+     */
+    madvise(base, *len, MADV_POPULATE_READ);
     return base;
 }
 
@@ -642,6 +654,7 @@ static void *pvrdma_ibv_frmr_alias(PvrdmaIbv *ibv, PvrdmaMr *mr, size_t *len)
             return NULL;
         }
     }
+    madvise(base, *len, MADV_POPULATE_READ);    /* as pvrdma_ibv_alias() */
     return base;
 }
 

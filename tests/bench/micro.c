@@ -168,6 +168,23 @@ static void op_reg_gib(Bench *b, uint32_t len, uint64_t i)
     assert_int_equal(fg_destroy_mr(b->fg, r.create_mr_resp.mr_handle), 0);
 }
 
+/*
+ * The pinning a zero-copy backend (host verbs) does for a user MR: every
+ * page of 1 GiB of contiguous guest memory mapped and recorded, then
+ * released.  @gib_mr is the MR's handle.
+ */
+static uint32_t gib_mr;
+
+static void op_pin_gib(Bench *b, uint32_t len, uint64_t i)
+{
+    PvrdmaMr *mr = pvrdma_table_lookup(&b->fg->core->mr_tbl, gib_mr);
+
+    (void)len;
+    (void)i;
+    assert_int_equal(pvrdma_core_mr_pin(b->fg->core, mr), 0);
+    pvrdma_core_mr_unpin(b->fg->core, mr);
+}
+
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -261,6 +278,7 @@ static void run(void **state)
         { "ATOMIC CMP_SWAP", op_cmp_swap, 0, 20000 },
         { "empty CQ_POLL doorbell", op_empty_poll, 0, 50000 },
         { "MR 1 GiB create+destroy", op_reg_gib, 0, 3 },
+        { "MR 1 GiB pin+unpin", op_pin_gib, 0, 3 },
     };
     int reps = smoke ? 1 : 7;
     double copy_4k = memcpy_ns(4096, smoke ? 10 : 20000, reps);
@@ -291,6 +309,24 @@ static void run(void **state)
         pages[i] = b.ma->pages[i % b.ma->npages];
     }
     gib_pdir = fg_build_pdir(b.fg, pages, GIB_PAGES);
+    /* And 1 GiB of contiguous guest memory in an MR, to pin. */
+    pages[0] = fg_alloc_pages(b.fg, GIB_PAGES);
+    for (i = 1; i < GIB_PAGES; i++) {
+        pages[i] = pages[0] + (uint64_t)i * 4096;
+    }
+    {
+        struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
+        union pvrdma_cmd_resp r;
+
+        c.start = 0x7000000000ull;
+        c.length = (uint64_t)GIB_PAGES << 12;
+        c.pdir_dma = fg_build_pdir(b.fg, pages, GIB_PAGES);
+        c.pd_handle = b.pd;
+        c.access_flags = ALL_ACCESS;
+        c.nchunks = GIB_PAGES;
+        assert_int_equal(fg_cmd(b.fg, &c, sizeof(c), &r), 0);
+        gib_mr = r.create_mr_resp.mr_handle;
+    }
     g_free(pages);
 
     printf("# device core on the software fabric, %s; median of %d\n",

@@ -9,6 +9,8 @@
 #   make vm         boot a guest with a shell on this terminal
 #   make lint       checkpatch: QEMU's on hw/pvrdma, Linux's on guest-driver
 #   make bench-micro  the device microbenchmark (tests/bench/micro.c)
+#   make bench      this device vs Soft-RoCE vs TCP in guests, with plots
+#                   (tests/bench/bench.sh; BENCH_QUICK=1 for a short run)
 
 SHELL := /bin/bash
 OUT := build
@@ -77,7 +79,11 @@ fuzz:
 # The device microbenchmark (tests/bench/micro.c): host and CPU time per
 # work request natively; make check runs it in smoke mode (no thresholds:
 # figures belong in reports, these machines are noisy).
-.PHONY: bench-micro bench-smoke
+.PHONY: bench bench-micro bench-smoke
+# In guests it boots (one VM, then two): results, tables and plots in
+# build/bench (tests/bench/bench.sh, docs/benchmarks.md).
+bench: all
+	tests/bench/bench.sh
 bench-micro:
 	$(MAKE) -C tests/bench micro
 bench-smoke:

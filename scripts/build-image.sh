@@ -18,14 +18,15 @@ kroot=$ktree/root
 # Debian 12 packages unpacked into the image (not installed on the host):
 # perftest, UCX (libucx0's transports, ucx_info, ucx_perftest), Open MPI
 # (mpirun, UCX PML), the NFS server and client tools, glib and cmocka (for
-# tests/ibverbs), and what they need
+# tests/ibverbs), qperf (make bench), and what they need
 # beyond the host's libraries.
 GUEST_DEBS=(perftest libpci3 libucx0 ucx-utils libnuma1 libgomp1
             openmpi-bin libopenmpi3 openmpi-common libevent-core-2.1-7
             libevent-pthreads-2.1-7 libfabric1 libhwloc15 libpmix2
             libmunge2 libpsm-infinipath1 libpsm2-2
             nfs-kernel-server nfs-common libnfsidmap1 libtirpc3
-            libtirpc-common libwrap0 keyutils libglib2.0-0 libcmocka0)
+            libtirpc-common libwrap0 keyutils libglib2.0-0 libcmocka0
+            qperf)
 debdir=$PVRDMA_CACHE/image/debs-$(printf '%s\n' "${GUEST_DEBS[@]}" |
                                     sha256sum | cut -c1-12)
 if [ ! -e "$debdir/.done" ]; then

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# make bench: this device next to Soft-RoCE and TCP, in guests booted for
+# it, with the host's single-core memcpy as the limit (docs/benchmarks.md).
+#
+#   one VM (2 vCPUs): two processes on pvrdma0; two on Soft-RoCE (rxe0 on
+#     the guest's eth0, looped back); TCP over the guest's loopback (qperf)
+#   two VMs (2 vCPUs each) on one host, joined by one software fabric
+#     (fabric-path=) and by a virtio-net link: pvrdma0 to pvrdma0;
+#     Soft-RoCE over the link; TCP over the link
+#   series: ib_{send,write,read}_lat 2 B - 64 KiB (typical usec),
+#     ib_{write,send,read}_bw 64 B - 4 MiB (MB/s and million messages/s),
+#     ibv_rc_pingpong 64 B polling and with completion events, qperf
+#     tcp_lat / tcp_bw at the same sizes; BENCH_REPS rounds (3): median,
+#     min and max
+#
+# Output in $PVRDMA_OUT/bench (or BENCH_OUT): results.txt (every
+# measurement), results.json, results.md (tables with ratios), latency.png
+# and bandwidth.png (gnuplot).  BENCH_QUICK=1: one size per series, one
+# round (a few minutes).  BENCH_SETUPS="vm 2vm" chooses the setups.
+. "$(dirname "$0")/../guest/lib.sh"
+. "$TESTS_TOP/tests/guest/vmpair.sh"
+
+out=${BENCH_OUT:-$PVRDMA_OUT/bench}
+setups=${BENCH_SETUPS:-vm 2vm}
+mkdir -p "$out"
+command -v gnuplot > /dev/null ||
+    fail "gnuplot is missing: run scripts/install-deps.sh (apt-get install gnuplot-nox)"
+command -v python3 > /dev/null ||
+    fail "python3 is missing: run scripts/install-deps.sh"
+env="BENCH_REPS=${BENCH_REPS:-3} BENCH_QUICK=${BENCH_QUICK:-0}"
+start=$SECONDS
+
+gcc -O2 -Wall -Wextra -Werror -o "$TEST_OUT/memcpy_bw" \
+    "$TESTS_TOP/tests/bench/memcpy_bw.c" || fail "cannot build memcpy_bw"
+# Host memcpy at the guests' bandwidth sizes (tests/bench/guest-bench.sh).
+sizes="64 4096 65536 1048576 4194304"
+[ "${BENCH_QUICK:-0}" != 1 ] || sizes=65536
+"$TEST_OUT/memcpy_bw" $sizes > "$TEST_OUT/host.txt"
+
+# What the guests run: the series in order, quick or full.
+cat > "$TEST_OUT/bench-vm.sh" <<GUEST
+$env
+. ./pair.sh
+. ./rxe.sh
+. ./guest-bench.sh
+bench_rdma vm pvrdma pvrdma0 1
+rxe_up
+bench_rdma vm rxe rxe0 \$(rxe_gid_index)
+bench_tcp vm
+echo BENCH-OK
+GUEST
+cat > "$TEST_OUT/bench-2vm.sh" <<GUEST
+$env
+. ./sync.sh
+. ./rxe.sh
+. ./guest-bench.sh
+bench_rdma 2vm pvrdma pvrdma0 1
+rxe_up
+bench_rdma 2vm rxe rxe0 \$(rxe_gid_index)
+bench_tcp 2vm
+# Neither guest goes while the other still needs it.
+if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP" end 600; fi
+echo BENCH-OK
+GUEST
+
+: > "$TEST_OUT/guests.txt"
+for s in $setups; do
+    case $s in
+    vm)
+        "$PVRDMA_TOP/scripts/vm.sh" --name bench-vm --smp 2 --timeout 5400 \
+            --add "$TESTS_TOP/tests/guest/pair.sh" \
+            --add "$TESTS_TOP/tests/guest/rxe.sh" \
+            --add "$TESTS_TOP/tests/bench/guest-bench.sh" \
+            --add "$TEST_OUT/bench-vm.sh" -- sh ./bench-vm.sh > /dev/null ||
+            fail "the one-VM run failed: see $PVRDMA_OUT/vm/bench-vm.log"
+        grep -a '^R ' "$PVRDMA_OUT/vm/bench-vm.log" | tr -d '\r' \
+            >> "$TEST_OUT/guests.txt" ;;
+    2vm)
+        fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
+        vmpair_run bench-2vm 5400 "$TEST_OUT/bench-2vm.sh" \
+            "$TEST_OUT/bench-2vm.sh" \
+            --arg --add --arg "$TESTS_TOP/tests/guest/rxe.sh" \
+            --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
+            --arg -d --arg ",fabric-path=$fdir" > /dev/null
+        rm -rf "$fdir"
+        grep -a '^R ' "$PVRDMA_OUT/vm/bench-2vm-b.log" | tr -d '\r' \
+            >> "$TEST_OUT/guests.txt" ;;
+    *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm)" ;;
+    esac
+    log "bench: setup $s done ($((SECONDS - start)) s)"
+done
+
+cat "$TEST_OUT/host.txt" "$TEST_OUT/guests.txt" > "$out/results.txt"
+python3 "$TESTS_TOP/tests/bench/report.py" "$out" \
+    "$(uname -m), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), QEMU TCG, $(date -u +%Y-%m-%d)" ||
+    fail "report.py failed"
+(cd "$out" && gnuplot plots.gp) || fail "gnuplot failed"
+cat "$out/results.md"
+pass "results in $out (results.json, results.md, latency.png, bandwidth.png), $((SECONDS - start)) s"

@@ -1,0 +1,142 @@
+# shellcheck shell=dash
+# Guest side of `make bench` (tests/bench/bench.sh), busybox sh: measures
+# one transport with perftest, rdma-core's ping-pong or qperf and prints
+# one line per measurement,
+#
+#   R SETUP TRANSPORT TEST SIZE REP VALUE UNIT
+#
+# (latencies in usec, perftest's typical; bandwidths in MB/s = 10^6 B/s;
+# message rates in Mmsg/s).  Sourced, then
+#
+#   bench_rdma SETUP TRANSPORT DEVICE GID_INDEX
+#   bench_tcp SETUP
+#
+# SETUP is "vm" (server and client in this guest, on 127.0.0.1) or "2vm"
+# (tests/guest/vmpair.sh: guest A serves, guest B measures and prints;
+# sync.sh pairs each run).  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
+# size of each series and one round (a smoke run).
+
+BENCH_REPS=${BENCH_REPS:-3}
+LAT_SIZES="2 64 1024 4096 65536"
+BW_SIZES="64 4096 65536 1048576 4194304"
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+    BENCH_REPS=1
+    LAT_SIZES=64
+    BW_SIZES=65536
+fi
+_bench_seq=0
+
+# _bench_run SETUP SERVER_CMD CLIENT_CMD OUT: the pair once (shell
+# commands; @PEER@ in CLIENT_CMD is the server's address); the client's
+# output in OUT.  In "2vm" only guest B's OUT is filled.
+_bench_run() {
+    local setup=$1 srv=$2 cli=$3 out=$4 pid
+    _bench_seq=$((_bench_seq + 1))
+    : > "$out"
+    if [ "$setup" = vm ]; then
+        cli=$(echo "$cli" | sed "s/@PEER@/127.0.0.1/g")
+        sh -c "$srv" > /tmp/bench-srv.out 2>&1 &
+        pid=$!
+        sleep 1
+        timeout 600 sh -c "$cli" > "$out" 2>&1 ||
+            { cat "$out" /tmp/bench-srv.out; fail "bench: $cli failed"; }
+        wait $pid || { cat /tmp/bench-srv.out; fail "bench: $srv failed"; }
+    elif [ "$VMPAIR_ROLE" = a ]; then
+        xpair_server "b$_bench_seq" 600 "$srv" > /dev/null
+    else
+        cli=$(echo "$cli" | sed "s/@PEER@/$PEER_IP/g")
+        xpair_client "b$_bench_seq" 600 "$cli" > "$out" ||
+            { cat "$out"; fail "bench: $cli failed"; }
+    fi
+}
+
+# _bench_emit SETUP TRANSPORT TEST SIZE REP VALUE UNIT (guest B or "vm")
+_bench_emit() {
+    [ "$1" = 2vm ] && [ "$VMPAIR_ROLE" = a ] && return 0
+    [ -n "$6" ] || fail "bench: no result for $2 $3 $4"
+    echo "R $*"
+}
+
+# Iterations for a run of SIZE bytes: about 64 MiB, 20 to 1000.
+_bench_iters() {
+    local n=$((67108864 / $1))
+    [ "$n" -gt 1000 ] && n=1000
+    [ "$n" -lt 20 ] && n=20
+    echo "$n"
+}
+
+bench_rdma() {
+    local setup=$1 tr=$2 dev=$3 gidx=$4 o rep t s n out=/tmp/bench.out
+    o="-d $dev -x $gidx -F"
+    for rep in $(seq "$BENCH_REPS"); do
+        for t in send_lat write_lat read_lat; do
+            for s in $LAT_SIZES; do
+                _bench_run "$setup" "ib_$t $o -s $s -n 1000" \
+                    "ib_$t $o -s $s -n 1000 @PEER@" "$out"
+                _bench_emit "$setup" "$tr" "$t" "$s" "$rep" \
+                    "$(awk -v s="$s" '$1 == s && $2 == 1000 { print $5 }' "$out")" usec
+            done
+        done
+        for t in write_bw send_bw read_bw; do
+            for s in $BW_SIZES; do
+                n=$(_bench_iters "$s")
+                _bench_run "$setup" "ib_$t $o -s $s -n $n" \
+                    "ib_$t $o -s $s -n $n @PEER@" "$out"
+                _bench_emit "$setup" "$tr" "$t" "$s" "$rep" \
+                    "$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $4 }' "$out")" MB/s
+                _bench_emit "$setup" "$tr" "${t%_bw}_rate" "$s" "$rep" \
+                    "$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $5 }' "$out")" Mmsg/s
+            done
+        done
+        # Ping-pong of 64 bytes, polling and waiting for events.
+        for t in pingpong pingpong_event; do
+            o="-d $dev -g $gidx -s 64 -n 2000"
+            [ "$t" = pingpong_event ] && o="$o -e"
+            _bench_run "$setup" "ibv_rc_pingpong $o" \
+                "ibv_rc_pingpong $o @PEER@" "$out"
+            _bench_emit "$setup" "$tr" "$t" 64 "$rep" \
+                "$(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' "$out")" usec
+        done
+        o="-d $dev -x $gidx -F"
+    done
+}
+
+# qperf's "  latency  =  25.3 us" / "  bw  =  1.2 GB/sec" in usec, MB/s.
+_bench_qperf() {
+    awk -v want="$1" '
+        $1 == want && $2 == "=" {
+            v = $3; u = $4
+            if (want == "latency") {
+                if (u == "ns") v /= 1000; else if (u == "ms") v *= 1000;
+                else if (u == "sec") v *= 1000000
+            } else {
+                if (u ~ /^KB/) v /= 1000; else if (u ~ /^GB/) v *= 1000;
+                else if (u ~ /^bytes/) v /= 1000000
+            }
+            print v
+        }'
+}
+
+# TCP over the guests' network (or this guest's loopback in "vm"): qperf
+# tcp_lat and tcp_bw for every size; the server goes when the client
+# says so on port 19766.
+bench_tcp() {
+    local setup=$1 rep s cli out=/tmp/bench.out sizes
+    sizes=$(echo $LAT_SIZES $BW_SIZES | tr ' ' '\n' | sort -n | uniq | tr '\n' ' ')
+    for rep in $(seq "$BENCH_REPS"); do
+        cli=""
+        for s in $sizes; do
+            cli="$cli echo SIZE $s; qperf -lp 19765 -m $s @PEER@ tcp_lat tcp_bw || exit 1;"
+        done
+        cli="$cli echo done | nc @PEER@ 19766"
+        _bench_run "$setup" \
+            "qperf -lp 19765 & q=\$!; nc -l -p 19766 > /dev/null; kill \$q; true" \
+            "$cli" "$out"
+        for s in $sizes; do
+            _bench_emit "$setup" tcp tcp_lat "$s" "$rep" \
+                "$(awk -v s="$s" '$1 == "SIZE" { on = ($2 == s) } on' "$out" | _bench_qperf latency)" usec
+            _bench_emit "$setup" tcp tcp_bw "$s" "$rep" \
+                "$(awk -v s="$s" '$1 == "SIZE" { on = ($2 == s) } on' "$out" | _bench_qperf bw)" MB/s
+        done
+    done
+}

@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0-or-later
+"""The report of `make bench` (tests/bench/bench.sh).
+
+    report.py DIR MACHINE
+
+reads DIR/results.txt (lines "R SETUP TRANSPORT TEST SIZE REP VALUE UNIT")
+and writes DIR/results.json (median, min and max of every series point),
+DIR/results.md (tables, ratios of this device to Soft-RoCE, TCP and the
+host's memcpy, all from this one run) and DIR/plots.gp with its data files
+(gnuplot makes latency.png and bandwidth.png from them).
+"""
+import json
+import os
+import statistics
+import sys
+
+SETUPS = [("vm", "one VM"), ("2vm", "two VMs")]
+TRANSPORTS = [("pvrdma", "pvrdma"), ("rxe", "Soft-RoCE"), ("tcp", "TCP")]
+UNITS = {}
+
+
+def load(path):
+    data = {}
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if len(w) != 8 or w[0] != "R":
+                continue
+            _, setup, tr, test, size, _rep, value, unit = w
+            try:
+                v = float(value)
+            except ValueError:
+                sys.exit(f"report.py: not a number in: {line.strip()}")
+            data.setdefault((setup, tr, test, int(size)), []).append(v)
+            UNITS[test] = unit
+    return data
+
+
+def stats(vals):
+    return {"median": statistics.median(vals), "min": min(vals),
+            "max": max(vals), "n": len(vals)}
+
+
+def size_str(n):
+    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    return f"{n} B"
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v >= 100:
+        return f"{v:.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if v >= 0.1 else f"{v:.3f}"
+
+
+def main():
+    out, machine = sys.argv[1], sys.argv[2]
+    data = load(os.path.join(out, "results.txt"))
+    if not data:
+        sys.exit("report.py: no results")
+    summary = {f"{s}/{t}/{x}/{n}": dict(stats(v), unit=UNITS[x])
+               for (s, t, x, n), v in sorted(data.items())}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump({"machine": machine, "results": summary}, f, indent=1,
+                  sort_keys=True)
+
+    def med(setup, tr, test, size):
+        v = data.get((setup, tr, test, size))
+        return statistics.median(v) if v else None
+
+    def spread(setup, tr, test, size):
+        v = data.get((setup, tr, test, size))
+        if not v or len(v) < 2:
+            return ""
+        m = statistics.median(v)
+        return f" ±{100 * (max(v) - min(v)) / 2 / m:.0f}%" if m else ""
+
+    def sizes(test):
+        return sorted({k[3] for k in data if k[2] == test})
+
+    md = [f"Measured by `make bench` on {machine}; every figure is the "
+          "median of the rounds of this one run (± half the spread between "
+          "the fastest and slowest round, in % of the median). Ratios "
+          "compare within this run only.", ""]
+    present = [(s, sl) for s, sl in SETUPS
+               if any(k[0] == s for k in data)]
+
+    def ratio(a, b):
+        return f"{fmt(a / b)}x" if a and b else "-"
+
+    for s, sl in present:
+        # Latency: lower is better; the ratios say how much lower ours is.
+        md += [f"### Latency, {sl} (usec, lower is better)", "",
+               "| test | size | pvrdma | Soft-RoCE | TCP (qperf) |"
+               " Soft-RoCE / pvrdma | TCP / pvrdma |",
+               "|---|---|---|---|---|---|---|"]
+        for test in ("send_lat", "write_lat", "read_lat"):
+            for n in sizes(test):
+                p = med(s, "pvrdma", test, n)
+                r = med(s, "rxe", test, n)
+                t = med(s, "tcp", "tcp_lat", n) if test == "send_lat" else None
+                md.append(f"| {test} | {size_str(n)} |"
+                          f" {fmt(p)}{spread(s, 'pvrdma', test, n)} |"
+                          f" {fmt(r)} | {fmt(t)} | {ratio(r, p)} |"
+                          f" {ratio(t, p)} |")
+        md.append("")
+        # Bandwidth: higher is better; ours over theirs, and of memcpy.
+        md += [f"### Bandwidth, {sl} (MB/s = 10^6 B/s, higher is better)",
+               "",
+               "| test | size | pvrdma | Soft-RoCE | TCP (qperf) |"
+               " host memcpy | pvrdma / Soft-RoCE | pvrdma / TCP |"
+               " pvrdma / memcpy |",
+               "|---|---|---|---|---|---|---|---|---|"]
+        for test in ("write_bw", "send_bw", "read_bw"):
+            for n in sizes(test):
+                mc = med("host", "memcpy", "memcpy", n)
+                p = med(s, "pvrdma", test, n)
+                r = med(s, "rxe", test, n)
+                t = med(s, "tcp", "tcp_bw", n) if test == "send_bw" else None
+                md.append(f"| {test} | {size_str(n)} |"
+                          f" {fmt(p)}{spread(s, 'pvrdma', test, n)} |"
+                          f" {fmt(r)} | {fmt(t)} | {fmt(mc)} |"
+                          f" {ratio(p, r)} | {ratio(p, t)} |"
+                          f" {f'{100 * p / mc:.1f}%' if p and mc else '-'} |")
+        md.append("")
+
+    md += ["### Message rate (million messages/s)", ""]
+    head = "| test | size |" + "".join(
+        f" pvrdma {sl} | Soft-RoCE {sl} |" for _, sl in present)
+    md += [head, "|---|---|" + "---|---|" * len(present)]
+    for test in ("write_rate", "send_rate", "read_rate"):
+        for n in sizes(test):
+            md.append(f"| {test} | {size_str(n)} |" + "".join(
+                f" {fmt(med(s, 'pvrdma', test, n))} |"
+                f" {fmt(med(s, 'rxe', test, n))} |" for s, _ in present))
+    md.append("")
+
+    md += ["### ibv_rc_pingpong, 64 B (usec per round trip)", ""]
+    head = "| mode |" + "".join(
+        f" pvrdma {sl} | Soft-RoCE {sl} |" for _, sl in present)
+    md += [head, "|---|" + "---|---|" * len(present)]
+    for test, name in (("pingpong", "polling"),
+                       ("pingpong_event", "completion events (-e)")):
+        md.append(f"| {name} |" + "".join(
+            f" {fmt(med(s, 'pvrdma', test, 64))}{spread(s, 'pvrdma', test, 64)} |"
+            f" {fmt(med(s, 'rxe', test, 64))} |" for s, _ in present))
+    md.append("")
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write("\n".join(md))
+
+    # Plot data: one file per line, columns size median min max.
+    gp = ["set terminal png size 1000,600 noenhanced",
+          "set logscale xy", "set grid", "set key outside right",
+          "set xlabel 'message size (bytes)'"]
+    lines = {"latency": [], "bandwidth": []}
+    plots = [("latency", [(s, t, x) for s, _ in present
+                          for t, x in (("pvrdma", "send_lat"),
+                                       ("pvrdma", "write_lat"),
+                                       ("pvrdma", "read_lat"),
+                                       ("rxe", "send_lat"),
+                                       ("tcp", "tcp_lat"))]),
+             ("bandwidth", [("host", "memcpy", "memcpy")] +
+              [(s, t, x) for s, _ in present
+               for t, x in (("pvrdma", "write_bw"), ("pvrdma", "read_bw"),
+                            ("rxe", "write_bw"), ("tcp", "tcp_bw"))])]
+    for plot, series in plots:
+        for s, t, x in series:
+            pts = sorted(k[3] for k in data if k[:3] == (s, t, x))
+            if not pts:
+                continue
+            name = f"{plot}-{s}-{t}-{x}.dat"
+            with open(os.path.join(out, name), "w") as f:
+                for n in pts:
+                    v = data[(s, t, x, n)]
+                    f.write(f"{n} {statistics.median(v)} {min(v)} {max(v)}\n")
+            label = ("host memcpy (one core)" if s == "host" else
+                     f"{dict(TRANSPORTS)[t]} {x}, {dict(SETUPS)[s]}")
+            lines[plot].append(f"'{name}' using 1:2:3:4 with yerrorlines "
+                               f"title '{label}'")
+    gp += ["set output 'latency.png'",
+           "set ylabel 'latency (usec, typical)'",
+           f"set title 'Latency ({machine})' noenhanced",
+           "plot " + ", \\\n     ".join(lines["latency"]),
+           "set output 'bandwidth.png'",
+           "set ylabel 'bandwidth (MB/s)'",
+           f"set title 'Bandwidth ({machine})' noenhanced",
+           "plot " + ", \\\n     ".join(lines["bandwidth"]), ""]
+    with open(os.path.join(out, "plots.gp"), "w") as f:
+        f.write("\n".join(gp))
+
+
+if __name__ == "__main__":
+    main()

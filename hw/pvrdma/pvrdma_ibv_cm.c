@@ -640,6 +640,54 @@ static void cm_host_connect(PvrdmaIbvCm *cm, PvrdmaCmConn *c,
 }
 
 /*
+ * A REQ or SIDR_REQ (request @guest_id) of the guest: true if it repeats
+ * one we have (our answer, if there is one yet, goes again); else what
+ * an answer needs, in @tmp.
+ */
+static bool cm_guest_request(PvrdmaIbvCm *cm, const uint8_t *mad,
+                             const PvrdmaSendWr *wr, uint32_t guest_id,
+                             PvrdmaCmConn *tmp)
+{
+    PvrdmaCmConn *c = cm_conn_by_guest(cm, guest_id, wr->sgid);
+
+    if (c) {
+        if (c->have_last) {
+            cm_to_guest(cm, c, c->last);
+        }
+        return true;
+    }
+    memset(tmp, 0, sizeof(*tmp));
+    tmp->active = true;
+    tmp->guest_id = guest_id;
+    tmp->tid = cm_get64(mad, 8);
+    memcpy(tmp->guest_gid, wr->sgid, 16);
+    memcpy(tmp->peer_gid, wr->dgid, 16);
+    return false;
+}
+
+/* A new connection for the guest's request @tmp, or its rejection. */
+static PvrdmaCmConn *cm_guest_conn(PvrdmaIbvCm *cm, PvrdmaCmConn *tmp,
+                                   uint16_t reason)
+{
+    PvrdmaCmConn *c = NULL;
+
+    if (!reason) {
+        c = cm_conn_new(cm, true);
+        reason = c ? 0 : CM_REJ_NO_RESOURCES;
+    }
+    if (reason) {
+        cm_reject_guest(cm, tmp, reason, NULL, 0);
+        return NULL;
+    }
+    c->guest_id = tmp->guest_id;
+    c->tid = tmp->tid;
+    c->sidr = tmp->sidr;
+    c->service = tmp->service;
+    memcpy(c->guest_gid, tmp->guest_gid, 16);
+    return c;
+}
+
+/*
  * The guest connects: its REQ, checked, becomes a host connection that
  * starts with the resolution of the peer's address.
  */
@@ -652,20 +700,9 @@ static void cm_guest_req(PvrdmaIbvCm *cm, const uint8_t *mad,
     uint8_t src_gid[16], dst_gid[16];
     uint16_t reason = 0;
 
-    c = cm_conn_by_guest(cm, cm_get32(mad, REQ_LOCAL_ID), wr->sgid);
-    if (c) {
-        /* The guest sent it again: our answer, if there is one yet. */
-        if (c->have_last) {
-            cm_to_guest(cm, c, c->last);
-        }
+    if (cm_guest_request(cm, mad, wr, cm_get32(mad, REQ_LOCAL_ID), &tmp)) {
         return;
     }
-    memset(&tmp, 0, sizeof(tmp));
-    tmp.active = true;
-    tmp.guest_id = cm_get32(mad, REQ_LOCAL_ID);
-    tmp.tid = cm_get64(mad, 8);
-    memcpy(tmp.guest_gid, wr->sgid, 16);
-    memcpy(tmp.peer_gid, wr->dgid, 16);
     /* RDMA CM's IP port space over RC is what the host's CM can carry. */
     if ((service >> 16) != CMA_PS_TCP || !cm_hdr_gids(pd, src_gid, dst_gid)) {
         reason = CM_REJ_INVALID_SERVICE;
@@ -674,17 +711,10 @@ static void cm_guest_req(PvrdmaIbvCm *cm, const uint8_t *mad,
     } else if (!cm_guest_rc_qp(cm, cm_get24(mad, REQ_QPN))) {
         reason = CM_REJ_NO_QP;
     }
-    if (!reason) {
-        c = cm_conn_new(cm, true);
-        reason = c ? 0 : CM_REJ_NO_RESOURCES;
-    }
-    if (reason) {
-        cm_reject_guest(cm, &tmp, reason, NULL, 0);
+    c = cm_guest_conn(cm, &tmp, reason);
+    if (!c) {
         return;
     }
-    c->guest_id = tmp.guest_id;
-    c->tid = tmp.tid;
-    memcpy(c->guest_gid, tmp.guest_gid, 16);
     c->guest_qpn = cm_get24(mad, REQ_QPN);
     c->param.responder_resources = mad[REQ_RESP_RES];
     c->param.initiator_depth = mad[REQ_INIT_DEPTH];
@@ -713,36 +743,18 @@ static void cm_guest_sidr_req(PvrdmaIbvCm *cm, const uint8_t *mad,
     uint8_t src_gid[16], dst_gid[16];
     uint16_t reason = 0;
 
-    c = cm_conn_by_guest(cm, cm_get32(mad, SIDR_REQ_ID), wr->sgid);
-    if (c) {
-        if (c->have_last) {
-            cm_to_guest(cm, c, c->last);
-        }
+    if (cm_guest_request(cm, mad, wr, cm_get32(mad, SIDR_REQ_ID), &tmp)) {
         return;
     }
-    memset(&tmp, 0, sizeof(tmp));
-    tmp.active = true;
     tmp.sidr = true;
     tmp.service = service;
-    tmp.guest_id = cm_get32(mad, SIDR_REQ_ID);
-    tmp.tid = cm_get64(mad, 8);
-    memcpy(tmp.guest_gid, wr->sgid, 16);
-    memcpy(tmp.peer_gid, wr->dgid, 16);
     if ((service >> 16) != CMA_PS_UDP || !cm_hdr_gids(pd, src_gid, dst_gid)) {
         reason = CM_REJ_INVALID_SERVICE;
-    } else {
-        c = cm_conn_new(cm, true);
-        reason = c ? 0 : CM_REJ_NO_RESOURCES;
     }
-    if (reason) {
-        cm_reject_guest(cm, &tmp, reason, NULL, 0);
+    c = cm_guest_conn(cm, &tmp, reason);
+    if (!c) {
         return;
     }
-    c->sidr = true;
-    c->service = service;
-    c->guest_id = tmp.guest_id;
-    c->tid = tmp.tid;
-    memcpy(c->guest_gid, tmp.guest_gid, 16);
     memcpy(c->pdata, pd + CMA_HDR_LEN, SIDR_REQ_PDATA_LEN - CMA_HDR_LEN);
     c->param.private_data = c->pdata;
     c->param.private_data_len = SIDR_REQ_PDATA_LEN - CMA_HDR_LEN;

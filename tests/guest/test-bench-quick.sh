@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# make bench in its quick mode (tests/bench/bench.sh, BENCH_QUICK=1: one
+# size of each series, one round, both setups): every series of every
+# transport gives a figure, the report and the plots are made.  Figures
+# are not judged here (these machines are noisy; docs/benchmarks.md).
+. "$(dirname "$0")/lib.sh"
+
+out=$TEST_OUT/bench
+rm -rf "$out"
+BENCH_QUICK=1 BENCH_OUT=$out "$TESTS_TOP/tests/bench/bench.sh" ||
+    fail "make bench (quick) failed"
+for f in results.txt results.json results.md latency.png bandwidth.png; do
+    [ -s "$out/$f" ] || fail "make bench made no $f"
+done
+# Every transport of every setup measured every series once.
+for s in vm 2vm; do
+    for t in pvrdma rxe; do
+        for x in send_lat write_lat read_lat write_bw send_bw read_bw \
+                 write_rate send_rate read_rate pingpong pingpong_event; do
+            grep -q "^R $s $t $x " "$out/results.txt" ||
+                fail "no $t $x figure in the $s setup"
+        done
+    done
+    for x in tcp_lat tcp_bw; do
+        grep -q "^R $s tcp $x " "$out/results.txt" ||
+            fail "no TCP $x figure in the $s setup"
+    done
+done
+grep -q "^R host memcpy memcpy " "$out/results.txt" || fail "no memcpy figure"
+pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM and across two, report and plots"

@@ -1501,12 +1501,6 @@ static bool pvrdma_wq_needs_drain(const struct pvrdma_sq_wqe_hdr *hdr)
            op == PVRDMA_WR_BIND_MW;
 }
 
-/* Stop the SQ until the requests out have completed (@all) or one has. */
-static void pvrdma_wq_wait(PvrdmaQp *qp, bool all)
-{
-    qp->wq.hold = all;
-}
-
 /* Make the next window entry for the WQE in @hdr; its request. */
 static PvrdmaWqOut *pvrdma_wq_out_new(PvrdmaQp *qp,
                                       const struct pvrdma_sq_wqe_hdr *hdr)
@@ -1528,7 +1522,7 @@ static PvrdmaWqOut *pvrdma_wq_out_new(PvrdmaQp *qp,
     return o;
 }
 
-/* The WQE of entry @o is at the backend. */
+/* The entry pvrdma_wq_out_new() made is at the backend now. */
 static void pvrdma_wq_out_add(PvrdmaQp *qp)
 {
     qp->wq.nout++;
@@ -1612,7 +1606,7 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
             break;
         }
         if (wq->nout && pvrdma_wq_needs_drain(hdr)) {
-            pvrdma_wq_wait(qp, true);
+            wq->hold = true;        /* until every request out is done */
             break;
         }
         o = pvrdma_wq_out_new(qp, hdr);
@@ -1626,7 +1620,7 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
             }
             if (wq->nout) {
                 /* Its error CQE follows the ones before it. */
-                pvrdma_wq_wait(qp, true);
+                wq->hold = true;
                 break;
             }
             pvrdma_core_cqe_init(&cqe, qp, o->wr_id,
@@ -1649,7 +1643,7 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
                 wq->sq_next = next;
                 if (wq->nout) {
                     /* Again after the next completion, or after all. */
-                    pvrdma_wq_wait(qp, ret != -EAGAIN);
+                    wq->hold = ret != -EAGAIN;
                     break;
                 }
                 pvrdma_core_cqe_init(&cqe, qp, o->wr_id,

@@ -79,6 +79,7 @@ for s in $setups; do
             >> "$TEST_OUT/guests.txt" ;;
     2vm)
         fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
+        trap 'rm -rf "$fdir"' EXIT
         vmpair_run bench-2vm 5400 "$TEST_OUT/bench-2vm.sh" \
             "$TEST_OUT/bench-2vm.sh" \
             --arg --add --arg "$TESTS_TOP/tests/guest/rxe.sh" \

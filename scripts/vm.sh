@@ -17,6 +17,9 @@
 #                          can then be loaded with insmod. Repeatable.
 #   -d, --device OPTS      append OPTS to every -device pvrdma (",max-qp=64")
 #       --pvrdma N         number of pvrdma devices (default: 1)
+#       --iothread         run the devices' doorbells and fabric links in
+#                          an IOThread (-object iothread, iothread=); the
+#                          default when PVRDMA_IOTHREAD=1 is set
 #       --noload           do not load pvrdma.ko at boot
 #       --net SPEC         back the NIC with -netdev SPEC,id=net0 instead of
 #                          the default user-mode network, e.g. two guests on
@@ -33,6 +36,7 @@
 . "$(dirname "$0")/lib.sh"
 
 name=guest timeout=600 smp=2 mem=1024 ndev=1 devopts= noload= log=
+iothread=${PVRDMA_IOTHREAD:-}
 net=user ip='' mac=''
 adds=() qargs=()
 while [ $# -gt 0 ]; do
@@ -44,6 +48,7 @@ while [ $# -gt 0 ]; do
     -a|--add) adds+=("$2"); shift 2 ;;
     -d|--device) devopts=$2; shift 2 ;;
     --pvrdma) ndev=$2; shift 2 ;;
+    --iothread) iothread=1; shift ;;
     --noload) noload=1; shift ;;
     --net) net=$2; shift 2 ;;
     --ip) ip=$2; shift 2 ;;
@@ -88,6 +93,10 @@ args=(-M pc -accel tcg -smp "$smp" -m "$mem" -no-reboot -display none
       -L /usr/share/qemu -L /usr/share/seabios
       -kernel "$kernel" -initrd "$work/initrd" -append "$append"
       -netdev "$net,id=net0" -device "$nic")
+if [ "$iothread" = 1 ] && [ "$ndev" -gt 0 ]; then
+    args+=(-object iothread,id=pvrdma-io)
+    devopts+=",iothread=pvrdma-io"
+fi
 for ((i = 0; i < ndev; i++)); do
     args+=(-device "pvrdma$devopts")
 done

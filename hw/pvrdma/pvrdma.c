@@ -12,7 +12,7 @@
  *                 [,max-srq=N][,max-qp-wr=N][,max-cqe=N][,max-sge=N]
  *                 [,max-srq-wr=N][,max-srq-sge=N][,max-ah=N][,max-uc=N]
  *                 [,uar-pages=N][,gid-tbl-len=N][,max-mr-size=BYTES]
- *                 [,max-pinned-pages=N][,node-guid=GUID]
+ *                 [,max-pinned-pages=N][,node-guid=GUID][,iothread=ID]
  *                 [,backend=fabric][,fabric-path=DIR]
  *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
  *   -device pvrdma,backend=ibverbs,ibdev=NAME[,ibport=N][,gid-index=N]
@@ -25,7 +25,9 @@
  * QEMU processes and hosts (pvrdma_fabric_glue.c); without them it
  * reaches the pvrdma devices of this process only.  backend=ibverbs puts
  * the guest's verbs on a host RDMA device (pvrdma_ibverbs.c,
- * docs/ibverbs.md).
+ * docs/ibverbs.md).  iothread= names an -object iothread that runs the
+ * doorbells and the fabric's links, so that a doorbell write returns to
+ * the guest at once (docs/architecture.md, "Threads").
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -35,14 +37,18 @@
 #include "qemu/log.h"
 #include "qemu/main-loop.h"
 #include "qemu/module.h"
+#include "qemu/queue.h"
+#include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "qapi/error.h"
 #include "hw/boards.h"
 #include "hw/pci/pci_device.h"
+#include "hw/pci/msi.h"
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
 #include "migration/blocker.h"
 #include "system/dma.h"
+#include "system/iothread.h"
 #include "system/system.h"
 #include "trace.h"
 
@@ -59,6 +65,17 @@ typedef struct PvrdmaGerrRate {
     unsigned count;
     unsigned suppressed;
 } PvrdmaGerrRate;
+
+/* A doorbell written by the guest, waiting for the IOThread. */
+typedef struct PvrdmaDoorbell {
+    uint64_t offset;
+    uint32_t val;
+} PvrdmaDoorbell;
+
+/* Doorbells queued per device before the vCPU runs them itself. */
+#define PVRDMA_DBQ_LEN          256
+/* Queue drains per run of the IOThread's bottom half before it yields. */
+#define PVRDMA_DBQ_ROUNDS       4
 
 #define TYPE_PVRDMA "pvrdma"
 OBJECT_DECLARE_SIMPLE_TYPE(PvrdmaState, PVRDMA)
@@ -84,7 +101,128 @@ struct PvrdmaState {
     PvrdmaCore *core;
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
+    IOThread *iothread;         /* iothread= property, or NULL */
+    QEMUBH *db_bh;              /* runs queued doorbells in the IOThread */
+    QemuSpin dbq_lock;          /* dbq, dbq_n */
+    PvrdmaDoorbell dbq[PVRDMA_DBQ_LEN];
+    unsigned dbq_n;
+    uint32_t irq_pending;       /* vectors raised under pvrdma_lock */
+    QLIST_ENTRY(PvrdmaState) next;
 };
+
+/* ---- one lock for every pvrdma device of the process -------------------- */
+
+/*
+ * Cores, fabrics and backends of this process are guarded by one
+ * recursive lock: devices reach each other's cores through a fabric (a
+ * SEND executes on the responder's core), so one lock per device would
+ * need an order among devices.  Without iothread= every caller also holds
+ * the BQL and the lock is never contended.  With it, an IOThread runs
+ * doorbells and fabric links holding this lock without the BQL, and two
+ * rules keep the two locks from deadlocking:
+ *
+ *  - a thread holding the BQL that finds this lock taken lets the BQL go
+ *    while it waits, since the holder may need the BQL (DMA a guest
+ *    pointed at MMIO takes it);
+ *  - interrupts raised under this lock are sent when its outermost holder
+ *    is done, with the BQL (MSI-X reads its table and writes the message).
+ *
+ * Letting the BQL go inside an MMIO handler lets another vCPU into this
+ * device's MMIO meanwhile, which QEMU's re-entrancy guard (one flag per
+ * device) would refuse, dropping a doorbell or a register write: the
+ * device's regions turn the guard off (pvrdma_init_pci) and refuse the
+ * re-entry it protects against themselves (DMA and MSI-X messages into
+ * the device's own BARs).
+ */
+static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
+                                   uint64_t len);
+
+static QemuRecMutex pvrdma_big_lock;
+static unsigned pvrdma_lock_depth;
+static bool pvrdma_irqs_pending;
+static QLIST_HEAD(, PvrdmaState) pvrdma_devices =
+    QLIST_HEAD_INITIALIZER(pvrdma_devices);
+
+void pvrdma_lock(void)
+{
+    if (qemu_rec_mutex_trylock(&pvrdma_big_lock) != 0) {
+        if (bql_locked()) {
+            bql_unlock();
+            qemu_rec_mutex_lock(&pvrdma_big_lock);
+            bql_lock();
+        } else {
+            qemu_rec_mutex_lock(&pvrdma_big_lock);
+        }
+    }
+    pvrdma_lock_depth++;
+}
+
+/*
+ * An MSI-X message is a DMA write: one aimed at a pvrdma BAR runs that
+ * device's handler, which may raise more.  Rounds are bounded (what is
+ * left goes with the next unlock), and a message into the device's own
+ * BARs is not sent at all (the guest programmed a loop).
+ */
+#define PVRDMA_IRQ_ROUNDS       4
+
+static void pvrdma_fire_irqs(void)
+{
+    PvrdmaState *s;
+
+    for (unsigned round = 0; pvrdma_irqs_pending &&
+                             round < PVRDMA_IRQ_ROUNDS; round++) {
+        pvrdma_irqs_pending = false;
+        QLIST_FOREACH(s, &pvrdma_devices, next) {
+            PCIDevice *pdev = PCI_DEVICE(s);
+            uint32_t pending = s->irq_pending;
+
+            s->irq_pending = 0;
+            for (unsigned v = 0; pending; v++, pending >>= 1) {
+                if (!(pending & 1) || !msix_enabled(pdev)) {
+                    continue;
+                }
+                if (pvrdma_addr_is_own_bar(s, msix_get_message(pdev,
+                                                               v).address,
+                                           4)) {
+                    qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: MSI-X vector "
+                                  "%u points into the device's own BARs: "
+                                  "not sent\n", v);
+                    continue;
+                }
+                trace_pvrdma_irq(v);
+                msix_notify(pdev, v);
+            }
+        }
+    }
+}
+
+void pvrdma_unlock(void)
+{
+    if (pvrdma_lock_depth == 1 && pvrdma_irqs_pending) {
+        if (bql_locked()) {
+            pvrdma_fire_irqs();
+        } else {
+            bql_lock();
+            pvrdma_fire_irqs();
+            bql_unlock();
+        }
+    }
+    pvrdma_lock_depth--;
+    qemu_rec_mutex_unlock(&pvrdma_big_lock);
+}
+
+/* A device that left (unrealize) may still have a bottom half running. */
+static bool pvrdma_device_live(PvrdmaState *s)
+{
+    PvrdmaState *d;
+
+    QLIST_FOREACH(d, &pvrdma_devices, next) {
+        if (d == s) {
+            return true;
+        }
+    }
+    return false;
+}
 
 /* ---- callbacks for the core ------------------------------------------- */
 
@@ -212,17 +350,18 @@ static void pvrdma_timer_cb(void *opaque)
 {
     PvrdmaState *s = opaque;
 
+    pvrdma_lock();
     pvrdma_core_timer_expired(s->core);
+    pvrdma_unlock();
 }
 
+/* Sent by pvrdma_unlock(). */
 static void pvrdma_notify(void *opaque, unsigned vector)
 {
-    PCIDevice *pdev = PCI_DEVICE(opaque);
+    PvrdmaState *s = opaque;
 
-    trace_pvrdma_irq(vector);
-    if (msix_enabled(pdev)) {
-        msix_notify(pdev, vector);
-    }
+    s->irq_pending |= 1u << vector;
+    pvrdma_irqs_pending = true;
 }
 
 /*
@@ -289,11 +428,52 @@ static const PvrdmaCoreOps pvrdma_core_ops = {
 
 /* ---- BARs ------------------------------------------------------------- */
 
-static uint64_t pvrdma_reg_read(void *opaque, hwaddr addr, unsigned size)
+/*
+ * Run the doorbells the IOThread has not run yet, in the order the guest
+ * wrote them (pvrdma_lock held).  Returns false if more may be waiting.
+ */
+static bool pvrdma_db_drain(PvrdmaState *s, unsigned rounds)
+{
+    PvrdmaDoorbell batch[PVRDMA_DBQ_LEN];
+    unsigned n;
+
+    while (rounds--) {
+        qemu_spin_lock(&s->dbq_lock);
+        n = s->dbq_n;
+        memcpy(batch, s->dbq, n * sizeof(batch[0]));
+        s->dbq_n = 0;
+        qemu_spin_unlock(&s->dbq_lock);
+        if (!n) {
+            return true;
+        }
+        for (unsigned i = 0; i < n; i++) {
+            pvrdma_core_uar_write(s->core, batch[i].offset, batch[i].val);
+        }
+    }
+    return false;
+}
+
+/* IOThread: the guest rang doorbells. */
+static void pvrdma_db_bh(void *opaque)
 {
     PvrdmaState *s = opaque;
 
-    return pvrdma_core_reg_read(s->core, addr);
+    pvrdma_lock();
+    if (pvrdma_device_live(s) && !pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS)) {
+        qemu_bh_schedule(s->db_bh);     /* let the thread's other work in */
+    }
+    pvrdma_unlock();
+}
+
+static uint64_t pvrdma_reg_read(void *opaque, hwaddr addr, unsigned size)
+{
+    PvrdmaState *s = opaque;
+    uint64_t val;
+
+    pvrdma_lock();
+    val = pvrdma_core_reg_read(s->core, addr);
+    pvrdma_unlock();
+    return val;
 }
 
 static void pvrdma_reg_write(void *opaque, hwaddr addr, uint64_t val,
@@ -301,7 +481,13 @@ static void pvrdma_reg_write(void *opaque, hwaddr addr, uint64_t val,
 {
     PvrdmaState *s = opaque;
 
+    pvrdma_lock();
+    /* A command sees the doorbells written before it, as without IOThread. */
+    if (s->iothread) {
+        pvrdma_db_drain(s, UINT_MAX);
+    }
     pvrdma_core_reg_write(s->core, addr, val);
+    pvrdma_unlock();
 }
 
 static const MemoryRegionOps pvrdma_reg_ops = {
@@ -318,12 +504,35 @@ static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
     return 0;
 }
 
+/*
+ * With an IOThread the doorbell is queued and the vCPU returns to the
+ * guest; when the IOThread is PVRDMA_DBQ_LEN doorbells behind, the vCPU
+ * runs them itself (bounded memory, order kept).
+ */
 static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
                              unsigned size)
 {
     PvrdmaState *s = opaque;
 
+    if (s->iothread) {
+        qemu_spin_lock(&s->dbq_lock);
+        if (s->dbq_n < PVRDMA_DBQ_LEN) {
+            s->dbq[s->dbq_n].offset = addr;
+            s->dbq[s->dbq_n].val = val;
+            s->dbq_n++;
+            qemu_spin_unlock(&s->dbq_lock);
+            trace_pvrdma_doorbell_queued(addr, val, s->dbq_n);
+            qemu_bh_schedule(s->db_bh);
+            return;
+        }
+        qemu_spin_unlock(&s->dbq_lock);
+    }
+    pvrdma_lock();
+    if (s->iothread) {
+        pvrdma_db_drain(s, UINT_MAX);
+    }
     pvrdma_core_uar_write(s->core, addr, val);
+    pvrdma_unlock();
 }
 
 static const MemoryRegionOps pvrdma_uar_ops = {
@@ -343,8 +552,10 @@ static void pvrdma_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
 
     pci_default_write_config(pdev, addr, val, len);
     base = pci_get_bar_addr(pdev, PVRDMA_BAR_UAR);
+    pvrdma_lock();
     pvrdma_core_set_uar_base(s->core, base == PCI_BAR_UNMAPPED ?
                              PVRDMA_CORE_UAR_UNMAPPED : base);
+    pvrdma_unlock();
 }
 
 /* ---- realize / unrealize ------------------------------------------------ */
@@ -394,6 +605,11 @@ static bool pvrdma_init_pci(PvrdmaState *s, Error **errp)
     for (i = 0; i < PVRDMA_NUM_VECTORS; i++) {
         msix_vector_use(pdev, i);
     }
+    /* See pvrdma_lock(). */
+    s->reg_bar.disable_reentrancy_guard = true;
+    s->uar_bar.disable_reentrancy_guard = true;
+    pdev->msix_table_mmio.disable_reentrancy_guard = true;
+    pdev->msix_pba_mmio.disable_reentrancy_guard = true;
     return true;
 }
 
@@ -425,7 +641,14 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                            pdev->devfn;
     }
     s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pvrdma_timer_cb, s);
+    s->cfg.deferred_doorbells = s->iothread != NULL;
     s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
+    qemu_spin_init(&s->dbq_lock);
+    if (s->iothread) {
+        s->db_bh = aio_bh_new(iothread_get_aio_context(s->iothread),
+                              pvrdma_db_bh, s);
+    }
+    QLIST_INSERT_HEAD(&pvrdma_devices, s, next);
     return true;
 }
 
@@ -438,7 +661,9 @@ static PvrdmaFabric *pvrdma_process_fabric;
 /* Host completions or async events wait (main loop, BQL held). */
 static void pvrdma_ibv_ready(void *opaque)
 {
+    pvrdma_lock();
     pvrdma_ibv_process(opaque);
+    pvrdma_unlock();
 }
 
 /*
@@ -524,7 +749,10 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
     }
     if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
         fab = pvrdma_fabric_glue_get(s->fabric_path, s->fabric_listen,
-                                     s->fabric_peer, errp);
+                                     s->fabric_peer,
+                                     s->iothread ?
+                                     iothread_get_aio_context(s->iothread) :
+                                     NULL, errp);
         if (!fab) {
             return false;
         }
@@ -547,6 +775,12 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
 
 static void pvrdma_exit_core(PvrdmaState *s)
 {
+    QLIST_REMOVE(s, next);
+    if (s->db_bh) {
+        qemu_bh_delete(s->db_bh);
+        s->db_bh = NULL;
+    }
+    s->irq_pending = 0;
     /* The timer goes first so that it can never fire into a freed core. */
     timer_free(s->timer);
     s->timer = NULL;
@@ -596,6 +830,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     if (!pvrdma_init_pci(s, errp)) {
         return;
     }
+    pvrdma_lock();
     if (!pvrdma_init_core(s, errp)) {
         goto err_exit_pci;
     }
@@ -605,12 +840,14 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     if (!pvrdma_init_migration(s, errp)) {
         goto err_free_core;
     }
+    pvrdma_unlock();
     trace_pvrdma_realize(s->cfg.max_qp, s->cfg.max_cq, s->cfg.uar_pages);
     return;
 
 err_free_core:
     pvrdma_exit_core(s);
 err_exit_pci:
+    pvrdma_unlock();
     pvrdma_exit_pci(s);
 }
 
@@ -619,7 +856,9 @@ static void pvrdma_exit(PCIDevice *pdev)
     PvrdmaState *s = PVRDMA(pdev);
 
     migrate_del_blocker(&s->migration_blocker);
+    pvrdma_lock();
     pvrdma_exit_core(s);
+    pvrdma_unlock();
     pvrdma_exit_pci(s);
 }
 
@@ -628,7 +867,12 @@ static void pvrdma_qdev_reset(DeviceState *dev)
     PvrdmaState *s = PVRDMA(dev);
 
     trace_pvrdma_reset();
+    pvrdma_lock();
+    qemu_spin_lock(&s->dbq_lock);
+    s->dbq_n = 0;                       /* doorbells die with the state */
+    qemu_spin_unlock(&s->dbq_lock);
     pvrdma_core_reset(s->core);
+    pvrdma_unlock();
 }
 
 #define PVRDMA_PROP_U32(name, field, def) \
@@ -663,6 +907,8 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_UINT32("ibport", PvrdmaState, ibport, 1),
     DEFINE_PROP_INT32("gid-index", PvrdmaState, gid_index, -1),
     DEFINE_PROP_STRING("cm-ports", PvrdmaState, cm_ports),
+    DEFINE_PROP_LINK("iothread", PvrdmaState, iothread, TYPE_IOTHREAD,
+                     IOThread *),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)
@@ -670,6 +916,7 @@ static void pvrdma_class_init(ObjectClass *klass, void *data)
     DeviceClass *dc = DEVICE_CLASS(klass);
     PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);
 
+    qemu_rec_mutex_init(&pvrdma_big_lock);
     k->realize = pvrdma_realize;
     k->exit = pvrdma_exit;
     k->config_write = pvrdma_write_config;

@@ -1078,6 +1078,18 @@ static void pvrdma_core_trace_doorbell(PvrdmaCore *core, uint64_t offset,
     }
 }
 
+/* True if @cq holds CQEs the guest has not consumed (or its index is bad). */
+static bool pvrdma_core_cq_unconsumed(PvrdmaCore *core, PvrdmaCq *cq)
+{
+    uint32_t cons;
+
+    if (pvrdma_core_dma_read(core, pvrdma_ring_cons_addr(&cq->ring), &cons,
+                             sizeof(cons)) < 0) {
+        return false;
+    }
+    return GUINT32_FROM_LE(cons) != cq->ring.prod;
+}
+
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
 {
     uint64_t page = offset >> PVRDMA_PAGE_SHIFT;
@@ -1149,6 +1161,10 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         } else if ((flags & PVRDMA_DB_CQ_ARM_SOL) &&
                    cq->arm != PVRDMA_CQ_ARM_NEXT) {
             cq->arm = PVRDMA_CQ_ARM_SOLICITED;
+        }
+        if (core->cfg.deferred_doorbells && cq->arm != PVRDMA_CQ_ARM_NONE &&
+            pvrdma_core_cq_unconsumed(core, cq)) {
+            pvrdma_core_notify_cq(core, handle, true);
         }
         break;
     }

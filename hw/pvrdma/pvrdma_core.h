@@ -95,6 +95,13 @@ typedef struct PvrdmaCoreConfig {
     uint64_t node_guid;         /* host order; written BE into caps */
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
+    /*
+     * Doorbells reach the core after the guest's write returned (the
+     * glue runs them in an IOThread): an arm that finds completions the
+     * guest has not consumed notifies at once, since the guest's check
+     * for missed events may have run before those completions existed.
+     */
+    bool deferred_doorbells;
 } PvrdmaCoreConfig;
 
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */

@@ -19,6 +19,7 @@
 #include "qemu/error-report.h"
 #include "qemu/main-loop.h"
 #include "qemu/timer.h"
+#include "block/aio.h"
 #include "qapi/error.h"
 
 #include "pvrdma_fabric.h"
@@ -27,6 +28,7 @@
 typedef struct PvrdmaFabricGlue {
     char *key;
     PvrdmaFabric *fab;
+    AioContext *ctx;            /* an IOThread's, or NULL: main loop */
     QEMUTimer *timer;
     GHashTable *watches;        /* fd -> PvrdmaFabricWatch */
 } PvrdmaFabricGlue;
@@ -39,18 +41,37 @@ typedef struct PvrdmaFabricWatch {
 /* Fabrics of this process by their properties; kept for its lifetime. */
 static GHashTable *pvrdma_fabrics;
 
+static void pvrdma_fabric_glue_set_fd(PvrdmaFabricGlue *g, int fd,
+                                      IOHandler *read, IOHandler *write,
+                                      void *opaque)
+{
+    if (g->ctx) {
+        aio_set_fd_handler(g->ctx, fd, read, write, NULL, NULL, opaque);
+    } else {
+        qemu_set_fd_handler(fd, read, write, opaque);
+    }
+}
+
 static void pvrdma_fabric_glue_read(void *opaque)
 {
     PvrdmaFabricWatch *w = opaque;
 
-    pvrdma_fabric_fd_ready(w->glue->fab, w->tag, true, false);
+    pvrdma_lock();
+    if (w->tag) {
+        pvrdma_fabric_fd_ready(w->glue->fab, w->tag, true, false);
+    }
+    pvrdma_unlock();
 }
 
 static void pvrdma_fabric_glue_write(void *opaque)
 {
     PvrdmaFabricWatch *w = opaque;
 
-    pvrdma_fabric_fd_ready(w->glue->fab, w->tag, false, true);
+    pvrdma_lock();
+    if (w->tag) {
+        pvrdma_fabric_fd_ready(w->glue->fab, w->tag, false, true);
+    }
+    pvrdma_unlock();
 }
 
 static void pvrdma_fabric_glue_watch(void *opaque, int fd, bool write,
@@ -66,16 +87,26 @@ static void pvrdma_fabric_glue_watch(void *opaque, int fd, bool write,
         g_hash_table_insert(g->watches, GINT_TO_POINTER(fd), w);
     }
     w->tag = tag;
-    qemu_set_fd_handler(fd, pvrdma_fabric_glue_read,
-                        write ? pvrdma_fabric_glue_write : NULL, w);
+    pvrdma_fabric_glue_set_fd(g, fd, pvrdma_fabric_glue_read,
+                              write ? pvrdma_fabric_glue_write : NULL, w);
 }
 
+/*
+ * A watch outlives its fd's handler: an IOThread may be dispatching it,
+ * waiting for pvrdma_lock, while another thread unwatches; it then finds
+ * no tag (or the tag of a later link on the same fd, which only reads
+ * nothing).  Watches are kept per fd number, so they stay few.
+ */
 static void pvrdma_fabric_glue_unwatch(void *opaque, int fd)
 {
     PvrdmaFabricGlue *g = opaque;
+    PvrdmaFabricWatch *w = g_hash_table_lookup(g->watches,
+                                               GINT_TO_POINTER(fd));
 
-    qemu_set_fd_handler(fd, NULL, NULL, NULL);
-    g_hash_table_remove(g->watches, GINT_TO_POINTER(fd));
+    pvrdma_fabric_glue_set_fd(g, fd, NULL, NULL, NULL);
+    if (w) {
+        w->tag = NULL;
+    }
 }
 
 static void pvrdma_fabric_glue_timer_mod(void *opaque, int64_t expire_ns)
@@ -104,11 +135,14 @@ static void pvrdma_fabric_glue_timer_cb(void *opaque)
 {
     PvrdmaFabricGlue *g = opaque;
 
+    pvrdma_lock();
     pvrdma_fabric_timer_expired(g->fab);
+    pvrdma_unlock();
 }
 
 PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
-                                     const char *peer, Error **errp)
+                                     const char *peer, AioContext *ctx,
+                                     Error **errp)
 {
     PvrdmaFabricGlue *g;
     PvrdmaFabricHost host = {
@@ -140,8 +174,11 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
     g->key = key;
     g->fab = pvrdma_fabric_new();
     g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
-    g->timer = timer_new_ns(QEMU_CLOCK_REALTIME, pvrdma_fabric_glue_timer_cb,
-                            g);
+    g->ctx = ctx;
+    g->timer = ctx ? aio_timer_new(ctx, QEMU_CLOCK_REALTIME, SCALE_NS,
+                                   pvrdma_fabric_glue_timer_cb, g) :
+                     timer_new_ns(QEMU_CLOCK_REALTIME,
+                                  pvrdma_fabric_glue_timer_cb, g);
     host.opaque = g;
     pvrdma_fabric_set_host(g->fab, &host);
     if ((path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||

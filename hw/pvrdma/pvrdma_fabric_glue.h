@@ -10,9 +10,19 @@ typedef struct PvrdmaFabric PvrdmaFabric;
 
 /*
  * The fabric of this process named by the fabric-* properties (made and
- * connected the first time), or NULL with @errp set.
+ * connected the first time), or NULL with @errp set.  Its links and timer
+ * run in @ctx (an IOThread's) or, if NULL, in the main loop; the device
+ * that makes the fabric chooses.
  */
 PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
-                                     const char *peer, Error **errp);
+                                     const char *peer, AioContext *ctx,
+                                     Error **errp);
+
+/*
+ * The lock of every pvrdma core, fabric and backend of the process
+ * (pvrdma.c): held by whatever calls into them.
+ */
+void pvrdma_lock(void);
+void pvrdma_unlock(void);
 
 #endif /* HW_PVRDMA_FABRIC_GLUE_H */

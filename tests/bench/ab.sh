@@ -1,18 +1,30 @@
 #!/usr/bin/env bash
-# A/B comparison of two QEMU binaries on the in-VM figures: ib_send_lat
-# (2 bytes, typical usec), ib_write_bw (1 MiB, average MB/s) and
-# ibv_rc_pingpong (4 KiB, usec/iter), between two processes of one guest
-# on one pvrdma device.  Rounds alternate A and B in one run, so both see
-# the same machine load; the medians of each are printed side by side.
+# A/B comparison of two QEMU binaries, or of one without and with
+# iothread=, on the in-VM figures: ib_send_lat (2 bytes, typical usec),
+# ib_write_bw (1 MiB, average MB/s; 64 B, million messages/s) and
+# ibv_rc_pingpong (4 KiB, usec/iter, polling and with events -e), between
+# two processes of one guest on one pvrdma device.  Rounds alternate A and
+# B in one run, so both see the same machine load; the medians of each
+# are printed side by side.
 #
 #   tests/bench/ab.sh [-r ROUNDS] QEMU_A QEMU_B
+#   tests/bench/ab.sh [-r ROUNDS] --b-iothread [QEMU]
 #
 # Build the A binary from another checkout (git worktree) with `make qemu`
 # and copy it away before rebuilding B; the guest image is shared.
+# --b-iothread: B is the same QEMU (default: the built one) with the
+# device's doorbells in an IOThread (scripts/vm.sh --iothread).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-rounds=3
+rounds=3 b_opts=()
 if [ "${1:-}" = -r ]; then rounds=$2; shift 2; fi
+if [ "${1:-}" = --b-iothread ]; then
+    b_opts=(--iothread)
+    shift
+    [ $# -le 1 ] || { echo "usage: $0 [-r ROUNDS] --b-iothread [QEMU]" >&2; exit 2; }
+    set -- "${1:-$top/build/qemu-system-x86_64}"
+    set -- "$1" "$1"
+fi
 [ $# -eq 2 ] || { echo "usage: $0 [-r ROUNDS] QEMU_A QEMU_B" >&2; exit 2; }
 a=$1 b=$2
 for q in "$a" "$b"; do
@@ -29,24 +41,33 @@ echo "LAT $(awk '$1 == 2 && $2 == 5000 { print $5 }' /tmp/l.c)"
 ib_write_bw $o -s 1048576 -n 1000 > /tmp/b.s 2>&1 & sleep 1
 ib_write_bw $o -s 1048576 -n 1000 127.0.0.1 > /tmp/b.c 2>&1; wait
 echo "BW $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/b.c)"
+ib_write_bw $o -s 64 -n 20000 > /tmp/m.s 2>&1 & sleep 1
+ib_write_bw $o -s 64 -n 20000 127.0.0.1 > /tmp/m.c 2>&1; wait
+echo "MR $(awk '$1 == 64 && $2 == 20000 { print $5 }' /tmp/m.c)"
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 > /tmp/p.s 2>&1 & sleep 1
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 127.0.0.1 > /tmp/p.c 2>&1; wait
 echo "PP $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/p.c)"
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 5000 -e > /tmp/e.s 2>&1 & sleep 1
+ibv_rc_pingpong -d pvrdma0 -g 1 -n 5000 -e 127.0.0.1 > /tmp/e.c 2>&1; wait
+echo "PE $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/e.c)"
 GUEST
 
 for r in $(seq "$rounds"); do
     for v in a b; do
-        q=$a; [ $v = b ] && q=$b
-        PVRDMA_QEMU=$q "$top/scripts/vm.sh" --name "bench-ab-$v" --smp 2 \
+        q=$a opts=()
+        [ $v = b ] && q=$b opts=("${b_opts[@]}")
+        PVRDMA_QEMU=$q PVRDMA_IOTHREAD= "$top/scripts/vm.sh" \
+            --name "bench-ab-$v" --smp 2 "${opts[@]}" \
             --timeout 900 --add "$out/guest.sh" -- sh ./guest.sh |
-            grep -E '^(LAT|BW|PP) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
-        echo "round $r $v: $(grep "^$v " "$out/all" | tail -3 | tr '\n' ' ')"
+            grep -E '^(LAT|BW|MR|PP|PE) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
+        echo "round $r $v: $(grep "^$v " "$out/all" | tail -5 | tr '\n' ' ')"
     done
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%-28s %12s %12s %8s\n' figure A B B/A
 for k in LAT:"ib_send_lat 2 B (usec)" BW:"ib_write_bw 1 MiB (MB/s)" \
-         PP:"ibv_rc_pingpong (usec/iter)"; do
+         MR:"ib_write_bw 64 B (Mmsg/s)" PP:"ibv_rc_pingpong (usec/iter)" \
+         PE:"ibv_rc_pingpong -e (usec/iter)"; do
     key=${k%%:*} name=${k#*:}
     ma=$(awk -v k="$key" '$1 == "a" && $2 == k { print $3 }' "$out/all" | median)
     mb=$(awk -v k="$key" '$1 == "b" && $2 == k { print $3 }' "$out/all" | median)

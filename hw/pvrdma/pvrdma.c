@@ -72,6 +72,9 @@ typedef struct PvrdmaDoorbell {
     uint32_t val;
 } PvrdmaDoorbell;
 
+/* Devices whose interrupts an IOThread sends (pvrdma_unlock). */
+#define PVRDMA_MAX_DEVICES_IRQ  32
+
 /* Doorbells queued per device before the vCPU runs them itself. */
 #define PVRDMA_DBQ_LEN          256
 /* Queue drains per run of the IOThread's bottom half before it yields. */
@@ -118,21 +121,21 @@ struct PvrdmaState {
  * SEND executes on the responder's core), so one lock per device would
  * need an order among devices.  Without iothread= every caller also holds
  * the BQL and the lock is never contended.  With it, an IOThread runs
- * doorbells and fabric links holding this lock without the BQL, and two
- * rules keep the two locks from deadlocking:
+ * doorbells and fabric links holding this lock without the BQL, while
+ * vCPUs and the main loop take it holding the BQL.  So the order is BQL,
+ * then this lock, and a holder without the BQL never waits for it:
  *
- *  - a thread holding the BQL that finds this lock taken lets the BQL go
- *    while it waits, since the holder may need the BQL (DMA a guest
- *    pointed at MMIO takes it);
- *  - interrupts raised under this lock are sent when its outermost holder
- *    is done, with the BQL (MSI-X reads its table and writes the message).
+ *  - interrupts raised under the lock are sent when its outermost holder
+ *    is done: at once by a holder with the BQL, after letting the lock go
+ *    by one without (MSI-X reads its table and writes the message under
+ *    the BQL);
+ *  - DMA without the BQL reaches RAM only (pvrdma_dma_direct): MMIO
+ *    would take the BQL.
  *
- * Letting the BQL go inside an MMIO handler lets another vCPU into this
- * device's MMIO meanwhile, which QEMU's re-entrancy guard (one flag per
- * device) would refuse, dropping a doorbell or a register write: the
- * device's regions turn the guard off (pvrdma_init_pci) and refuse the
- * re-entry it protects against themselves (DMA and MSI-X messages into
- * the device's own BARs).
+ * (Letting the BQL go while waiting instead is not safe: a vCPU waiting
+ * inside an MMIO handler without the BQL lets the memory map change under
+ * its TLB, and another vCPU's access to the device meets QEMU's
+ * re-entrancy guard.)
  */
 static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
                                    uint64_t len);
@@ -145,70 +148,82 @@ static QLIST_HEAD(, PvrdmaState) pvrdma_devices =
 
 void pvrdma_lock(void)
 {
-    if (qemu_rec_mutex_trylock(&pvrdma_big_lock) != 0) {
-        if (bql_locked()) {
-            bql_unlock();
-            qemu_rec_mutex_lock(&pvrdma_big_lock);
-            bql_lock();
-        } else {
-            qemu_rec_mutex_lock(&pvrdma_big_lock);
-        }
-    }
+    qemu_rec_mutex_lock(&pvrdma_big_lock);
     pvrdma_lock_depth++;
 }
 
-/*
- * An MSI-X message is a DMA write: one aimed at a pvrdma BAR runs that
- * device's handler, which may raise more.  Rounds are bounded (what is
- * left goes with the next unlock), and a message into the device's own
- * BARs is not sent at all (the guest programmed a loop).
- */
-#define PVRDMA_IRQ_ROUNDS       4
-
-static void pvrdma_fire_irqs(void)
+/* An MSI-X message aimed at the device's own BARs would run its handler. */
+static void pvrdma_send_irqs(PvrdmaState *s, uint32_t pending)
 {
-    PvrdmaState *s;
+    PCIDevice *pdev = &s->parent_obj;
 
-    for (unsigned round = 0; pvrdma_irqs_pending &&
-                             round < PVRDMA_IRQ_ROUNDS; round++) {
-        pvrdma_irqs_pending = false;
-        QLIST_FOREACH(s, &pvrdma_devices, next) {
-            PCIDevice *pdev = PCI_DEVICE(s);
-            uint32_t pending = s->irq_pending;
-
-            s->irq_pending = 0;
-            for (unsigned v = 0; pending; v++, pending >>= 1) {
-                if (!(pending & 1) || !msix_enabled(pdev)) {
-                    continue;
-                }
-                if (pvrdma_addr_is_own_bar(s, msix_get_message(pdev,
-                                                               v).address,
-                                           4)) {
-                    qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: MSI-X vector "
-                                  "%u points into the device's own BARs: "
-                                  "not sent\n", v);
-                    continue;
-                }
-                trace_pvrdma_irq(v);
-                msix_notify(pdev, v);
-            }
+    for (unsigned v = 0; pending; v++, pending >>= 1) {
+        if (!(pending & 1) || !msix_enabled(pdev)) {
+            continue;
         }
+        if (pvrdma_addr_is_own_bar(s, msix_get_message(pdev, v).address, 4)) {
+            qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: MSI-X vector %u points "
+                          "into the device's own BARs: not sent\n", v);
+            continue;
+        }
+        trace_pvrdma_irq(v);
+        msix_notify(pdev, v);
     }
 }
 
 void pvrdma_unlock(void)
 {
-    if (pvrdma_lock_depth == 1 && pvrdma_irqs_pending) {
-        if (bql_locked()) {
-            pvrdma_fire_irqs();
-        } else {
-            bql_lock();
-            pvrdma_fire_irqs();
-            bql_unlock();
+    struct {
+        PvrdmaState *s;
+        uint32_t pending;
+    } irq[PVRDMA_MAX_DEVICES_IRQ];
+    PvrdmaState *s, *d;
+    unsigned n = 0;
+
+    if (pvrdma_lock_depth > 1 || !pvrdma_irqs_pending) {
+        pvrdma_lock_depth--;
+        qemu_rec_mutex_unlock(&pvrdma_big_lock);
+        return;
+    }
+    pvrdma_irqs_pending = false;
+    if (bql_locked()) {
+        /* A message landing in another pvrdma BAR nests; it sends its own. */
+        QLIST_FOREACH(s, &pvrdma_devices, next) {
+            uint32_t p = s->irq_pending;
+
+            s->irq_pending = 0;
+            pvrdma_send_irqs(s, p);
         }
+        pvrdma_lock_depth--;
+        qemu_rec_mutex_unlock(&pvrdma_big_lock);
+        return;
+    }
+    /* IOThread: note them, let the lock go, then take the BQL. */
+    QLIST_FOREACH(s, &pvrdma_devices, next) {
+        if (!s->irq_pending) {
+            continue;
+        }
+        if (n == PVRDMA_MAX_DEVICES_IRQ) {
+            pvrdma_irqs_pending = true;     /* the next unlock sends them */
+            break;
+        }
+        irq[n].s = s;
+        irq[n++].pending = s->irq_pending;
+        s->irq_pending = 0;
     }
     pvrdma_lock_depth--;
     qemu_rec_mutex_unlock(&pvrdma_big_lock);
+    bql_lock();
+    /* Devices come and go under the BQL too: skip one that went. */
+    for (unsigned i = 0; i < n; i++) {
+        QLIST_FOREACH(d, &pvrdma_devices, next) {
+            if (d == irq[i].s) {
+                pvrdma_send_irqs(d, irq[i].pending);
+                break;
+            }
+        }
+    }
+    bql_unlock();
 }
 
 /* A device that left (unrealize) may still have a bottom half running. */
@@ -230,7 +245,7 @@ static bool pvrdma_device_live(PvrdmaState *s)
 static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
                                    uint64_t len)
 {
-    PCIDevice *pdev = PCI_DEVICE(s);
+    PCIDevice *pdev = &s->parent_obj;   /* data path: no QOM cast */
     int i;
 
     for (i = PVRDMA_BAR_MSIX; i <= PVRDMA_BAR_UAR; i++) {
@@ -247,12 +262,41 @@ static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
     return false;
 }
 
-static int pvrdma_dma_check(PvrdmaState *s, uint64_t addr, uint64_t len)
+/*
+ * True if [addr, addr + len) is RAM the device may access directly.  Only
+ * asked without the BQL (an IOThread), where MMIO is refused: its handler
+ * would take the BQL (see pvrdma_lock()).
+ */
+static bool pvrdma_dma_direct(PvrdmaState *s, uint64_t addr, uint64_t len,
+                              bool is_write)
+{
+    AddressSpace *as = pci_get_address_space(&s->parent_obj);
+
+    RCU_READ_LOCK_GUARD();
+    while (len) {
+        hwaddr xlat, l = len;
+        MemoryRegion *mr = address_space_translate(as, addr, &xlat, &l,
+                                                   is_write,
+                                                   MEMTXATTRS_UNSPECIFIED);
+
+        if (!l || !memory_access_is_direct(mr, is_write,
+                                           MEMTXATTRS_UNSPECIFIED)) {
+            return false;
+        }
+        addr += l;
+        len -= l;
+    }
+    return true;
+}
+
+static int pvrdma_dma_check(PvrdmaState *s, uint64_t addr, uint64_t len,
+                            bool is_write)
 {
     if (len == 0) {
         return 0;
     }
-    if (addr + len < addr || pvrdma_addr_is_own_bar(s, addr, len)) {
+    if (addr + len < addr || pvrdma_addr_is_own_bar(s, addr, len) ||
+        (!bql_locked() && !pvrdma_dma_direct(s, addr, len, is_write))) {
         trace_pvrdma_dma_refused(addr, len);
         return -EFAULT;
     }
@@ -263,12 +307,12 @@ static int pvrdma_dma_read(void *opaque, uint64_t addr, void *buf,
                            uint64_t len)
 {
     PvrdmaState *s = opaque;
-    int ret = pvrdma_dma_check(s, addr, len);
+    int ret = pvrdma_dma_check(s, addr, len, false);
 
     if (ret) {
         return ret;
     }
-    if (pci_dma_read(PCI_DEVICE(s), addr, buf, len) != MEMTX_OK) {
+    if (pci_dma_read(&s->parent_obj, addr, buf, len) != MEMTX_OK) {
         trace_pvrdma_dma_failed(addr, len);
         return -EFAULT;
     }
@@ -279,12 +323,12 @@ static int pvrdma_dma_write(void *opaque, uint64_t addr, const void *buf,
                             uint64_t len)
 {
     PvrdmaState *s = opaque;
-    int ret = pvrdma_dma_check(s, addr, len);
+    int ret = pvrdma_dma_check(s, addr, len, true);
 
     if (ret) {
         return ret;
     }
-    if (pci_dma_write(PCI_DEVICE(s), addr, buf, len) != MEMTX_OK) {
+    if (pci_dma_write(&s->parent_obj, addr, buf, len) != MEMTX_OK) {
         trace_pvrdma_dma_failed(addr, len);
         return -EFAULT;
     }
@@ -303,10 +347,10 @@ static void *pvrdma_dma_map(void *opaque, uint64_t addr, uint64_t *plen,
     void *p;
 
     *plen = 0;
-    if (len == 0 || pvrdma_dma_check(s, addr, len)) {
+    if (len == 0 || pvrdma_dma_check(s, addr, len, is_write)) {
         return NULL;
     }
-    p = dma_memory_map(pci_get_address_space(PCI_DEVICE(s)), addr, &len,
+    p = dma_memory_map(pci_get_address_space(&s->parent_obj), addr, &len,
                        is_write ? DMA_DIRECTION_FROM_DEVICE :
                        DMA_DIRECTION_TO_DEVICE, MEMTXATTRS_UNSPECIFIED);
     if (!p) {
@@ -322,7 +366,7 @@ static void pvrdma_dma_unmap(void *opaque, void *ptr, uint64_t len,
 {
     PvrdmaState *s = opaque;
 
-    dma_memory_unmap(pci_get_address_space(PCI_DEVICE(s)), ptr, len,
+    dma_memory_unmap(pci_get_address_space(&s->parent_obj), ptr, len,
                      is_write ? DMA_DIRECTION_FROM_DEVICE :
                      DMA_DIRECTION_TO_DEVICE, access_len);
 }
@@ -605,11 +649,6 @@ static bool pvrdma_init_pci(PvrdmaState *s, Error **errp)
     for (i = 0; i < PVRDMA_NUM_VECTORS; i++) {
         msix_vector_use(pdev, i);
     }
-    /* See pvrdma_lock(). */
-    s->reg_bar.disable_reentrancy_guard = true;
-    s->uar_bar.disable_reentrancy_guard = true;
-    pdev->msix_table_mmio.disable_reentrancy_guard = true;
-    pdev->msix_pba_mmio.disable_reentrancy_guard = true;
     return true;
 }
 
@@ -684,6 +723,12 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
         error_setg(errp, "pvrdma: the fabric-* properties belong to "
                    "backend=fabric; backend=ibverbs reaches other VMs and "
                    "hosts through the host RDMA device");
+        return false;
+    }
+    if (s->iothread) {
+        error_setg(errp, "pvrdma: iothread= is not supported with "
+                   "backend=ibverbs yet (its host completions run in the "
+                   "main loop); remove iothread=");
         return false;
     }
     if (!s->ibdev) {

@@ -2,7 +2,8 @@
 set -euo pipefail
 TESTS_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 . "$TESTS_TOP/scripts/lib.sh"
-TEST_NAME=$(basename "$0" .sh)
+# PVRDMA_TEST_SUFFIX names a variant run of a test (its logs apart).
+TEST_NAME=$(basename "$0" .sh)${PVRDMA_TEST_SUFFIX:-}
 TEST_OUT=$PVRDMA_OUT/tests/$TEST_NAME
 mkdir -p "$TEST_OUT"
 

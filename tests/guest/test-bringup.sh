@@ -45,6 +45,10 @@ refused backend=ibverbs "needs ibdev=NAME, the host RDMA device"
 refused backend=ibverbs,ibdev=x,fabric-path=/tmp "belong to backend=fabric"
 refused ibdev=x "belong to backend=ibverbs"
 refused cm-ports=7174 "belong to backend=ibverbs"
+refused backend=ibverbs,ibdev=x,iothread=io0 \
+    "iothread= is not supported with backend=ibverbs" \
+    -object iothread,id=io0
+refused iothread=nosuch "nosuch"
 for bad in 0 70000 7174:x 7174::4420; do
     refused backend=ibverbs,ibdev=x,cm-ports=$bad \
         "cm-ports=$bad: give up to 16 port numbers separated by ':'" \

@@ -80,6 +80,20 @@ typedef struct PvrdmaDoorbell {
 /* Queue drains per run of the IOThread's bottom half before it yields. */
 #define PVRDMA_DBQ_ROUNDS       4
 
+/*
+ * A RAM section of the device's DMA address space, mapped once (below,
+ * "guest RAM, mapped once").  A PC guest has a handful.
+ */
+typedef struct PvrdmaRamRange {
+    uint64_t base;
+    uint64_t size;
+    bool mapped;                /* cache initialised (on first use) */
+    bool usable;
+    MemoryRegionCache cache;
+} PvrdmaRamRange;
+
+#define PVRDMA_RAM_RANGES       16
+
 #define TYPE_PVRDMA "pvrdma"
 OBJECT_DECLARE_SIMPLE_TYPE(PvrdmaState, PVRDMA)
 
@@ -111,6 +125,12 @@ struct PvrdmaState {
     unsigned dbq_n;
     uint32_t irq_pending;       /* vectors raised under pvrdma_lock */
     QLIST_ENTRY(PvrdmaState) next;
+    bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
+    MemoryListener ram_listener;
+    PvrdmaRamRange ram[PVRDMA_RAM_RANGES];      /* under pvrdma_lock */
+    unsigned ram_n;
+    PvrdmaRamRange ram_next[PVRDMA_RAM_RANGES]; /* being built (BQL) */
+    unsigned ram_next_n;
 };
 
 /* ---- one lock for every pvrdma device of the process -------------------- */
@@ -262,6 +282,108 @@ static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
     return false;
 }
 
+/* ---- guest RAM, mapped once ------------------------------------------------ */
+
+/*
+ * The data path reads WQEs, writes CQEs and maps payload many times per
+ * request; each address_space_map() or pci_dma_*() call translates the
+ * address through the flat view and takes a reference on the region.  A
+ * memory listener on the device's DMA address space keeps the list of its
+ * RAM sections instead, each mapped once (a MemoryRegionCache) when first
+ * used: an access inside one is a memcpy, and a write completes with
+ * address_space_cache_invalidate() (dirty bitmaps, TCG's translated
+ * code), as address_space_unmap() does.  Anything else (MMIO, a range
+ * across two sections) takes the slow path.  The list changes under the
+ * BQL (memory transactions, bus mastering turned off) and is swapped under
+ * pvrdma_lock, so no mapping handed out by pvrdma_dma_map() goes away
+ * before its unmap within the same locked operation.
+ */
+static void pvrdma_ram_begin(MemoryListener *l)
+{
+    PvrdmaState *s = container_of(l, PvrdmaState, ram_listener);
+
+    s->ram_next_n = 0;
+}
+
+static void pvrdma_ram_section(MemoryListener *l, MemoryRegionSection *sec)
+{
+    PvrdmaState *s = container_of(l, PvrdmaState, ram_listener);
+    PvrdmaRamRange *r;
+
+    if (!s->ram_cache ||
+        !memory_region_is_ram(sec->mr) || memory_region_is_ram_device(sec->mr) ||
+        sec->mr->readonly || memory_region_is_rom(sec->mr) ||
+        s->ram_next_n == PVRDMA_RAM_RANGES || !int128_get64(sec->size)) {
+        return;                 /* the slow path serves it */
+    }
+    r = &s->ram_next[s->ram_next_n++];
+    memset(r, 0, sizeof(*r));
+    r->base = sec->offset_within_address_space;
+    r->size = int128_get64(sec->size);
+}
+
+static void pvrdma_ram_drop(PvrdmaState *s)
+{
+    for (unsigned i = 0; i < s->ram_n; i++) {
+        if (s->ram[i].mapped) {
+            address_space_cache_destroy(&s->ram[i].cache);
+        }
+    }
+    s->ram_n = 0;
+}
+
+static void pvrdma_ram_commit(MemoryListener *l)
+{
+    PvrdmaState *s = container_of(l, PvrdmaState, ram_listener);
+
+    pvrdma_lock();
+    pvrdma_ram_drop(s);
+    memcpy(s->ram, s->ram_next, s->ram_next_n * sizeof(s->ram[0]));
+    s->ram_n = s->ram_next_n;
+    pvrdma_unlock();
+}
+
+/* The range holding [addr, addr + len), mapped; NULL: use the slow path. */
+static PvrdmaRamRange *pvrdma_ram_find(PvrdmaState *s, uint64_t addr,
+                                       uint64_t len)
+{
+    for (unsigned i = 0; i < s->ram_n; i++) {
+        PvrdmaRamRange *r = &s->ram[i];
+
+        if (addr < r->base || addr - r->base >= r->size) {
+            continue;
+        }
+        if (!r->mapped) {
+            int64_t got = address_space_cache_init(&r->cache,
+                                    pci_get_address_space(&s->parent_obj),
+                                    r->base, r->size, true);
+
+            r->mapped = true;
+            r->usable = got > 0 && r->cache.ptr;
+            r->size = r->usable ? MIN(r->size, (uint64_t)got) : r->size;
+        }
+        if (!r->usable || len > r->size - (addr - r->base)) {
+            return NULL;
+        }
+        return r;
+    }
+    return NULL;
+}
+
+/* The range a pointer from pvrdma_dma_map() came from, or NULL. */
+static PvrdmaRamRange *pvrdma_ram_of(PvrdmaState *s, void *ptr)
+{
+    for (unsigned i = 0; i < s->ram_n; i++) {
+        PvrdmaRamRange *r = &s->ram[i];
+
+        if (r->usable && (uint8_t *)ptr >= r->cache.ptr &&
+            (uint8_t *)ptr < r->cache.ptr + r->size) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
 /*
  * True if [addr, addr + len) is RAM the device may access directly.  Only
  * asked without the BQL (an IOThread), where MMIO is refused: its handler
@@ -307,8 +429,14 @@ static int pvrdma_dma_read(void *opaque, uint64_t addr, void *buf,
                            uint64_t len)
 {
     PvrdmaState *s = opaque;
-    int ret = pvrdma_dma_check(s, addr, len, false);
+    PvrdmaRamRange *r = pvrdma_ram_find(s, addr, len);
+    int ret;
 
+    if (r && len) {
+        memcpy(buf, r->cache.ptr + (addr - r->base), len);
+        return 0;
+    }
+    ret = pvrdma_dma_check(s, addr, len, false);
     if (ret) {
         return ret;
     }
@@ -323,8 +451,15 @@ static int pvrdma_dma_write(void *opaque, uint64_t addr, const void *buf,
                             uint64_t len)
 {
     PvrdmaState *s = opaque;
-    int ret = pvrdma_dma_check(s, addr, len, true);
+    PvrdmaRamRange *r = pvrdma_ram_find(s, addr, len);
+    int ret;
 
+    if (r && len) {
+        memcpy(r->cache.ptr + (addr - r->base), buf, len);
+        address_space_cache_invalidate(&r->cache, addr - r->base, len);
+        return 0;
+    }
+    ret = pvrdma_dma_check(s, addr, len, true);
     if (ret) {
         return ret;
     }
@@ -343,19 +478,35 @@ static void *pvrdma_dma_map(void *opaque, uint64_t addr, uint64_t *plen,
                             bool is_write)
 {
     PvrdmaState *s = opaque;
+    DMADirection dir = is_write ? DMA_DIRECTION_FROM_DEVICE :
+                                  DMA_DIRECTION_TO_DEVICE;
     dma_addr_t len = *plen;
+    PvrdmaRamRange *r;
     void *p;
 
     *plen = 0;
-    if (len == 0 || pvrdma_dma_check(s, addr, len, is_write)) {
+    if (len == 0) {
+        return NULL;
+    }
+    r = pvrdma_ram_find(s, addr, 1);
+    if (r) {
+        /* Like address_space_map(): as far as the section goes. */
+        *plen = MIN(len, r->size - (addr - r->base));
+        return r->cache.ptr + (addr - r->base);
+    }
+    if (pvrdma_dma_check(s, addr, len, is_write)) {
         return NULL;
     }
     p = dma_memory_map(pci_get_address_space(&s->parent_obj), addr, &len,
-                       is_write ? DMA_DIRECTION_FROM_DEVICE :
-                       DMA_DIRECTION_TO_DEVICE, MEMTXATTRS_UNSPECIFIED);
+                       dir, MEMTXATTRS_UNSPECIFIED);
     if (!p) {
         trace_pvrdma_dma_failed(addr, *plen);
         return NULL;
+    }
+    if (pvrdma_ram_of(s, p)) {
+        /* An alias of mapped RAM: pvrdma_dma_unmap() will see it as such. */
+        dma_memory_unmap(pci_get_address_space(&s->parent_obj), p, len, dir,
+                         0);
     }
     *plen = len;
     return p;
@@ -365,7 +516,16 @@ static void pvrdma_dma_unmap(void *opaque, void *ptr, uint64_t len,
                              bool is_write, uint64_t access_len)
 {
     PvrdmaState *s = opaque;
+    PvrdmaRamRange *r = pvrdma_ram_of(s, ptr);
 
+    if (r) {
+        if (is_write && access_len) {
+            address_space_cache_invalidate(&r->cache,
+                                           (uint8_t *)ptr - r->cache.ptr,
+                                           access_len);
+        }
+        return;
+    }
     dma_memory_unmap(pci_get_address_space(&s->parent_obj), ptr, len,
                      is_write ? DMA_DIRECTION_FROM_DEVICE :
                      DMA_DIRECTION_TO_DEVICE, access_len);
@@ -688,6 +848,15 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                               pvrdma_db_bh, s);
     }
     QLIST_INSERT_HEAD(&pvrdma_devices, s, next);
+    s->ram_listener = (MemoryListener) {
+        .name = "pvrdma-ram",
+        .begin = pvrdma_ram_begin,
+        .region_add = pvrdma_ram_section,
+        .region_nop = pvrdma_ram_section,
+        .commit = pvrdma_ram_commit,
+    };
+    memory_listener_register(&s->ram_listener,
+                             pci_get_address_space(&s->parent_obj));
     return true;
 }
 
@@ -820,6 +989,8 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
 
 static void pvrdma_exit_core(PvrdmaState *s)
 {
+    memory_listener_unregister(&s->ram_listener);
+    pvrdma_ram_drop(s);
     QLIST_REMOVE(s, next);
     if (s->db_bh) {
         qemu_bh_delete(s->db_bh);
@@ -954,6 +1125,8 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("cm-ports", PvrdmaState, cm_ports),
     DEFINE_PROP_LINK("iothread", PvrdmaState, iothread, TYPE_IOTHREAD,
                      IOThread *),
+    /* Off: every DMA through the memory API (the cache's A/B baseline). */
+    DEFINE_PROP_BOOL("x-ram-cache", PvrdmaState, ram_cache, true),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

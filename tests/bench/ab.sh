@@ -9,19 +9,28 @@
 #
 #   tests/bench/ab.sh [-r ROUNDS] QEMU_A QEMU_B
 #   tests/bench/ab.sh [-r ROUNDS] --b-iothread [QEMU]
+#   tests/bench/ab.sh [-r ROUNDS] --a-dev PROPS --b-dev PROPS [QEMU]
 #
 # Build the A binary from another checkout (git worktree) with `make qemu`
 # and copy it away before rebuilding B; the guest image is shared.
 # --b-iothread: B is the same QEMU (default: the built one) with the
 # device's doorbells in an IOThread (scripts/vm.sh --iothread).
+# --a-dev/--b-dev: the same QEMU with PROPS appended to -device pvrdma
+# (",x-ram-cache=off").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-rounds=3 b_opts=()
+rounds=3 a_opts=() b_opts=() same=
 if [ "${1:-}" = -r ]; then rounds=$2; shift 2; fi
-if [ "${1:-}" = --b-iothread ]; then
-    b_opts=(--iothread)
-    shift
-    [ $# -le 1 ] || { echo "usage: $0 [-r ROUNDS] --b-iothread [QEMU]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case $1 in
+    --b-iothread) b_opts+=(--iothread); same=1; shift ;;
+    --a-dev) a_opts+=(-d "$2"); same=1; shift 2 ;;
+    --b-dev) b_opts+=(-d "$2"); same=1; shift 2 ;;
+    *) break ;;
+    esac
+done
+if [ -n "$same" ]; then
+    [ $# -le 1 ] || { echo "usage: $0 [-r ROUNDS] --b-iothread|--a-dev P --b-dev P [QEMU]" >&2; exit 2; }
     set -- "${1:-$top/build/qemu-system-x86_64}"
     set -- "$1" "$1"
 fi
@@ -54,7 +63,7 @@ GUEST
 
 for r in $(seq "$rounds"); do
     for v in a b; do
-        q=$a opts=()
+        q=$a opts=("${a_opts[@]}")
         [ $v = b ] && q=$b opts=("${b_opts[@]}")
         PVRDMA_QEMU=$q PVRDMA_IOTHREAD= "$top/scripts/vm.sh" \
             --name "bench-ab-$v" --smp 2 "${opts[@]}" \

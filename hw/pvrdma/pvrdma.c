@@ -282,7 +282,7 @@ static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
     return false;
 }
 
-/* ---- guest RAM, mapped once ------------------------------------------------ */
+/* ---- guest RAM, mapped once --------------------------------------------- */
 
 /*
  * The data path reads WQEs, writes CQEs and maps payload many times per
@@ -310,9 +310,8 @@ static void pvrdma_ram_section(MemoryListener *l, MemoryRegionSection *sec)
     PvrdmaState *s = container_of(l, PvrdmaState, ram_listener);
     PvrdmaRamRange *r;
 
-    if (!s->ram_cache ||
-        !memory_region_is_ram(sec->mr) || memory_region_is_ram_device(sec->mr) ||
-        sec->mr->readonly || memory_region_is_rom(sec->mr) ||
+    if (!s->ram_cache || !memory_region_is_ram(sec->mr) ||
+        memory_region_is_ram_device(sec->mr) || sec->mr->readonly || memory_region_is_rom(sec->mr) ||
         s->ram_next_n == PVRDMA_RAM_RANGES || !int128_get64(sec->size)) {
         return;                 /* the slow path serves it */
     }

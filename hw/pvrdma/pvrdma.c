@@ -311,7 +311,8 @@ static void pvrdma_ram_section(MemoryListener *l, MemoryRegionSection *sec)
     PvrdmaRamRange *r;
 
     if (!s->ram_cache || !memory_region_is_ram(sec->mr) ||
-        memory_region_is_ram_device(sec->mr) || sec->mr->readonly || memory_region_is_rom(sec->mr) ||
+        memory_region_is_ram_device(sec->mr) || sec->mr->readonly ||
+        memory_region_is_rom(sec->mr) ||
         s->ram_next_n == PVRDMA_RAM_RANGES || !int128_get64(sec->size)) {
         return;                 /* the slow path serves it */
     }

@@ -711,14 +711,15 @@ static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
 /*
  * With an IOThread the doorbell is queued and the vCPU returns to the
  * guest; when the IOThread is PVRDMA_DBQ_LEN doorbells behind, the vCPU
- * runs them itself (bounded memory, order kept).
+ * runs them itself (bounded memory, order kept).  A CQ arm runs at once,
+ * after what is queued (pvrdma_core_doorbell_arms_cq()).
  */
 static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
                              unsigned size)
 {
     PvrdmaState *s = opaque;
 
-    if (s->iothread) {
+    if (s->iothread && !pvrdma_core_doorbell_arms_cq(addr, val)) {
         qemu_spin_lock(&s->dbq_lock);
         if (s->dbq_n < PVRDMA_DBQ_LEN) {
             s->dbq[s->dbq_n].offset = addr;
@@ -840,7 +841,6 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
                            pdev->devfn;
     }
     s->timer = timer_new_ns(QEMU_CLOCK_VIRTUAL, pvrdma_timer_cb, s);
-    s->cfg.deferred_doorbells = s->iothread != NULL;
     s->core = pvrdma_core_new(&s->cfg, &pvrdma_core_ops, s);
     qemu_spin_init(&s->dbq_lock);
     if (s->iothread) {

@@ -1078,16 +1078,10 @@ static void pvrdma_core_trace_doorbell(PvrdmaCore *core, uint64_t offset,
     }
 }
 
-/* True if @cq holds CQEs the guest has not consumed (or its index is bad). */
-static bool pvrdma_core_cq_unconsumed(PvrdmaCore *core, PvrdmaCq *cq)
+bool pvrdma_core_doorbell_arms_cq(uint64_t offset, uint32_t val)
 {
-    uint32_t cons;
-
-    if (pvrdma_core_dma_read(core, pvrdma_ring_cons_addr(&cq->ring), &cons,
-                             sizeof(cons)) < 0) {
-        return false;
-    }
-    return GUINT32_FROM_LE(cons) != cq->ring.prod;
+    return (offset & (PVRDMA_PAGE_SIZE - 1)) == PVRDMA_UAR_CQ_OFFSET &&
+           (val & (PVRDMA_DB_CQ_ARM | PVRDMA_DB_CQ_ARM_SOL));
 }
 
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
@@ -1161,10 +1155,6 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         } else if ((flags & PVRDMA_DB_CQ_ARM_SOL) &&
                    cq->arm != PVRDMA_CQ_ARM_NEXT) {
             cq->arm = PVRDMA_CQ_ARM_SOLICITED;
-        }
-        if (core->cfg.deferred_doorbells && cq->arm != PVRDMA_CQ_ARM_NONE &&
-            pvrdma_core_cq_unconsumed(core, cq)) {
-            pvrdma_core_notify_cq(core, handle, true);
         }
         break;
     }

@@ -95,13 +95,6 @@ typedef struct PvrdmaCoreConfig {
     uint64_t node_guid;         /* host order; written BE into caps */
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
-    /*
-     * Doorbells reach the core after the guest's write returned (the
-     * glue runs them in an IOThread): an arm that finds completions the
-     * guest has not consumed notifies at once, since the guest's check
-     * for missed events may have run before those completions existed.
-     */
-    bool deferred_doorbells;
 } PvrdmaCoreConfig;
 
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */
@@ -148,6 +141,13 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
 
 /* BAR2: a 32-bit doorbell store at @offset (page = offset >> 12). */
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
+/*
+ * True if a doorbell write arms a CQ.  A glue that runs doorbells after
+ * the guest's write returned must run these at once: the guest checks
+ * for missed completions right after arming, and a completion made
+ * between that check and a late arm would never be notified.
+ */
+bool pvrdma_core_doorbell_arms_cq(uint64_t offset, uint32_t val);
 
 /*
  * Added for the glue: tell the core where BAR2 (the UAR pages) is mapped

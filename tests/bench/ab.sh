@@ -5,7 +5,8 @@
 # ibv_rc_pingpong (4 KiB, usec/iter, polling and with events -e), between
 # two processes of one guest on one pvrdma device.  Rounds alternate A and
 # B in one run, so both see the same machine load; the medians of each
-# are printed side by side.
+# are printed side by side, and ib_write_bw 1 MiB as a share of the
+# host's single-core memcpy of 1 MiB measured in the same rounds.
 #
 #   tests/bench/ab.sh [-r ROUNDS] QEMU_A QEMU_B
 #   tests/bench/ab.sh [-r ROUNDS] --b-iothread [QEMU]
@@ -41,6 +42,9 @@ for q in "$a" "$b"; do
 done
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# The host's single-core memcpy of 1 MiB, the limit of ib_write_bw 1 MiB,
+# measured every round too.
+gcc -O2 -Wall -Wextra -Werror -o "$out/memcpy_bw" "$top/tests/bench/memcpy_bw.c"
 
 cat > "$out/guest.sh" <<'GUEST'
 o="-d pvrdma0 -x 1 -F"
@@ -71,6 +75,7 @@ for r in $(seq "$rounds"); do
             grep -E '^(LAT|BW|MR|PP|PE) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
         echo "round $r $v: $(grep "^$v " "$out/all" | tail -5 | tr '\n' ' ')"
     done
+    "$out/memcpy_bw" 1048576 | awk '{ print "m MEMCPY", $7 }' >> "$out/all"
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%-28s %12s %12s %8s\n' figure A B B/A
@@ -82,4 +87,10 @@ for k in LAT:"ib_send_lat 2 B (usec)" BW:"ib_write_bw 1 MiB (MB/s)" \
     mb=$(awk -v k="$key" '$1 == "b" && $2 == k { print $3 }' "$out/all" | median)
     printf '%-28s %12s %12s %8.2f\n' "$name" "$ma" "$mb" \
         "$(awk -v a="$ma" -v b="$mb" 'BEGIN { print a ? b / a : 0 }')"
+done
+mm=$(awk '$1 == "m" { print $3 }' "$out/all" | median)
+for v in a b; do
+    mv=$(awk -v v=$v '$1 == v && $2 == "BW" { print $3 }' "$out/all" | median)
+    printf 'ib_write_bw 1 MiB %s: %.0f%% of the host memcpy of 1 MiB (%s MB/s)\n' \
+        "${v^^}" "$(awk -v x="$mv" -v m="$mm" 'BEGIN { print m ? 100 * x / m : 0 }')" "$mm"
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B comparison of two QEMU binaries, or of one without and with
 # iothread=, on the in-VM figures: ib_send_lat (2 bytes, typical usec),
-# ib_write_bw (1 MiB, average MB/s; 64 B, million messages/s) and
+# ib_write_bw (1 MiB, average MB/s; 64 B, million messages/s), ib_send_bw
+# (64 B, million messages/s), ib_read_bw (1 MiB, average MB/s) and
 # ibv_rc_pingpong (4 KiB, usec/iter, polling and with events -e), between
 # two processes of one guest on one pvrdma device.  Rounds alternate A and
 # B in one run, so both see the same machine load; the medians of each
@@ -57,6 +58,12 @@ echo "BW $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/b.c)"
 ib_write_bw $o -s 64 -n 20000 > /tmp/m.s 2>&1 & sleep 1
 ib_write_bw $o -s 64 -n 20000 127.0.0.1 > /tmp/m.c 2>&1; wait
 echo "MR $(awk '$1 == 64 && $2 == 20000 { print $5 }' /tmp/m.c)"
+ib_send_bw $o -s 64 -n 20000 > /tmp/n.s 2>&1 & sleep 1
+ib_send_bw $o -s 64 -n 20000 127.0.0.1 > /tmp/n.c 2>&1; wait
+echo "SR $(awk '$1 == 64 && $2 == 20000 { print $5 }' /tmp/n.c)"
+ib_read_bw $o -s 1048576 -n 1000 > /tmp/r.s 2>&1 & sleep 1
+ib_read_bw $o -s 1048576 -n 1000 127.0.0.1 > /tmp/r.c 2>&1; wait
+echo "RB $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/r.c)"
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 > /tmp/p.s 2>&1 & sleep 1
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 127.0.0.1 > /tmp/p.c 2>&1; wait
 echo "PP $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/p.c)"
@@ -72,15 +79,16 @@ for r in $(seq "$rounds"); do
         PVRDMA_QEMU=$q PVRDMA_IOTHREAD= "$top/scripts/vm.sh" \
             --name "bench-ab-$v" --smp 2 "${opts[@]}" \
             --timeout 900 --add "$out/guest.sh" -- sh ./guest.sh |
-            grep -E '^(LAT|BW|MR|PP|PE) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
-        echo "round $r $v: $(grep "^$v " "$out/all" | tail -5 | tr '\n' ' ')"
+            grep -E '^(LAT|BW|MR|SR|RB|PP|PE) [0-9.]+$' | sed "s/^/$v /" >> "$out/all"
+        echo "round $r $v: $(grep "^$v " "$out/all" | tail -7 | tr '\n' ' ')"
     done
     "$out/memcpy_bw" 1048576 | awk '{ print "m MEMCPY", $7 }' >> "$out/all"
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 printf '%-28s %12s %12s %8s\n' figure A B B/A
 for k in LAT:"ib_send_lat 2 B (usec)" BW:"ib_write_bw 1 MiB (MB/s)" \
-         MR:"ib_write_bw 64 B (Mmsg/s)" PP:"ibv_rc_pingpong (usec/iter)" \
+         MR:"ib_write_bw 64 B (Mmsg/s)" SR:"ib_send_bw 64 B (Mmsg/s)" \
+         RB:"ib_read_bw 1 MiB (MB/s)" PP:"ibv_rc_pingpong (usec/iter)" \
          PE:"ibv_rc_pingpong -e (usec/iter)"; do
     key=${k%%:*} name=${k#*:}
     ma=$(awk -v k="$key" '$1 == "a" && $2 == k { print $3 }' "$out/all" | median)
@@ -89,8 +97,11 @@ for k in LAT:"ib_send_lat 2 B (usec)" BW:"ib_write_bw 1 MiB (MB/s)" \
         "$(awk -v a="$ma" -v b="$mb" 'BEGIN { print a ? b / a : 0 }')"
 done
 mm=$(awk '$1 == "m" { print $3 }' "$out/all" | median)
-for v in a b; do
-    mv=$(awk -v v=$v '$1 == v && $2 == "BW" { print $3 }' "$out/all" | median)
-    printf 'ib_write_bw 1 MiB %s: %.0f%% of the host memcpy of 1 MiB (%s MB/s)\n' \
-        "${v^^}" "$(awk -v x="$mv" -v m="$mm" 'BEGIN { print m ? 100 * x / m : 0 }')" "$mm"
+for k in BW:ib_write_bw RB:ib_read_bw; do
+    for v in a b; do
+        mv=$(awk -v v=$v -v k=${k%%:*} '$1 == v && $2 == k { print $3 }' "$out/all" | median)
+        printf '%s 1 MiB %s: %.0f%% of the host memcpy of 1 MiB (%s MB/s)\n' \
+            "${k#*:}" "${v^^}" \
+            "$(awk -v x="$mv" -v m="$mm" 'BEGIN { print m ? 100 * x / m : 0 }')" "$mm"
+    done
 done

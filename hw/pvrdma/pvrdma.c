@@ -27,7 +27,7 @@
  * the guest's verbs on a host RDMA device (pvrdma_ibverbs.c,
  * docs/ibverbs.md).  iothread= names an -object iothread that runs the
  * doorbells and the fabric's links, so that a doorbell write returns to
- * the guest at once (docs/architecture.md, "Threads").
+ * the guest at once (docs/architecture.md, "Threading").
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -191,13 +191,29 @@ static void pvrdma_send_irqs(PvrdmaState *s, uint32_t pending)
     }
 }
 
+/*
+ * A device that left (unrealize) may still have a bottom half running, or
+ * interrupts an IOThread noted before it went.
+ */
+static bool pvrdma_device_live(PvrdmaState *s)
+{
+    PvrdmaState *d;
+
+    QLIST_FOREACH(d, &pvrdma_devices, next) {
+        if (d == s) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void pvrdma_unlock(void)
 {
     struct {
         PvrdmaState *s;
         uint32_t pending;
     } irq[PVRDMA_MAX_DEVICES_IRQ];
-    PvrdmaState *s, *d;
+    PvrdmaState *s;
     unsigned n = 0;
 
     if (pvrdma_lock_depth > 1 || !pvrdma_irqs_pending) {
@@ -234,29 +250,13 @@ void pvrdma_unlock(void)
     pvrdma_lock_depth--;
     qemu_rec_mutex_unlock(&pvrdma_big_lock);
     bql_lock();
-    /* Devices come and go under the BQL too: skip one that went. */
+    /* Devices come and go under the BQL too. */
     for (unsigned i = 0; i < n; i++) {
-        QLIST_FOREACH(d, &pvrdma_devices, next) {
-            if (d == irq[i].s) {
-                pvrdma_send_irqs(d, irq[i].pending);
-                break;
-            }
+        if (pvrdma_device_live(irq[i].s)) {
+            pvrdma_send_irqs(irq[i].s, irq[i].pending);
         }
     }
     bql_unlock();
-}
-
-/* A device that left (unrealize) may still have a bottom half running. */
-static bool pvrdma_device_live(PvrdmaState *s)
-{
-    PvrdmaState *d;
-
-    QLIST_FOREACH(d, &pvrdma_devices, next) {
-        if (d == s) {
-            return true;
-        }
-    }
-    return false;
 }
 
 /* ---- callbacks for the core ------------------------------------------- */
@@ -718,15 +718,16 @@ static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
                              unsigned size)
 {
     PvrdmaState *s = opaque;
+    unsigned n;
 
     if (s->iothread && !pvrdma_core_doorbell_arms_cq(addr, val)) {
         qemu_spin_lock(&s->dbq_lock);
         if (s->dbq_n < PVRDMA_DBQ_LEN) {
             s->dbq[s->dbq_n].offset = addr;
             s->dbq[s->dbq_n].val = val;
-            s->dbq_n++;
+            n = ++s->dbq_n;
             qemu_spin_unlock(&s->dbq_lock);
-            trace_pvrdma_doorbell_queued(addr, val, s->dbq_n);
+            trace_pvrdma_doorbell_queued(addr, val, n);
             qemu_bh_schedule(s->db_bh);
             return;
         }

@@ -49,27 +49,28 @@ gcc -O2 -Wall -Wextra -Werror -o "$out/memcpy_bw" "$top/tests/bench/memcpy_bw.c"
 
 cat > "$out/guest.sh" <<'GUEST'
 o="-d pvrdma0 -x 1 -F"
-ib_send_lat $o -n 5000 > /tmp/l.s 2>&1 & sleep 1
-ib_send_lat $o -n 5000 127.0.0.1 > /tmp/l.c 2>&1; wait
+# pp KEY CMD...: CMD as server, then as client of 127.0.0.1 (/tmp/KEY.c)
+pp() {
+    k=$1
+    shift
+    "$@" > /tmp/$k.s 2>&1 & sleep 1
+    "$@" 127.0.0.1 > /tmp/$k.c 2>&1; wait
+}
+usec() { sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/$1.c; }
+pp l ib_send_lat $o -n 5000
 echo "LAT $(awk '$1 == 2 && $2 == 5000 { print $5 }' /tmp/l.c)"
-ib_write_bw $o -s 1048576 -n 1000 > /tmp/b.s 2>&1 & sleep 1
-ib_write_bw $o -s 1048576 -n 1000 127.0.0.1 > /tmp/b.c 2>&1; wait
+pp b ib_write_bw $o -s 1048576 -n 1000
 echo "BW $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/b.c)"
-ib_write_bw $o -s 64 -n 20000 > /tmp/m.s 2>&1 & sleep 1
-ib_write_bw $o -s 64 -n 20000 127.0.0.1 > /tmp/m.c 2>&1; wait
+pp m ib_write_bw $o -s 64 -n 20000
 echo "MR $(awk '$1 == 64 && $2 == 20000 { print $5 }' /tmp/m.c)"
-ib_send_bw $o -s 64 -n 20000 > /tmp/n.s 2>&1 & sleep 1
-ib_send_bw $o -s 64 -n 20000 127.0.0.1 > /tmp/n.c 2>&1; wait
+pp n ib_send_bw $o -s 64 -n 20000
 echo "SR $(awk '$1 == 64 && $2 == 20000 { print $5 }' /tmp/n.c)"
-ib_read_bw $o -s 1048576 -n 1000 > /tmp/r.s 2>&1 & sleep 1
-ib_read_bw $o -s 1048576 -n 1000 127.0.0.1 > /tmp/r.c 2>&1; wait
+pp r ib_read_bw $o -s 1048576 -n 1000
 echo "RB $(awk '$1 == 1048576 && $2 == 1000 { print $4 }' /tmp/r.c)"
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 > /tmp/p.s 2>&1 & sleep 1
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000 127.0.0.1 > /tmp/p.c 2>&1; wait
-echo "PP $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/p.c)"
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 5000 -e > /tmp/e.s 2>&1 & sleep 1
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 5000 -e 127.0.0.1 > /tmp/e.c 2>&1; wait
-echo "PE $(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' /tmp/e.c)"
+pp p ibv_rc_pingpong -d pvrdma0 -g 1 -n 20000
+echo "PP $(usec p)"
+pp e ibv_rc_pingpong -d pvrdma0 -g 1 -n 5000 -e
+echo "PE $(usec e)"
 GUEST
 
 for r in $(seq "$rounds"); do

@@ -30,6 +30,8 @@
 #       --mac MAC          MAC address of the NIC (default: QEMU's), needed
 #                          when guests share a link
 #   -q, --qemu-arg ARG     extra QEMU argument, repeatable
+#   -k, --kernel-arg ARG   extra guest kernel command-line argument
+#                          ("idle=poll"), repeatable
 #   -l, --log FILE         console log (default: build/vm/NAME.log)
 # Exit status: the command's, 124 if the hard timeout expired, 125 if the
 # guest stopped without reporting a status (crash, panic).
@@ -38,7 +40,7 @@
 name=guest timeout=600 smp=2 mem=1024 ndev=1 devopts= noload= log=
 iothread=${PVRDMA_IOTHREAD:-}
 net=user ip='' mac=''
-adds=() qargs=()
+adds=() qargs=() kargs=()
 while [ $# -gt 0 ]; do
     case "$1" in
     -n|--name) name=$2; shift 2 ;;
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
     --ip) ip=$2; shift 2 ;;
     --mac) mac=$2; shift 2 ;;
     -q|--qemu-arg) qargs+=("$2"); shift 2 ;;
+    -k|--kernel-arg) kargs+=("$2"); shift 2 ;;
     -l|--log) log=$2; shift 2 ;;
     -h|--help) sed -n '2,/^\. /p' "$0" | sed 's/^# \{0,1\}//; /^\. /d'; exit 0 ;;
     --) shift; break ;;
@@ -87,6 +90,10 @@ append="console=ttyS0 panic=-1 quiet loglevel=4"
 [ -n "$noload" ] && append+=" pvrdma.noload"
 # eth0's address, set by scripts/guest/init
 [ -n "$ip" ] && append+=" pvrdma.ip=$ip"
+for k in "${kargs[@]}"; do
+    [[ $k =~ ^[A-Za-z0-9_.,=:-]+$ ]] || die "--kernel-arg '$k': one word, no quoting"
+    append+=" $k"
+done
 nic=virtio-net-pci,netdev=net0,romfile=
 [ -n "$mac" ] && nic+=",mac=$mac"
 args=(-M pc -accel tcg -smp "$smp" -m "$mem" -no-reboot -display none

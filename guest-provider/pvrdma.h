@@ -49,6 +49,7 @@ struct pvrdma_context {
 	bool has_mw;
 	/* The device writes its clock into CQEs of CQs that ask. */
 	bool has_cqe_ts;
+	bool rq_db_hint;		/* PVRDMA_UCTX_RQ_DB_HINT */
 };
 
 struct pvrdma_pd {

@@ -5,6 +5,7 @@
  * ring's producer index and rings one doorbell, without a system call.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -749,6 +750,26 @@ static unsigned int pvrdma_post_recv_wrs(struct pvrdma_wq *wq,
 	return nposted;
 }
 
+/*
+ * Whether the receive WQEs just published need a doorbell: not while the
+ * device's hint in the ring-state page says it reads the RQ itself when
+ * messages arrive (PVRDMA_UCTX_RQ_DB_HINT).  The full barrier orders our
+ * prod_tail before the hint's read, as the device orders its clearing of
+ * the hint before its next read of prod_tail: one of us sees the other.
+ */
+static bool pvrdma_rq_doorbell_needed(struct pvrdma_context *ctx,
+				      struct pvrdma_qp *qp)
+{
+	const volatile uint32_t *hint;
+
+	if (!ctx->rq_db_hint)
+		return true;
+	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf +
+				PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET);
+	atomic_thread_fence(memory_order_seq_cst);
+	return le32toh(*hint) != PVRDMA_RQ_DB_SKIP;
+}
+
 int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 		     struct ibv_recv_wr **bad_wr)
 {
@@ -767,7 +788,8 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 	if (qp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
 		err = EINVAL;
-	} else if (pvrdma_post_recv_wrs(&qp->rq, wr, bad_wr, &err)) {
+	} else if (pvrdma_post_recv_wrs(&qp->rq, wr, bad_wr, &err) &&
+		   pvrdma_rq_doorbell_needed(ctx, qp)) {
 		/* The WQEs and prod_tail reach memory before the doorbell. */
 		udma_to_device_barrier();
 		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_RECV,

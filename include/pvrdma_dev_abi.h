@@ -116,6 +116,10 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_state, 16);
 
 #define PVRDMA_RING_STATE_TX_OFFSET     0
 #define PVRDMA_RING_STATE_RX_OFFSET     8
+/* PVRDMA_EX_CAP_RQ_DB_HINT: a QP's receive doorbell hint (LE u32, written
+ * by the device only): PVRDMA_RQ_DB_SKIP, or 0 (ring every doorbell). */
+#define PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET 16
+#define PVRDMA_RQ_DB_SKIP               1u
 
 /* Async event ring element (spec §6.3). */
 struct pvrdma_eqe {
@@ -220,10 +224,16 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* CREATE_CQ reserved[0] may ask PVRDMA_CQ_FLAG_TIMESTAMP: the device then
  * writes its clock (ns, low 48 bits) into each CQE's reserved2. */
 #define PVRDMA_EX_CAP_CQE_TIMESTAMP     (1u << 27)
+/* Receive doorbells on demand: the device keeps a hint word in each QP's
+ * ring-state page (PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET); while it reads
+ * PVRDMA_RQ_DB_SKIP the device takes receive WQEs from the ring when
+ * messages arrive, and a receive doorbell may be left out. */
+#define PVRDMA_EX_CAP_RQ_DB_HINT        (1u << 26)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
 #define PVRDMA_UCTX_CQE_TIMESTAMP       (1u << 2)   /* ..._CQE_TIMESTAMP */
+#define PVRDMA_UCTX_RQ_DB_HINT          (1u << 3)   /* ..._RQ_DB_HINT */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {

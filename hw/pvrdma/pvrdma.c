@@ -126,6 +126,7 @@ struct PvrdmaState {
     uint32_t irq_pending;       /* vectors raised under pvrdma_lock */
     QLIST_ENTRY(PvrdmaState) next;
     bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
+    bool rq_db_hint;            /* x-rq-db-hint property (A/B benchmarks) */
     MemoryListener ram_listener;
     PvrdmaRamRange ram[PVRDMA_RAM_RANGES];      /* under pvrdma_lock */
     unsigned ram_n;
@@ -1041,6 +1042,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
     s->cfg.cq_poll_hint = s->fabric_path || s->fabric_listen ||
                           s->fabric_peer ||
                           (s->backend && !strcmp(s->backend, "ibverbs"));
+    s->cfg.no_rq_db_hint = !s->rq_db_hint;
     if (!pvrdma_check_params(s, errp)) {
         return;
     }
@@ -1128,6 +1130,8 @@ static const Property pvrdma_props[] = {
                      IOThread *),
     /* Off: every DMA through the memory API (the cache's A/B baseline). */
     DEFINE_PROP_BOOL("x-ram-cache", PvrdmaState, ram_cache, true),
+    /* Off: guests ring every receive doorbell (the hint's A/B baseline). */
+    DEFINE_PROP_BOOL("x-rq-db-hint", PvrdmaState, rq_db_hint, true),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

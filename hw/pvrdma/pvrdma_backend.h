@@ -158,6 +158,14 @@ typedef struct PvrdmaBackendOps {
      * reached()); the core's count of the ring would be wrong.
      */
     bool srq_limit_by_backend;
+    /*
+     * The backend reads a QP's receive queue only when a message arrives
+     * (pvrdma_core_recv_peek()); receive doorbells matter to it only to
+     * wake a requester that met an empty queue.  The core then offers
+     * PVRDMA_EX_CAP_RQ_DB_HINT (docs/abi.md, "Receive doorbells on
+     * demand").
+     */
+    bool rq_read_on_arrival;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);
@@ -310,6 +318,13 @@ void pvrdma_core_recv_complete(PvrdmaCore *core, PvrdmaQp *qp,
 /* Fill the fields every CQE of @qp carries. */
 void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
                           uint64_t wr_id, uint32_t opcode, uint32_t status);
+
+/*
+ * A requester will wait for a receive WQE of @qp (an RNR NAK not found
+ * by pvrdma_core_recv_peek(), which asks by itself): the guest's next
+ * receive doorbell must come (PVRDMA_EX_CAP_RQ_DB_HINT).
+ */
+void pvrdma_core_rq_doorbell_wanted(PvrdmaCore *core, PvrdmaQp *qp);
 
 /* Move @qp to ERR (flush deferred to the leave), post @event if >= 0. */
 void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event);

@@ -707,7 +707,9 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                        PVRDMA_EX_CAP_MW : 0) |
                       (core->ops->clock_ns ? PVRDMA_EX_CAP_CQE_TIMESTAMP :
                        0) |
-                      (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0);
+                      (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0) |
+                      (core->be_ops->rq_read_on_arrival &&
+                       !cfg->no_rq_db_hint ? PVRDMA_EX_CAP_RQ_DB_HINT : 0);
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;
     /* Only what the core and the coming data path honour. */

@@ -95,6 +95,7 @@ typedef struct PvrdmaCoreConfig {
     uint64_t node_guid;         /* host order; written BE into caps */
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
+    bool no_rq_db_hint;         /* no PVRDMA_EX_CAP_RQ_DB_HINT (A/B) */
 } PvrdmaCoreConfig;
 
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */

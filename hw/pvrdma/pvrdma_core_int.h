@@ -279,6 +279,7 @@ struct PvrdmaQp {
     uint32_t sq_wqe_size;
     uint32_t rq_wqe_size;
     bool sq_sig_all;
+    bool rq_db_skip;            /* the RQ doorbell hint last written */
     uint32_t state;             /* enum pvrdma_qp_state */
     struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
     PvrdmaQpWq wq;
@@ -461,6 +462,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c);
 /* Doorbells (spec §7). */
 void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp);
 void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp);
+/* Write @qp's receive doorbell hint (@init: whatever was written before). */
+void pvrdma_wq_rq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool skip, bool init);
 void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq);
 void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq);
 void pvrdma_wq_timer_expired(PvrdmaCore *core);

@@ -184,6 +184,7 @@ static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp)
  */
 const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .name = "fabric",
+    .rq_read_on_arrival = true,
     .reset = pvrdma_fabric_reset,
     .free = pvrdma_fabric_port_op_free,
     .mr_deregister = pvrdma_fabric_mr_deregister,

@@ -190,6 +190,8 @@ static bool pvrdma_fabric_take_recv(PvrdmaFabricExec *ex, bool resolve)
         return false;
     }
     if (ret == 0) {
+        /* The guest's next receive doorbell wakes the requester. */
+        pvrdma_core_rq_doorbell_wanted(core, ex->qp);
         ex->ack.rnr = true;
         ex->ack.rnr_timer = ex->qp->attr.min_rnr_timer;
         ex->done = true;

@@ -283,6 +283,8 @@ void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
         return;
     }
     qp->state = PVRDMA_QPS_ERR;
+    /* Posts in ERR must ring: the doorbell flushes them. */
+    pvrdma_wq_rq_hint(core, qp, false, false);
     if (event >= 0) {
         pvrdma_core_post_async_event(core, event, qp->handle);
     }
@@ -994,6 +996,13 @@ int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr,
     if (pvrdma_wq_read_prod(core, ring, cons, &prod) < 0) {
         goto broken;
     }
+    if (prod == cons && !srq && qp->rq_db_skip) {
+        /* Ask for the next doorbell, then look again (the hint's race). */
+        pvrdma_wq_rq_hint(core, qp, false, false);
+        if (pvrdma_wq_read_prod(core, ring, cons, &prod) < 0) {
+            goto broken;
+        }
+    }
     if (prod == cons) {
         return 0;
     }
@@ -1679,6 +1688,35 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
     pvrdma_wq_leave(core);
 }
 
+/*
+ * The receive doorbell hint (PVRDMA_EX_CAP_RQ_DB_HINT, docs/abi.md):
+ * PVRDMA_RQ_DB_SKIP while the backend takes @qp's receive WQEs when
+ * messages arrive and nobody waits for one, else 0, so that the guest's
+ * next post rings (to wake a requester, or to flush in ERR).  A full
+ * barrier follows the write: whoever clears it reads prod_tail next,
+ * as the guest publishes prod_tail before it reads the hint; one of the
+ * two then sees the other's write.
+ */
+void pvrdma_wq_rq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool skip, bool init)
+{
+    uint32_t v = GUINT32_TO_LE(skip ? PVRDMA_RQ_DB_SKIP : 0);
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_RQ_DB_HINT) ||
+        qp->has_srq || (!init && qp->rq_db_skip == skip)) {
+        return;
+    }
+    qp->rq_db_skip = skip;
+    /* Unwritable: the guest rings or not, its own QP's business. */
+    pvrdma_core_dma_write(core, qp->pages[0] +
+                          PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET, &v, sizeof(v));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void pvrdma_core_rq_doorbell_wanted(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    pvrdma_wq_rq_hint(core, qp, false, false);
+}
+
 static void pvrdma_wq_recv_posted(PvrdmaCore *core, PvrdmaQp *qp)
 {
     if (core->be_ops->recv_posted &&
@@ -1698,6 +1736,10 @@ void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp)
         if (pvrdma_wq_read_prod(core, &qp->rq, qp->wq.rq_cons, &prod) < 0) {
             pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
         } else {
+            /* First, so that a requester woken below may clear it. */
+            if (qp->state >= PVRDMA_QPS_RTR && qp->state <= PVRDMA_QPS_SQD) {
+                pvrdma_wq_rq_hint(core, qp, true, false);
+            }
             pvrdma_wq_recv_posted(core, qp);
         }
     }
@@ -1758,6 +1800,7 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
     switch (qp->state) {
     case PVRDMA_QPS_RESET:
         /* The guest zeroes its ring indexes (spec §5.3 MODIFY_QP). */
+        pvrdma_wq_rq_hint(core, qp, false, false);
         pvrdma_wq_rnr_clear(core, qp);
         pvrdma_wq_cancel(core, qp);
         pvrdma_wq_work_del(core, qp);

@@ -2,7 +2,11 @@
 # rdma-core's ping-pong examples between two processes of one guest on one
 # pvrdma device: ibv_rc_pingpong (polling and with completion events, -e),
 # ibv_srq_pingpong, ibv_ud_pingpong (polling, and events with one-MTU
-# datagrams); each checks its own data (-c).
+# datagrams); each checks its own data (-c).  Then receive doorbells on
+# demand (docs/abi.md): with a small receive queue ibv_rc_pingpong reposts
+# a receive per message; QEMU's trace counts the RECV doorbells, which
+# our provider must leave out while the device's hint says so, and must
+# ring with x-rq-db-hint=off (the control: the count is real).
 . "$(dirname "$0")/lib.sh"
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
@@ -29,4 +33,34 @@ GUEST
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 grep -h "iters in" "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  measured: /'
-pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_ud_pingpong (poll, events at the MTU)"
+
+# RECV doorbells (UAR offset 0 of a page, bit 31) in QEMU's trace $1, on
+# the user contexts' pages (page 0 is the kernel's: its QP1 receives).
+recv_doorbells() {
+    grep -cE 'pvrdma_doorbell offset 0x[1-9a-f][0-9a-f]*000 val 0x[89a-f][0-9a-f]{7}$' "$1"
+}
+cat > "$TEST_OUT/repost.sh" <<'GUEST'
+. ./pair.sh
+pair rc_pingpong_repost 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -r 16 -n 400 -c" \
+    "ibv_rc_pingpong -d pvrdma0 -g 1 -r 16 -n 400 -c 127.0.0.1"
+echo GUEST-OK
+GUEST
+for hint in on off; do
+    "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME-hint-$hint" --timeout 300 \
+        --smp 2 -d ",x-rq-db-hint=$hint" \
+        -q -d -q trace:pvrdma_doorbell -q -D -q "$TEST_OUT/trace-$hint.log" \
+        --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/repost.sh" \
+        -- sh ./repost.sh ||
+        fail "see $PVRDMA_OUT/vm/$TEST_NAME-hint-$hint.log"
+done
+on=$(recv_doorbells "$TEST_OUT/trace-on.log")
+off=$(recv_doorbells "$TEST_OUT/trace-off.log")
+echo "  RECV doorbells of 2 x 400 reposts (rx depth 16): $on with the hint, $off without"
+# Without: the 16 posted at the start and about one per message, per
+# side.  With: the 16 (posted in INIT, before the device sets the hint)
+# and the first repost in RTS; with iothread= the rest of that first
+# batch of reposts may ring too, before the IOThread took the doorbell
+# that sets the hint: at most 16 + 16 per side either way.
+[ "$off" -ge 400 ] || fail "x-rq-db-hint=off: only $off RECV doorbells traced"
+[ "$on" -le 64 ] || fail "$on RECV doorbells with the hint (at most 64 expected)"
+pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_ud_pingpong (poll, events at the MTU); RECV doorbells left out on the device's hint ($on against $off)"

@@ -1384,6 +1384,86 @@ static void test_rnr_infinite_and_kick(void **state)
     pair_free(p);
 }
 
+/* ---- receive doorbells on demand (PVRDMA_EX_CAP_RQ_DB_HINT) ------------- */
+
+static uint32_t rq_hint(FvQp *qp)
+{
+    return fg_read32(qp->fg,
+                     qp->pages[0] + PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET);
+}
+
+static void test_rq_doorbell_hint(void **state)
+{
+    Pair *p = pair_new(true);
+    struct pvrdma_sge s, r;
+    PvrdmaCoreConfig cfg;
+    FakeGuest *fg;
+    FvCq *cq;
+    FvQp *qp;
+    uint32_t pd;
+
+    (void)state;
+    assert_true(fg_caps(p->fb)->ex_comp_mask & PVRDMA_EX_CAP_RQ_DB_HINT);
+    /* written 0 at CREATE_QP: the guest rings until the device says not */
+    assert_int_equal(rq_hint(p->b), 0);
+    r = sge(p->mb, VA_B, 64);
+    fv_post_recv(p->b, 1, &r, 1);
+    fv_ring_rq(p->b);
+    assert_int_equal(rq_hint(p->b), PVRDMA_RQ_DB_SKIP);
+    /* receives posted without a doorbell are taken when SENDs arrive */
+    fv_post_recv(p->b, 2, &r, 1);
+    fv_mr_fill(p->ma, VA_A, 32, 5);
+    s = sge(p->ma, VA_A, 32);
+    send_one(p, 10, PVRDMA_WR_SEND, &s, 1);
+    send_one(p, 11, PVRDMA_WR_SEND, &s, 1);
+    expect_send_cqe(p, 10, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 32);
+    expect_send_cqe(p, 11, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 32);
+    expect_recv_cqe(p, 1, PVRDMA_WC_RECV, 32, 0);
+    expect_recv_cqe(p, 2, PVRDMA_WC_RECV, 32, 0);
+    assert_true(fv_mr_check(p->mb, VA_B, 32, 5));
+    assert_int_equal(rq_hint(p->b), PVRDMA_RQ_DB_SKIP);
+    /* a SEND meeting the empty RQ: RNR NAK, and the next post must ring */
+    send_one(p, 12, PVRDMA_WR_SEND, &s, 1);
+    expect_empty(p->cqa);
+    assert_int_equal(rq_hint(p->b), 0);
+    fv_post_recv(p->b, 3, &r, 1);
+    fv_ring_rq(p->b);
+    expect_send_cqe(p, 12, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 32);
+    expect_recv_cqe(p, 3, PVRDMA_WC_RECV, 32, 0);
+    assert_int_equal(rq_hint(p->b), PVRDMA_RQ_DB_SKIP);
+    /* ERR: a post is flushed by its doorbell, so it must ring */
+    fv_post_recv(p->b, 4, &r, 1);
+    assert_int_equal(fv_qp_modify_state(p->b, PVRDMA_QPS_ERR), 0);
+    assert_int_equal(rq_hint(p->b), 0);
+    expect_cqe(p->cqb, 4, p->b->handle, PVRDMA_WC_RECV, PVRDMA_WC_WR_FLUSH_ERR,
+               0);
+    fv_post_recv(p->b, 5, &r, 1);
+    fv_ring_rq(p->b);
+    assert_int_equal(rq_hint(p->b), 0);
+    expect_cqe(p->cqb, 5, p->b->handle, PVRDMA_WC_RECV, PVRDMA_WC_WR_FLUSH_ERR,
+               0);
+    pair_free(p);
+
+    /* x-rq-db-hint=off: not announced, never asked */
+    pvrdma_core_default_config(&cfg);
+    cfg.no_rq_db_hint = true;
+    fg = fg_new(&cfg);
+    fg_join_fabric(fg);
+    fg_setup(fg);
+    assert_false(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_RQ_DB_HINT);
+    cq = fv_cq_new(fg, 0, 16);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    qp = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 16, 4, false);
+    *(uint32_t *)fg_ptr(fg, qp->pages[0] +
+                        PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET) = 0xdead;
+    fv_post_recv(qp, 1, NULL, 0);
+    fv_ring_rq(qp);
+    assert_int_equal(rq_hint(qp), 0xdead);
+    fg_free(fg);
+    g_free(cq);
+    g_free(qp);
+}
+
 static void test_rnr_without_timer(void **state)
 {
     FakeGuest *fg = fg_new_minimal(NULL);
@@ -2664,6 +2744,7 @@ int main(void)
         cmocka_unit_test(test_retry_exc_err),
         cmocka_unit_test(test_rnr_retry_counts),
         cmocka_unit_test(test_rnr_infinite_and_kick),
+        cmocka_unit_test(test_rq_doorbell_hint),
         cmocka_unit_test(test_rnr_without_timer),
         cmocka_unit_test(test_flush),
         cmocka_unit_test(test_uc_loopback),

@@ -22,6 +22,7 @@
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 
+#include "pvrdma_compat.h"
 #include "pvrdma_dev_abi.h"
 
 /*

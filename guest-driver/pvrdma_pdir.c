@@ -208,8 +208,8 @@ int pvrdma_pdir_pin_user_ring(struct pvrdma_dev *dev, struct ib_udata *udata,
 	if (!ucmd.buf_size || !PAGE_ALIGNED(ucmd.buf_addr))
 		return -EINVAL;
 
-	*umem = ib_umem_get(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
-			    IB_ACCESS_LOCAL_WRITE);
+	*umem = ib_umem_get_va(&dev->ibdev, ucmd.buf_addr, ucmd.buf_size,
+			       IB_ACCESS_LOCAL_WRITE);
 	if (IS_ERR(*umem)) {
 		ret = PTR_ERR(*umem);
 		*umem = NULL;

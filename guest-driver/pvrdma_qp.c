@@ -158,7 +158,7 @@ static struct ib_umem *pvrdma_qp_pin(struct pvrdma_dev *dev, u64 addr,
 {
 	if (!size || !PAGE_ALIGNED(addr))
 		return ERR_PTR(-EINVAL);
-	return ib_umem_get(&dev->ibdev, addr, size, IB_ACCESS_LOCAL_WRITE);
+	return ib_umem_get_va(&dev->ibdev, addr, size, IB_ACCESS_LOCAL_WRITE);
 }
 
 /*

@@ -492,7 +492,7 @@ static int pvrdma_mmap(struct ib_ucontext *ibuctx, struct vm_area_struct *vma)
 				vma->vm_end - vma->vm_start, vma->vm_pgoff);
 		return -EINVAL;
 	}
-	vma->vm_flags |= VM_DONTCOPY | VM_DONTEXPAND;
+	vm_flags_set(vma, VM_DONTCOPY | VM_DONTEXPAND);
 	return rdma_user_mmap_io(ibuctx, vma, uctx->uar_pfn, PAGE_SIZE,
 				 pgprot_noncached(vma->vm_page_prot), NULL);
 }
@@ -576,6 +576,42 @@ static int pvrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 }
 
 /* -------------------------------------------------------------------- */
+/* Adapters for operations whose prototype depends on the kernel version */
+
+#ifdef PVRDMA_HAVE_CREATE_CQ_ATTRS
+static int pvrdma_create_cq_attrs(struct ib_cq *ibcq,
+				  const struct ib_cq_init_attr *attr,
+				  struct uverbs_attr_bundle *attrs)
+{
+	return pvrdma_create_cq(ibcq, attr,
+				attrs ? &attrs->driver_udata : NULL);
+}
+#endif
+
+#ifdef PVRDMA_HAVE_REG_USER_MR_DMAH
+static struct ib_mr *pvrdma_reg_user_mr_dmah(struct ib_pd *ibpd, u64 start,
+					     u64 length, u64 virt_addr,
+					     int access_flags,
+					     struct ib_dmah *dmah,
+					     struct ib_udata *udata)
+{
+	/* The device knows no DMA handles (no alloc_dmah either). */
+	if (dmah)
+		return ERR_PTR(-EOPNOTSUPP);
+	return pvrdma_reg_user_mr(ibpd, start, length, virt_addr,
+				  access_flags, udata);
+}
+#endif
+
+#ifdef PVRDMA_HAVE_RESIZE_USER_CQ
+static int pvrdma_resize_user_cq(struct ib_cq *ibcq, unsigned int cqe,
+				 struct ib_udata *udata)
+{
+	if (cqe > INT_MAX)
+		return -EINVAL;
+	return pvrdma_resize_cq(ibcq, cqe, udata);
+}
+#endif
 
 const struct ib_device_ops pvrdma_dev_ops = {
 	.owner = THIS_MODULE,
@@ -588,7 +624,11 @@ const struct ib_device_ops pvrdma_dev_ops = {
 	.alloc_pd = pvrdma_alloc_pd,
 	.alloc_ucontext = pvrdma_alloc_ucontext,
 	.create_ah = pvrdma_create_ah,
+#ifdef PVRDMA_HAVE_CREATE_CQ_ATTRS
+	.create_cq = pvrdma_create_cq_attrs,
+#else
 	.create_cq = pvrdma_create_cq,
+#endif
 	.create_qp = pvrdma_create_qp,
 	.dealloc_pd = pvrdma_dealloc_pd,
 	.dealloc_ucontext = pvrdma_dealloc_ucontext,
@@ -613,10 +653,18 @@ const struct ib_device_ops pvrdma_dev_ops = {
 	.query_pkey = pvrdma_query_pkey,
 	.query_port = pvrdma_query_port,
 	.query_qp = pvrdma_query_qp,
+#ifdef PVRDMA_HAVE_REG_USER_MR_DMAH
+	.reg_user_mr = pvrdma_reg_user_mr_dmah,
+#else
 	.reg_user_mr = pvrdma_reg_user_mr,
+#endif
 	.rereg_user_mr = pvrdma_rereg_user_mr,
 	.req_notify_cq = pvrdma_req_notify_cq,
+#ifdef PVRDMA_HAVE_RESIZE_USER_CQ
+	.resize_user_cq = pvrdma_resize_user_cq,
+#else
 	.resize_cq = pvrdma_resize_cq,
+#endif
 
 	INIT_RDMA_OBJ_SIZE(ib_ah, pvrdma_ah, ibah),
 	INIT_RDMA_OBJ_SIZE(ib_cq, pvrdma_cq, ibcq),

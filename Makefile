@@ -3,7 +3,14 @@
 # holds links to the current artefacts.
 #
 #   make            build QEMU, rdma-core + provider, the module, the image
+#   make image-6.12 the guest on Debian 13's 6.12 kernel instead of Debian
+#                   12's 6.1: kernel, module (built in a Debian 13 root) and
+#                   image, linked as build/vmlinuz-6.12, initrd-6.12.cpio.gz
 #   make demo       build, boot two guests, show RDMA running between them
+#   make driver-kernels  build the module against Debian's 6.1, 6.12 and
+#                   newest 7.x kernels (in make check)
+#   make deb        Debian packages for your own guests, in build/deb:
+#                   pvrdma-dkms and ibverbs-provider-pvrdma (packaging/)
 #   make check      unit tests, then guest tests (boots guests under TCG)
 #   make unit       unit tests of the device core only
 #   make vm         boot a guest with a shell on this terminal
@@ -18,7 +25,7 @@ KERNEL_TREE = $(shell readlink -f $(OUT)/kernel)
 KVER = $(notdir $(KERNEL_TREE))
 
 .PHONY: all qemu kernel driver rdma-core image demo check unit guest-tests \
-        vm clean lint
+        vm clean lint kernel-6.12 driver-6.12 image-6.12
 
 all: image
 
@@ -42,16 +49,48 @@ rdma-core:
 image: qemu driver rdma-core
 	ln -sfn "$$(scripts/build-image.sh $(OUT)/kernel $(OUT)/rdma-core $(OUT)/pvrdma.ko)" $(OUT)/initrd.cpio.gz
 
+# The same guest userspace on Debian 13's newest 6.12 kernel (resolved at
+# run time; tests/guest/test-kernel-6.12.sh boots it). build/modules-6.12
+# holds pvrdma.ko and the kernel-verbs test module built for exactly that
+# release (scripts/build-driver-kernels.sh --keep, in the Debian 13 root).
+kernel-6.12:
+	@mkdir -p $(OUT)
+	tree=$$(scripts/fetch-kernel.sh 6.12) && \
+	ln -sfn "$$tree" $(OUT)/kernel-6.12 && \
+	ln -sfn "$$tree/root/boot/vmlinuz-$$(basename "$$tree")" $(OUT)/vmlinuz-6.12
+
+driver-6.12: kernel-6.12
+	out=$$(KERNEL_SERIES=6.12 \
+	       KERNEL_RELEASE=$$(basename "$$(readlink -f $(OUT)/kernel-6.12)") \
+	       scripts/build-driver-kernels.sh --keep) && \
+	ln -sfn "$${out##* }" $(OUT)/modules-6.12
+
+image-6.12: driver-6.12 rdma-core
+	img=$$(scripts/build-image.sh $(OUT)/kernel-6.12 $(OUT)/rdma-core \
+	       $(OUT)/modules-6.12/pvrdma.ko) && \
+	ln -sfn "$$img" $(OUT)/initrd-6.12.cpio.gz
+
 demo: all
 	scripts/demo.sh
+
+# Needs only rdma-core (for the provider), not QEMU or a kernel.
+.PHONY: deb
+deb:
+	scripts/build-debs.sh
 
 unit:
 	$(MAKE) -C tests/unit check
 
-guest-tests: all
+guest-tests: all image-6.12
 	tests/guest/run-all.sh
 
-check: lint unit guest-tests
+# The module against every Debian kernel series in the archive (6.1, 6.12,
+# the newest 7.x), warnings failing the build.
+.PHONY: driver-kernels
+driver-kernels:
+	scripts/build-driver-kernels.sh
+
+check: lint unit driver-kernels guest-tests
 
 vm: all
 	scripts/vm.sh

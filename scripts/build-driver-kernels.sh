@@ -18,79 +18,40 @@
 # Prints one line per kernel on stdout: "<release> OK" or "<release> FAIL";
 # build logs go to stderr. Exits non-zero if any build fails.
 #   KERNEL_SERIES="6.1 6.12 7"   which series to build (default: all)
+#   KERNEL_RELEASE=<release>     only that release (e.g. the one
+#                                scripts/fetch-kernel.sh fetched for a
+#                                guest), not the newest of the series
+#   --keep                       also build the kernel-verbs test module
+#                                (tests/guest/kmod, same rules) and keep
+#                                both .ko files in $PVRDMA_CACHE/modules/
+#                                <release>-<key>, key = hash of the sources,
+#                                the headers' version, the root and this
+#                                script; the line reads "<release> OK DIR".
+#                                A kept build is not repeated.
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 KERNEL_SERIES=${KERNEL_SERIES:-"6.1 6.12 7"}
+keep=
+case "${1:-}" in
+--keep) keep=1 ;;
+'') ;;
+*) die "usage: [KERNEL_SERIES=...] [KERNEL_RELEASE=...] $0 [--keep]" ;;
+esac
 MAKE_JOBS=2
 
-# Suites searched for linux-headers-amd64, by stanza of the system file.
-KAPT_MAIN_SUITES="trixie trixie-updates trixie-backports sid"
-KAPT_SECURITY_SUITES="trixie-security"
-KAPT_DIR=$PVRDMA_CACHE/apt-kernels
 HDR_CACHE=$PVRDMA_CACHE/kernel-headers
-
-kapt_opts() {
-    echo "-o Dir::Etc::SourceList=/dev/null" \
-         "-o Dir::Etc::SourceParts=$KAPT_DIR/sources.list.d" \
-         "-o Dir::State::Lists=$KAPT_DIR/lists" \
-         "-o Dir::Cache::Archives=$KAPT_DIR/archives" \
-         "-o Dir::State::Status=/dev/null" \
-         "-o Debug::NoLocking=1"
-}
-
-# kapt_update [force]: write the private sources (the system's first main
-# and first security stanza, with our suites) and refresh the lists when
-# older than a day (kernels are replaced often and old ones vanish).
-kapt_update() {
-    local sys=/etc/apt/sources.list.d/debian.sources
-    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
-    mkdir -p "$KAPT_DIR"/{sources.list.d,lists/partial,archives/partial}
-    awk -v main="$KAPT_MAIN_SUITES" -v sec="$KAPT_SECURITY_SUITES" '
-        BEGIN { RS = ""; FS = "\n" }
-        {
-            issec = ($0 ~ /(^|\n)Suites:[^\n]*-security/)
-            if (issec ? seen_sec++ : seen_main++)
-                next
-            for (i = 1; i <= NF; i++) {
-                if ($i ~ /^Types:/)
-                    $i = "Types: deb"
-                else if ($i ~ /^Suites:/)
-                    $i = "Suites: " (issec ? sec : main)
-                print $i
-            }
-            print ""
-        }' "$sys" > "$KAPT_DIR/sources.list.d/kernels.sources"
-    if [ "${1:-}" = force ] || [ ! -e "$KAPT_DIR/lists/.updated" ] ||
-       [ -n "$(find "$KAPT_DIR/lists/.updated" -mmin +1440)" ]; then
-        # shellcheck disable=SC2046
-        apt-get $(kapt_opts) -q update >&2 || die "apt-get update failed"
-        touch "$KAPT_DIR/lists/.updated"
-    fi
-}
-
-# kapt_depends PKG VERSION: the package names in PKG=VERSION's Depends.
-kapt_depends() {
-    # shellcheck disable=SC2046
-    apt-cache $(kapt_opts) show "$1=$2" 2>/dev/null |
-        sed -n 's/^Depends: //p' | head -n 1 | sed 's/[,|]/\n/g' |
-        sed 's/^ *//; s/[ (].*//' | sed '/^$/d'
-}
 
 # resolve SERIES: "<release> <version> <compiler>" of the newest
 # linux-headers-amd64 of SERIES (e.g. 6.12, or 7 for any 7.x) whose
-# compiler the root has, or nothing.
+# compiler the root has (and whose release is $KERNEL_RELEASE, if set),
+# or nothing.
 resolve() {
-    local series=$1 v hdr rel cc
-    # shellcheck disable=SC2046
-    apt-cache $(kapt_opts) madison linux-headers-amd64 |
-        awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | sort -u |
-        sort -rV | while read -r v; do
-        hdr=$(kapt_depends linux-headers-amd64 "$v" |
-              grep -m1 '^linux-headers-.*-amd64$') || continue
-        rel=${hdr#linux-headers-}
-        case $rel in "$series".*) ;; *) continue ;; esac
-        cc=$(kapt_depends "$hdr" "$v" |
+    local series=$1 v rel cc
+    kapt_releases "$series" linux-headers-amd64 | while read -r rel v; do
+        [ -z "${KERNEL_RELEASE:-}" ] || [ "$rel" = "$KERNEL_RELEASE" ] ||
+            continue
+        cc=$(kapt_depends "linux-headers-$rel" "$v" |
              sed -n 's/^\(gcc-[0-9]*\)\(-for-host\)\{0,1\}$/\1/p' | head -n 1)
         cc=${cc:-gcc}
         if ! chroot "$root" sh -c "command -v $cc" >/dev/null 2>&1; then
@@ -163,51 +124,44 @@ unpack_headers() {
 }
 
 # copy_sources DIR: the module's sources and the device ABI headers, laid
-# out as in the repository (Kbuild takes -I$(src)/../include).
+# out as in the repository (Kbuild takes -I$(src)/../include), and with
+# --keep the test module's sources in DIR/kmod.
 copy_sources() {
     mkdir -p "$1/guest-driver" "$1/include"
     cp "$PVRDMA_TOP"/guest-driver/{Kbuild,Makefile,*.c,*.h} "$1/guest-driver/"
     cp -r "$PVRDMA_TOP"/include/. "$1/include/"
+    if [ -n "$keep" ]; then
+        mkdir -p "$1/kmod"
+        cp "$PVRDMA_TOP"/tests/guest/kmod/{Kbuild,Makefile,*.c} "$1/kmod/"
+    fi
 }
 
-# judge RELEASE LOG STATUS: print the verdict line; 0 when clean.
+# judge RELEASE LOG STATUS MODULE: 0 when the build made MODULE.ko
+# without any warning; else the warnings and errors on stderr.
 judge() {
-    local rel=$1 out=$2 rc=$3 nwarn
+    local rel=$1 out=$2 rc=$3 ko=$4 nwarn
     nwarn=$(grep -ci 'warning:' "$out" || true)
     if [ "$rc" -eq 0 ] && [ "$nwarn" -eq 0 ] &&
-       grep -q 'pvrdma\.ko' "$out"; then
-        echo "$rel OK"
+       grep -qE "[[:space:]/]$ko\.ko\$" "$out"; then
         return 0
     fi
-    log "$rel: make exited with $rc, $nwarn warning(s):"
+    log "$rel, $ko.ko: make exited with $rc, $nwarn warning(s):"
     grep -iE 'warning:|error' "$out" | head -n 40 >&2 || true
-    echo "$rel FAIL"
     return 1
 }
 
 status=0
 
-# build_host RELEASE: build on the host against /usr/src/linux-headers-RELEASE.
-build_host() {
-    local rel=$1 work rc=0
-    work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-kbuild.XXXXXX")
-    copy_sources "$work"
-    SECONDS=0
-    LC_ALL=C make -C "/usr/src/linux-headers-$rel" \
-        M="$work/guest-driver" -j"$MAKE_JOBS" modules \
-        > "$work/build.log" 2>&1 || rc=$?
-    log "$rel: built on the host in ${SECONDS}s"
-    cat "$work/build.log" >&2
-    judge "$rel" "$work/build.log" "$rc" || status=1
-    rm -rf "$work"
-}
-
-# build_root RELEASE: build under chroot in the root.
-build_root() {
-    local rel=$1 work rc=0
-    work=$(mktemp -d "$root/tmp/pvrdma-kbuild.XXXXXX")
-    copy_sources "$work"
-    SECONDS=0
+# run_make WHERE RELEASE DIR: make the module in DIR against the
+# RELEASE headers, on the host (WHERE=host, /usr/src/linux-headers-RELEASE)
+# or under chroot in the root (WHERE=root, DIR inside the root).
+run_make() {
+    local where=$1 rel=$2 dir=$3
+    if [ "$where" = host ]; then
+        LC_ALL=C make -C "/usr/src/linux-headers-$rel" M="$dir" \
+            -j"$MAKE_JOBS" modules
+        return
+    fi
     # objtool reads /proc (7.x): a proc mounted in a private mount
     # namespace, gone with it, so an interrupted build leaves no mount.
     # shellcheck disable=SC2016
@@ -215,16 +169,71 @@ build_root() {
         unshare --mount --propagation private sh -c \
         'mount -t proc proc "$1/proc" && shift && exec chroot "$@"' sh \
         "$root" "$root" make -C "/usr/src/linux-headers-$rel" \
-        M="${work#"$root"}/guest-driver" -j"$MAKE_JOBS" modules \
-        > "$work/build.log" 2>&1 || rc=$?
-    log "$rel: built in the Debian 13 root in ${SECONDS}s"
+        M="${dir#"$root"}" -j"$MAKE_JOBS" modules
+}
+
+# build WHERE RELEASE VERSION: build (and with --keep keep) the module(s)
+# against RELEASE (headers package VERSION); print the verdict line.
+build() {
+    local where=$1 rel=$2 v=$3 work rc=0 key='' kept='' what
+    if [ "$where" = host ]; then
+        work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-kbuild.XXXXXX")
+        what="on the host"
+    else
+        work=$(mktemp -d "$root/tmp/pvrdma-kbuild.XXXXXX")
+        what="in the Debian 13 root"
+    fi
+    copy_sources "$work"
+    if [ -n "$keep" ]; then
+        key=$( { echo "$rel $v $where ${root:+$(basename "$root")}";
+                 hash_inputs "$work/guest-driver" "$work/include" \
+                     "$work/kmod" "$0"; } | sha256sum | cut -c1-12)
+        kept=$PVRDMA_CACHE/modules/$rel-$key
+        if [ -e "$kept/.done" ]; then
+            log "$rel: modules already built ($kept)"
+            echo "$rel OK $kept"
+            rm -rf "$work"
+            return 0
+        fi
+    fi
+    SECONDS=0
+    run_make "$where" "$rel" "$work/guest-driver" > "$work/build.log" 2>&1 ||
+        rc=$?
+    log "$rel: pvrdma.ko built $what in ${SECONDS}s"
     cat "$work/build.log" >&2
-    judge "$rel" "$work/build.log" "$rc" || status=1
+    if ! judge "$rel" "$work/build.log" "$rc" pvrdma; then
+        echo "$rel FAIL"
+        status=1
+        rm -rf "$work"
+        return 0
+    fi
+    if [ -z "$keep" ]; then
+        echo "$rel OK"
+        rm -rf "$work"
+        return 0
+    fi
+    SECONDS=0
+    run_make "$where" "$rel" "$work/kmod" > "$work/kmod.log" 2>&1 || rc=$?
+    log "$rel: pvrdma_ktest.ko built $what in ${SECONDS}s"
+    cat "$work/kmod.log" >&2
+    if ! judge "$rel" "$work/kmod.log" "$rc" pvrdma_ktest; then
+        echo "$rel FAIL"
+        status=1
+        rm -rf "$work"
+        return 0
+    fi
+    rm -rf "$kept.tmp" && mkdir -p "$kept.tmp"
+    cp "$work/guest-driver/pvrdma.ko" "$work/kmod/pvrdma_ktest.ko" \
+        "$kept.tmp/"
+    echo "$rel $v" > "$kept.tmp/.done"
+    rm -rf "$kept" && mv "$kept.tmp" "$kept"
     rm -rf "$work"
+    echo "$rel OK $kept"
 }
 
 need_root=0
 for s in $KERNEL_SERIES; do [ "$s" = 6.1 ] || need_root=1; done
+root=
 if [ "$need_root" -eq 1 ]; then
     root=$("$PVRDMA_TOP/scripts/build-root13.sh") ||
         die "cannot make the Debian 13 root"
@@ -233,15 +242,17 @@ fi
 
 for s in $KERNEL_SERIES; do
     if [ "$s" = 6.1 ]; then
-        rel=$(ls -1d /usr/src/linux-headers-6.1.0-*-amd64 2>/dev/null |
-              sed 's|^/usr/src/linux-headers-||' | sort -V | tail -n 1)
-        if [ -z "$rel" ]; then
-            log "no linux-headers-6.1.0-*-amd64 on the host (run scripts/install-deps.sh)"
+        rel=${KERNEL_RELEASE:-$(ls -1d /usr/src/linux-headers-6.1.0-*-amd64 2>/dev/null |
+              sed 's|^/usr/src/linux-headers-||' | sort -V | tail -n 1)}
+        if [ -z "$rel" ] || [ ! -d "/usr/src/linux-headers-$rel" ]; then
+            log "no linux-headers-${rel:-6.1.0-*-amd64} on the host (run scripts/install-deps.sh)"
             echo "6.1 FAIL"
             status=1
             continue
         fi
-        build_host "$rel"
+        v=$(dpkg-query -W -f '${Version}' "linux-headers-$rel" 2>/dev/null) ||
+            v=unknown
+        build host "$rel" "$v"
         continue
     fi
     read -r rel v _ < <(resolve "$s") || true
@@ -251,7 +262,7 @@ for s in $KERNEL_SERIES; do
         read -r rel v _ < <(resolve "$s") || true
     fi
     if [ -z "${rel:-}" ]; then
-        log "no buildable linux-headers-amd64 of series $s in the archive"
+        log "no buildable linux-headers-amd64 of series $s${KERNEL_RELEASE:+ (release $KERNEL_RELEASE)} in the archive"
         echo "$s FAIL"
         status=1
         continue
@@ -259,7 +270,7 @@ for s in $KERNEL_SERIES; do
     log "series $s: $rel ($v)"
     dir=$(fetch_headers "$rel" "$v")
     unpack_headers "$s" "$rel" "$v" "$dir"
-    build_root "$rel"
+    build root "$rel" "$v"
     rel=
 done
 exit "$status"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the guest initramfs: Debian 12's kernel modules for RDMA,
+# Build the guest initramfs: the kernel's modules for RDMA,
 # virtio-net and NVMe over RDMA (host and target, brd for a RAM disk), our
 # pvrdma.ko, rdma-core (with our provider) from the staging
 # tree, perftest from Debian 12, busybox and iproute2, plus their shared
@@ -7,6 +7,9 @@
 # hash of every input; the path of the image is printed on stdout.
 #
 #   build-image.sh KERNEL_TREE RDMA_CORE_STAGE MODULE.ko...
+# KERNEL_TREE is a tree of scripts/fetch-kernel.sh (Debian 12's 6.1, or
+# a newer series such as Debian 13's 6.12), named by its release; the
+# modules (MODULE.ko) must be built for that release.
 . "$(dirname "$0")/lib.sh"
 
 [ $# -ge 2 ] || die "usage: $0 KERNEL_TREE RDMA_CORE_STAGE [MODULE.ko...]"
@@ -39,7 +42,7 @@ fi
 KMODS=(virtio_pci virtio_net vmxnet3 ib_core ib_uverbs ib_umad rdma_ucm
        crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd nfsd nfsv4 rpcrdma)
 
-key=$( { echo "$abi"; printf '%s\n' "${KMODS[@]}";
+key=$( { echo "$abi"; cat "$ktree/.done"; printf '%s\n' "${KMODS[@]}";
          hash_inputs "${modules[@]}" "$stage" "$debdir" \
              "$PVRDMA_TOP/scripts/guest" "$0"; } | sha256sum | cut -c1-16)
 out=$PVRDMA_CACHE/image/initrd-$abi-$key.cpio.gz
@@ -72,6 +75,14 @@ done | sort -u | while read -r ko; do
 done
 cp "$kroot/lib/modules/$abi"/modules.{order,builtin,builtin.modinfo} \
     "$root/lib/modules/$abi/" 2>/dev/null || true
+# Newer Debian kernels (6.12 on) ship compressed modules (.ko.xz). They
+# go into the image plain, so that loading them depends neither on the
+# guest's busybox modprobe reading compressed files nor on the kernel's
+# own decompression; the image is compressed as a whole anyway. depmod
+# below records the plain names.
+find "$root/lib/modules" -name '*.ko.xz' -exec xz -d {} +
+find "$root/lib/modules" -name '*.ko.zst' -exec zstd -q -d --rm {} +
+find "$root/lib/modules" -name '*.ko.gz' -exec gzip -d {} +
 for ko in "${modules[@]}"; do
     cp "$ko" "$root/lib/modules/$abi/extra/"
     strip --strip-debug "$root/lib/modules/$abi/extra/$(basename "$ko")"

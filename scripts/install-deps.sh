@@ -17,7 +17,7 @@ abi=$(apt-cache depends linux-image-amd64 |
 $SUDO apt-get install -y -q --no-install-recommends \
     build-essential gcc make git python3 python3-venv pkg-config perl \
     ninja-build cmake flex bison rsync file cpio kmod xz-utils gzip zstd \
-    ccache ca-certificates debootstrap \
+    ccache ca-certificates debootstrap e2fsprogs \
     libglib2.0-dev libpixman-1-dev libslirp-dev libfdt-dev zlib1g-dev \
     libnl-3-dev libnl-route-3-dev libudev-dev libsystemd-dev libibverbs-dev \
     librdmacm-dev \

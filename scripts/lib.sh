@@ -62,6 +62,83 @@ trixie_apt_setup() {
     fi
 }
 
+# Private apt configuration for Debian's newer kernels (6.12 in trixie and
+# trixie-security, 7.x in trixie-backports and sid): headers for
+# scripts/build-driver-kernels.sh, images for scripts/fetch-kernel.sh.
+# Derived from the system's sources file like the one above; suites by
+# stanza of the system file.
+KAPT_MAIN_SUITES="trixie trixie-updates trixie-backports sid"
+KAPT_SECURITY_SUITES="trixie-security"
+KAPT_DIR=$PVRDMA_CACHE/apt-kernels
+
+kapt_opts() {
+    echo "-o Dir::Etc::SourceList=/dev/null" \
+         "-o Dir::Etc::SourceParts=$KAPT_DIR/sources.list.d" \
+         "-o Dir::State::Lists=$KAPT_DIR/lists" \
+         "-o Dir::Cache::Archives=$KAPT_DIR/archives" \
+         "-o Dir::State::Status=/dev/null" \
+         "-o Debug::NoLocking=1"
+}
+
+# kapt_update [force]: write the private sources (the system's first main
+# and first security stanza, with our suites) and refresh the lists when
+# older than a day (kernels are replaced often and old ones vanish).
+kapt_update() {
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    mkdir -p "$KAPT_DIR"/{sources.list.d,lists/partial,archives/partial}
+    awk -v main="$KAPT_MAIN_SUITES" -v sec="$KAPT_SECURITY_SUITES" '
+        BEGIN { RS = ""; FS = "\n" }
+        {
+            issec = ($0 ~ /(^|\n)Suites:[^\n]*-security/)
+            if (issec ? seen_sec++ : seen_main++)
+                next
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^Types:/)
+                    $i = "Types: deb"
+                else if ($i ~ /^Suites:/)
+                    $i = "Suites: " (issec ? sec : main)
+                print $i
+            }
+            print ""
+        }' "$sys" > "$KAPT_DIR/sources.list.d/kernels.sources"
+    # One refresh at a time (two would share the lists directory).
+    (
+        flock 8
+        if [ "${1:-}" = force ] || [ ! -e "$KAPT_DIR/lists/.updated" ] ||
+           [ -n "$(find "$KAPT_DIR/lists/.updated" -mmin +1440)" ]; then
+            # shellcheck disable=SC2046
+            apt-get $(kapt_opts) -q update >&2 || die "apt-get update failed"
+            touch "$KAPT_DIR/lists/.updated"
+        fi
+    ) 8> "$KAPT_DIR/.lock"
+}
+
+# kapt_depends PKG VERSION: the package names in PKG=VERSION's Depends.
+kapt_depends() {
+    # shellcheck disable=SC2046
+    apt-cache $(kapt_opts) show "$1=$2" 2>/dev/null |
+        sed -n 's/^Depends: //p' | head -n 1 | sed 's/[,|]/\n/g' |
+        sed 's/^ *//; s/[ (].*//' | sed '/^$/d'
+}
+
+# kapt_releases SERIES META: "<release> <version>" for each version of
+# META (linux-image-amd64 or linux-headers-amd64) in the private lists
+# whose kernel release is of SERIES (6.12, or 7 for any 7.x), newest
+# first. The release is the one META depends on (6.12.118+deb13-amd64).
+kapt_releases() {
+    local series=$1 meta=$2 v pkg rel
+    # shellcheck disable=SC2046
+    apt-cache $(kapt_opts) madison "$meta" |
+        awk -F'|' '{ gsub(/ /, "", $2); print $2 }' | sort -u |
+        sort -rV | while read -r v; do
+        pkg=$(kapt_depends "$meta" "$v" |
+              grep -m1 "^${meta%-amd64}-.*-amd64\$") || continue
+        rel=${pkg#"${meta%-amd64}"-}
+        case $rel in "$series".*) echo "$rel $v" ;; esac
+    done
+}
+
 # Same trick for Debian 12 binary packages we only unpack (guest image):
 # the system configuration is used read-only, with private caches.
 BOOKWORM_APT_DIR=$PVRDMA_CACHE/apt-bookworm

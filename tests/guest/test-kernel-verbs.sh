@@ -4,11 +4,19 @@
 # MR) for every RC opcode and error status, UC QPs (a SEND, a
 # WRITE_WITH_IMM, a SEND lost for want of a receive) and ib_resize_cq
 # with completions pending, on one device and across two.
+# PVRDMA_KTEST_KO: the test module built elsewhere for the kernel the
+# guest boots (PVRDMA_KERNEL), e.g. by test-kernel-6.12.sh; by default it
+# is built here against the 6.1 headers of build/kernel.
 . "$(dirname "$0")/lib.sh"
-kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
-make -s -C "$TESTS_TOP/tests/guest/kmod" KVER="$kver" >&2 ||
-    fail "cannot build the test module"
-ko=$TESTS_TOP/tests/guest/kmod/pvrdma_ktest.ko
+if [ -n "${PVRDMA_KTEST_KO:-}" ]; then
+    ko=$PVRDMA_KTEST_KO
+    [ -e "$ko" ] || fail "$ko is missing"
+else
+    kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
+    make -s -C "$TESTS_TOP/tests/guest/kmod" KVER="$kver" >&2 ||
+        fail "cannot build the test module"
+    ko=$TESTS_TOP/tests/guest/kmod/pvrdma_ktest.ko
+fi
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 fail() { echo "GUEST-FAIL: $*"; exit 1; }

@@ -9,6 +9,8 @@
 #   make demo       build, boot two guests, show RDMA running between them
 #   make driver-kernels  build the module against Debian's 6.1, 6.12 and
 #                   newest 7.x kernels (in make check)
+#   make provider-versions  build the provider in rdma-core 56.1 and the
+#                   newest rdma-core in sid (in make check)
 #   make deb        Debian packages for your own guests, in build/deb:
 #                   pvrdma-dkms and ibverbs-provider-pvrdma (packaging/)
 #   make check      unit tests, then guest tests (boots guests under TCG)
@@ -90,7 +92,13 @@ guest-tests: all image-6.12
 driver-kernels:
 	scripts/build-driver-kernels.sh
 
-check: lint unit driver-kernels guest-tests
+# The rdma-core provider in rdma-core 56.1 (standing for 44.0: same
+# provider ABI) and the newest rdma-core in sid, warnings failing it.
+.PHONY: provider-versions
+provider-versions:
+	scripts/build-provider-versions.sh
+
+check: lint unit driver-kernels provider-versions guest-tests
 
 vm: all
 	scripts/vm.sh

@@ -92,10 +92,10 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 		/* Of the extras only timestamps concern the kernel. */
 		cmd_attr.wc_flags &= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
 		cmd_attr.comp_mask = 0;
-		err = ibv_cmd_create_cq_ex(ibvctx, &cmd_attr, &cq->vcq,
-					   &cmd_ex.ibv_cmd, sizeof(cmd_ex),
-					   &resp_ex.ibv_resp, sizeof(resp_ex),
-					   0);
+		err = pvrdma_cmd_create_cq_ex(ibvctx, &cmd_attr, &cq->vcq,
+					      &cmd_ex.ibv_cmd, sizeof(cmd_ex),
+					      &resp_ex.ibv_resp,
+					      sizeof(resp_ex), 0);
 	} else {
 		cmd.buf_addr = (uintptr_t)cq->buf;
 		cmd.buf_size = cq->buf_size;

@@ -127,8 +127,8 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	if (!ctx)
 		return NULL;
 
-	err = ibv_cmd_get_context(&ctx->ibvctx, &cmd.ibv_cmd, sizeof(cmd),
-				  &resp.ibv_resp, sizeof(resp));
+	err = pvrdma_cmd_get_context(&ctx->ibvctx, &cmd.ibv_cmd, sizeof(cmd),
+				     &resp.ibv_resp, sizeof(resp));
 	if (err) {
 		verbs_err(&ctx->ibvctx, "ibv_cmd_get_context failed: %d\n",
 			  err);

@@ -23,6 +23,36 @@
 #include "pvrdma_ring.h"
 
 /*
+ * rdma-core compatibility, keyed on the tree's provider ABI
+ * (IBVERBS_PABI_VERSION, passed as PVRDMA_IBV_PABI by CMakeLists.txt).
+ * ABI 34 covers rdma-core 44.0 (Debian 12) to 56.1 (Debian 13), which
+ * share the provider structs; only 56.1 is build-tested, its 44.0 source
+ * being unavailable here. ABI 65 (rdma-core 65.0, sid):
+ * ibv_cmd_get_context() takes a struct ibv_fd_arr * before the response,
+ * for file descriptors passed to the kernel; ibv_cmd_create_cq_ex() takes
+ * a struct verbs_create_cq_prov_attr * after the attributes, for
+ * provider-chosen CQ memory. We pass NULL to both (none, default).
+ */
+#ifndef PVRDMA_IBV_PABI
+#error "PVRDMA_IBV_PABI undefined: build inside rdma-core (providers/pvrdma)"
+#endif
+#if PVRDMA_IBV_PABI >= 65
+#define pvrdma_cmd_get_context(ctx, cmd, cmd_size, resp, resp_size) \
+	ibv_cmd_get_context(ctx, cmd, cmd_size, NULL, resp, resp_size)
+#define pvrdma_cmd_create_cq_ex(ctx, attr, vcq, cmd, cmd_size, resp,	\
+				resp_size, flags)			\
+	ibv_cmd_create_cq_ex(ctx, attr, NULL, vcq, cmd, cmd_size, resp,	\
+			     resp_size, flags)
+#else
+#define pvrdma_cmd_get_context(ctx, cmd, cmd_size, resp, resp_size) \
+	ibv_cmd_get_context(ctx, cmd, cmd_size, resp, resp_size)
+#define pvrdma_cmd_create_cq_ex(ctx, attr, vcq, cmd, cmd_size, resp,	\
+				resp_size, flags)			\
+	ibv_cmd_create_cq_ex(ctx, attr, vcq, cmd, cmd_size, resp,	\
+			     resp_size, flags)
+#endif
+
+/*
  * The device and the kernel index QPs found in CQEs by the low 16 bits of
  * the QP handle (spec §8.4, §9).
  */

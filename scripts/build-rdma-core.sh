@@ -37,10 +37,6 @@ for tool in cmake ninja rsync patch; do
     command -v "$tool" >/dev/null || die "$tool not installed"
 done
 
-hook=$PVRDMA_TOP/scripts/rdma-core/pvrdma-provider.patch
-[ -d "$PVRDMA_TOP/guest-provider" ] || die "guest-provider/ missing"
-[ -e "$hook" ] || die "$hook missing"
-
 dl=$PVRDMA_CACHE/dl
 mkdir -p "$dl"
 orig=$dl/rdma-core_${RDMA_CORE_VERSION}.orig.tar.gz
@@ -56,25 +52,10 @@ if [ ! -e "$orig" ]; then
 fi
 [ -e "$orig" ] || die "rdma-core source $orig missing after download"
 
-key=$(hash_inputs "$hook")
+# The unpacked tree (keyed by the hook patch) with our provider synced in.
+src=$(rdma_core_tree "$RDMA_CORE_VERSION" "$orig")
+key=${src##*-}
 top=$PVRDMA_CACHE/rdma-core
-src=$top/src-$RDMA_CORE_VERSION-$key
-if [ ! -e "$src/.done" ]; then
-    log "unpacking rdma-core into $src"
-    rm -rf "$src" "$src.tmp" && mkdir -p "$src.tmp"
-    tar -xzf "$orig" -C "$src.tmp" --strip-components=1
-    patch -s -p1 -d "$src.tmp" < "$hook" || die "hook patch does not apply"
-    mkdir -p "$src.tmp/providers/pvrdma"
-    touch "$src.tmp/.done"
-    mv "$src.tmp" "$src"
-fi
-
-# Sync by checksum: unchanged files keep their mtime, so ninja skips them.
-# The device ABI header sits beside the provider sources (excluded from the
-# --delete of the first rsync, refreshed by the second).
-rsync -rc --delete --exclude=pvrdma_dev_abi.h --exclude='*~' \
-    "$PVRDMA_TOP/guest-provider/" "$src/providers/pvrdma/"
-rsync -c "$PVRDMA_TOP/include/pvrdma_dev_abi.h" "$src/providers/pvrdma/"
 
 cfgkey=$(printf '%s\n' "${RDMA_CORE_CMAKE_OPTS[@]}" | sha256sum | cut -c1-8)
 bld=$top/build-$RDMA_CORE_VERSION-$key-$cfgkey

@@ -182,3 +182,85 @@ guest_files_cpio() {
     (cd "$dir" && find . | cpio -o -H newc --quiet) > "$out"
     rm -rf "$dir"
 }
+
+# Private apt configuration for the sources of any Debian suite (sid for
+# scripts/build-provider-versions.sh), derived from the system's sources
+# file exactly like the trixie one above: suite_apt_opts SUITE,
+# suite_apt_setup SUITE (lists refreshed when older than a day).
+suite_apt_opts() {
+    local d=$PVRDMA_CACHE/apt-$1
+    echo "-o Dir::Etc::SourceList=/dev/null" \
+         "-o Dir::Etc::SourceParts=$d/sources.list.d" \
+         "-o Dir::State::Lists=$d/lists" \
+         "-o Dir::Cache::Archives=$d/archives" \
+         "-o Dir::State::Status=/dev/null" \
+         "-o Debug::NoLocking=1"
+}
+
+suite_apt_setup() {
+    local suite=$1 d=$PVRDMA_CACHE/apt-$1
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    mkdir -p "$d"/{sources.list.d,lists/partial,archives/partial}
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' "$sys" |
+        sed -e 's/^Types:.*/Types: deb-src/' \
+            -e "s/^Suites:.*/Suites: $suite/" \
+        > "$d/sources.list.d/$suite.sources"
+    if [ ! -e "$d/lists/.updated" ] ||
+       [ -n "$(find "$d/lists/.updated" -mmin +1440)" ]; then
+        # shellcheck disable=SC2046
+        apt-get $(suite_apt_opts "$suite") -q update >&2 ||
+            die "apt-get update ($suite) failed"
+        touch "$d/lists/.updated"
+    fi
+}
+
+# suite_source_version SUITE PKG: the version of source package PKG in
+# SUITE's lists (newest if several).
+suite_source_version() {
+    # shellcheck disable=SC2046
+    apt-cache $(suite_apt_opts "$1") showsrc "$2" 2>/dev/null |
+        sed -n 's/^Version: //p' | sort -rV | head -n 1
+}
+
+# fetch_orig_source SUITE PKG DEBVERSION DIR: download PKG=DEBVERSION's
+# source files into DIR. A missing .dsc (404) makes apt-get fail after
+# the tarballs arrived, so callers judge by the orig tarball, not by the
+# exit status.
+fetch_orig_source() {
+    mkdir -p "$4"
+    # shellcheck disable=SC2046
+    (cd "$4" && apt-get $(suite_apt_opts "$1") -q source --download-only \
+        "$2=$3" >&2) ||
+        log "apt-get source $2=$3 exited non-zero (a missing .dsc does that)"
+}
+
+# rdma_core_tree VERSION ORIG: unpack rdma-core's ORIG tarball once into
+# $PVRDMA_CACHE/rdma-core/src-VERSION-<key> (key: hash of our hook patch,
+# scripts/rdma-core/pvrdma-provider.patch, applied to it), sync our
+# provider into its providers/pvrdma and print the tree's path. The sync
+# goes by checksum: unchanged files keep their mtime, so ninja skips them.
+# The device ABI header sits beside the provider sources (excluded from
+# the --delete of the first rsync, refreshed by the second).
+rdma_core_tree() {
+    local ver=$1 orig=$2 hook key src
+    hook=$PVRDMA_TOP/scripts/rdma-core/pvrdma-provider.patch
+    [ -d "$PVRDMA_TOP/guest-provider" ] || die "guest-provider/ missing"
+    [ -e "$hook" ] || die "$hook missing"
+    key=$(hash_inputs "$hook")
+    src=$PVRDMA_CACHE/rdma-core/src-$ver-$key
+    if [ ! -e "$src/.done" ]; then
+        log "unpacking rdma-core $ver into $src"
+        rm -rf "$src" "$src.tmp" && mkdir -p "$src.tmp"
+        tar -xf "$orig" -C "$src.tmp" --strip-components=1
+        patch -s -p1 -d "$src.tmp" < "$hook" ||
+            die "hook patch does not apply to rdma-core $ver"
+        mkdir -p "$src.tmp/providers/pvrdma"
+        touch "$src.tmp/.done"
+        mv "$src.tmp" "$src"
+    fi
+    rsync -rc --delete --exclude=pvrdma_dev_abi.h --exclude='*~' \
+        "$PVRDMA_TOP/guest-provider/" "$src/providers/pvrdma/"
+    rsync -c "$PVRDMA_TOP/include/pvrdma_dev_abi.h" "$src/providers/pvrdma/"
+    echo "$src"
+}

@@ -43,21 +43,6 @@ for t in debootstrap mke2fs cpio; do
 done
 [ -x /bin/busybox ] || die "/bin/busybox missing (busybox-static)"
 
-debian_mirror() {
-    local sys=/etc/apt/sources.list.d/debian.sources
-    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
-    awk 'BEGIN { RS = "" } NR == 1' "$sys" |
-        sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' | head -n 1
-}
-
-umount_below() {
-    local m
-    awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' \
-        /proc/mounts | sort -r | while read -r m; do
-        umount -l "$m" || true
-    done
-}
-
 # copy_kmods ROOT MODULE...: the modules with their dependencies from the
 # kernel tree into ROOT, plus the lists depmod wants.
 copy_kmods() {

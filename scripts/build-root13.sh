@@ -34,24 +34,6 @@ if ! command -v debootstrap >/dev/null; then
         die "cannot install debootstrap (apt-get install debootstrap)"
 fi
 
-# debian_mirror: the URI of the system's main archive stanza.
-debian_mirror() {
-    local sys=/etc/apt/sources.list.d/debian.sources
-    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
-    awk 'BEGIN { RS = "" } NR == 1' "$sys" |
-        sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' | head -n 1
-}
-
-# umount_below DIR: unmount whatever an interrupted run left mounted in DIR
-# (debootstrap mounts proc and sys in its target), deepest first.
-umount_below() {
-    local m
-    awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' \
-        /proc/mounts | sort -r | while read -r m; do
-        umount -l "$m" || true
-    done
-}
-
 key=$(hash_inputs "$0")
 root=$PVRDMA_CACHE/root13-$key
 # One maker at a time (two would share $root.tmp); the others wait and

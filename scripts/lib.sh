@@ -36,13 +36,37 @@ hash_inputs() {
 # Derived from the system's own sources file (same mirror URIs), so that no
 # archive host name is written anywhere and the system apt setup is untouched.
 TRIXIE_APT_DIR=$PVRDMA_CACHE/apt-trixie
-trixie_apt_opts() {
+# private_apt_opts DIR: apt options for a private configuration in DIR
+# (sources.list.d, lists, archives), the system's apt setup left alone.
+private_apt_opts() {
     echo "-o Dir::Etc::SourceList=/dev/null" \
-         "-o Dir::Etc::SourceParts=$TRIXIE_APT_DIR/sources.list.d" \
-         "-o Dir::State::Lists=$TRIXIE_APT_DIR/lists" \
-         "-o Dir::Cache::Archives=$TRIXIE_APT_DIR/archives" \
+         "-o Dir::Etc::SourceParts=$1/sources.list.d" \
+         "-o Dir::State::Lists=$1/lists" \
+         "-o Dir::Cache::Archives=$1/archives" \
          "-o Dir::State::Status=/dev/null" \
          "-o Debug::NoLocking=1"
+}
+
+# debian_mirror: the URI of the system's main archive stanza.
+debian_mirror() {
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    awk 'BEGIN { RS = "" } NR == 1' "$sys" |
+        sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' | head -n 1
+}
+
+# umount_below DIR: unmount whatever an interrupted run left mounted in DIR
+# (debootstrap mounts proc and sys in its target), deepest first.
+umount_below() {
+    local m
+    awk -v d="$1" '$2 == d || index($2, d "/") == 1 { print $2 }' \
+        /proc/mounts | sort -r | while read -r m; do
+        umount -l "$m" || true
+    done
+}
+
+trixie_apt_opts() {
+    private_apt_opts "$TRIXIE_APT_DIR"
 }
 
 trixie_apt_setup() {
@@ -72,12 +96,7 @@ KAPT_SECURITY_SUITES="trixie-security"
 KAPT_DIR=$PVRDMA_CACHE/apt-kernels
 
 kapt_opts() {
-    echo "-o Dir::Etc::SourceList=/dev/null" \
-         "-o Dir::Etc::SourceParts=$KAPT_DIR/sources.list.d" \
-         "-o Dir::State::Lists=$KAPT_DIR/lists" \
-         "-o Dir::Cache::Archives=$KAPT_DIR/archives" \
-         "-o Dir::State::Status=/dev/null" \
-         "-o Debug::NoLocking=1"
+    private_apt_opts "$KAPT_DIR"
 }
 
 # kapt_update [force]: write the private sources (the system's first main
@@ -188,13 +207,7 @@ guest_files_cpio() {
 # file exactly like the trixie one above: suite_apt_opts SUITE,
 # suite_apt_setup SUITE (lists refreshed when older than a day).
 suite_apt_opts() {
-    local d=$PVRDMA_CACHE/apt-$1
-    echo "-o Dir::Etc::SourceList=/dev/null" \
-         "-o Dir::Etc::SourceParts=$d/sources.list.d" \
-         "-o Dir::State::Lists=$d/lists" \
-         "-o Dir::Cache::Archives=$d/archives" \
-         "-o Dir::State::Status=/dev/null" \
-         "-o Debug::NoLocking=1"
+    private_apt_opts "$PVRDMA_CACHE/apt-$1"
 }
 
 suite_apt_setup() {

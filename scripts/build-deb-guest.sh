@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# A stock Debian 12 guest for the package test (tests/guest/test-deb-install.sh):
-# a dpkg-managed root made with debootstrap holding Debian's OWN rdma-core
-# (ibverbs-providers, ibverbs-utils, rdma-core), dkms, gcc, make and the
-# headers of the guest kernel, but neither our module nor our provider;
-# turned into an ext4 image, plus a small busybox initramfs that loads
-# virtio_blk and ext4, mounts the image and switch_roots into it.
+# A stock Debian 12 or 13 guest for the package test
+# (tests/guest/test-deb-install.sh): a dpkg-managed root made with
+# debootstrap holding the distribution's OWN rdma-core (ibverbs-providers,
+# ibverbs-utils, rdma-core: 44 in Debian 12, 56.1 in Debian 13), dkms, gcc,
+# make and the headers of the guest kernel, but neither our module nor our
+# provider; turned into an ext4 image, plus a small busybox initramfs that
+# loads virtio_blk and ext4, mounts the image and switch_roots into it.
 #
-#   build-deb-guest.sh KERNEL_TREE     (build/kernel: the booted 6.1 kernel)
+#   build-deb-guest.sh KERNEL_TREE [DIST]
+#       build/kernel (Debian 12's 6.1)        -> bookworm
+#       build/kernel-6.12 (Debian 13's 6.12)  -> trixie
+#   DIST (bookworm or trixie) defaults to the one the kernel tree's release
+#   belongs to (6.1.0-NN-amd64: bookworm; 6.12.x+deb13-amd64: trixie).
+#   Debian 13's linux-headers-<release> depends on the very same
+#   linux-image-<release> (=version): both are installed, pinned to the
+#   kernel tree's package version (TREE/.done), so the headers match the
+#   booted kernel exactly. Debian 12's headers need no image.
 #
 # Prints the directory holding root.ext4 and initrd.cpio.gz on stdout. Boot:
 #   PVRDMA_INITRD=DIR/initrd.cpio.gz scripts/vm.sh \
@@ -15,29 +24,55 @@
 # files in /run/files) and reports its status as scripts/guest/init does.
 #
 # Cached under $PVRDMA_CACHE/deb-guest/<abi>-<key>, key = hash of this
-# script and the kernel tree's marker; built under a temporary name and
+# script, the distribution and the kernel tree's marker; built under a temporary name and
 # renamed into place when complete. The mirror comes from the system's apt
 # sources (read only), as scripts/build-root13.sh does.
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
 
-# From bookworm itself (debootstrap), then the headers of the guest kernel,
-# which may be in bookworm-security only (apt in the root, system sources).
+# From the release itself (debootstrap), then the headers of the guest
+# kernel, which may be in <dist>-security only (apt in the root, the
+# system's sources: as they are for bookworm, suites replaced for trixie).
 DEB_GUEST_PACKAGES=(
     ibverbs-providers ibverbs-utils rdma-core libibverbs1 dkms gcc make
-    kmod iproute2 procps busybox
+    kmod iproute2 procps busybox debian-archive-keyring
 )
 # Kernel modules the root and the initramfs need (dependencies resolved).
 DEB_GUEST_KMODS=(virtio_pci virtio_net virtio_blk crc32c_generic ext4
                  ib_core ib_uverbs ib_umad rdma_ucm)
 DEB_GUEST_INITRD_KMODS=(virtio_pci virtio_blk crc32c_generic ext4)
 
-[ $# -eq 1 ] || die "usage: $0 KERNEL_TREE"
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+    die "usage: $0 KERNEL_TREE [bookworm|trixie]"
+fi
 [ "$(id -u)" -eq 0 ] || die "debootstrap and chroot need root"
 ktree=$(readlink -f "$1")
 abi=$(basename "$ktree")
 kroot=$ktree/root
 [ -e "$ktree/.done" ] || die "$ktree is not a complete kernel tree"
+case $abi in
+6.1.0-*-amd64) kdist=bookworm ;;
+*+deb13-amd64) kdist=trixie ;;
+*) kdist= ;;
+esac
+dist=${2:-$kdist}
+case $dist in
+bookworm) distname="Debian 12" ;;
+trixie) distname="Debian 13" ;;
+*) die "kernel $abi: give the distribution (bookworm or trixie)" ;;
+esac
+[ -z "$kdist" ] || [ "$kdist" = "$dist" ] ||
+    log "warning: a $kdist kernel ($abi) in a $dist root"
+# The kernel packages installed in the root: Debian 12's headers alone
+# (any version of that ABI, as security updates replace them); Debian
+# 13's headers with the image they depend on, at the tree's version.
+if [ "$dist" = bookworm ]; then
+    kpkgs=("linux-headers-$abi")
+else
+    kver=$(cat "$ktree/.done")
+    [ -n "$kver" ] || die "$ktree/.done names no package version"
+    kpkgs=("linux-headers-$abi=$kver" "linux-image-$abi=$kver")
+fi
 for t in debootstrap mke2fs cpio; do
     command -v "$t" >/dev/null || die "$t not installed (scripts/install-deps.sh)"
 done
@@ -61,7 +96,7 @@ copy_kmods() {
     depmod -b "$dst" "$abi"
 }
 
-key=$( { echo "$abi"; cat "$ktree/.done"; cat "$0"; } | sha256sum | cut -c1-12)
+key=$( { echo "$abi $dist"; cat "$ktree/.done"; cat "$0"; } | sha256sum | cut -c1-12)
 top=$PVRDMA_CACHE/deb-guest
 out=$top/$abi-$key
 mkdir -p "$top"
@@ -79,30 +114,38 @@ umount_below "$tmp"
 rm -rf "$tmp" && mkdir -p "$tmp"
 mirror=$(debian_mirror)
 [ -n "$mirror" ] || die "no URIs: line in the system's debian.sources"
-log "debootstrap bookworm into $root (a few minutes, once)"
+log "debootstrap $dist into $root (a few minutes, once)"
 trap 'umount_below "$tmp"' EXIT
 incl=$(IFS=,; echo "${DEB_GUEST_PACKAGES[*]}")
 debootstrap --variant=minbase --components=main --include="$incl" \
-    bookworm "$root" "$mirror" >&2 ||
+    "$dist" "$root" "$mirror" >&2 ||
     die "debootstrap failed (log: $root/debootstrap/debootstrap.log)"
 
 # The guest kernel's headers, through apt in the root with the system's
-# own sources (the headers of a security update are not in bookworm).
-log "installing linux-headers-$abi in the root"
-cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/"
+# own sources (the headers of a security update are not in bookworm), or
+# for trixie those sources with trixie's suites (lib.sh: debian_sources).
+log "installing ${kpkgs[*]} in the root"
+if [ "$dist" = bookworm ]; then
+    cp /etc/apt/sources.list.d/debian.sources "$root/etc/apt/sources.list.d/"
+else
+    debian_sources "trixie trixie-updates" trixie-security \
+        > "$root/etc/apt/sources.list.d/debian.sources"
+fi
 rm -f "$root/etc/apt/sources.list"
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
 chroot "$root" apt-get -q update >&2 || die "apt-get update in the root failed"
 chroot "$root" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends "linux-headers-$abi" >&2 ||
-    die "cannot install linux-headers-$abi in the root"
+    --no-install-recommends "${kpkgs[@]}" >&2 ||
+    die "cannot install ${kpkgs[*]} in the root"
 umount_below "$root"
 trap - EXIT
-# Offline from here on: no lists, no downloaded packages, no sources.
+# Offline from here on: no lists, no downloaded packages, no sources; no
+# initramfs of the installed image (the guest boots ours).
 rm -f "$root"/var/cache/apt/archives/*.deb "$root"/var/cache/apt/*.bin
 rm -rf "$root"/var/lib/apt/lists/*
 rm -f "$root/etc/apt/sources.list.d/debian.sources"
+rm -f "$root/boot/initrd.img-$abi"
 [ -e "$root/lib/modules/$abi/build/Makefile" ] ||
     die "the root lacks /lib/modules/$abi/build (linux-headers)"
 for f in usr/bin/ibv_rc_pingpong usr/sbin/dkms usr/bin/gcc usr/bin/make \
@@ -111,15 +154,18 @@ for f in usr/bin/ibv_rc_pingpong usr/sbin/dkms usr/bin/gcc usr/bin/make \
     [ -e "$root/$f" ] || die "the root lacks /$f"
 done
 
-# The guest kernel's modules we need (the image package itself is not
-# installed: the kernel is booted from outside).
-copy_kmods "$root" "${DEB_GUEST_KMODS[@]}"
+# The guest kernel's modules we need, unless its image package is
+# installed (Debian 13): Debian 12's is not, the kernel is booted from
+# outside.
+if [ ! -e "$root/lib/modules/$abi/modules.dep" ]; then
+    copy_kmods "$root" "${DEB_GUEST_KMODS[@]}"
+fi
 
 echo guest > "$root/etc/hostname"
 printf '127.0.0.1 localhost\n::1 localhost\n' > "$root/etc/hosts"
 cat > "$root/sbin/pvrdma-guest-init" <<'INIT'
 #!/bin/sh
-# PID 1 of the Debian 12 package-test guest (after the initramfs's
+# PID 1 of the Debian package-test guest (after the initramfs's
 # switch_root): runs /run/cmd from scripts/vm.sh in /run/files and reports
 # its exit status as scripts/guest/init does, then powers off.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -173,6 +219,12 @@ for applet in sh mount umount modprobe switch_root mkdir cp sleep cat echo; do
     ln -s busybox "$ird/bin/$applet"
 done
 copy_kmods "$ird" "${DEB_GUEST_INITRD_KMODS[@]}"
+# Newer kernels (Debian 13's 6.12) ship .ko.xz, which busybox's modprobe
+# may not read: plain .ko in the initramfs (the root's kmod reads both).
+if [ -n "$(find "$ird/lib/modules" -name '*.ko.xz' -print -quit)" ]; then
+    find "$ird/lib/modules" -name '*.ko.xz' -exec xz -d {} +
+    depmod -b "$ird" "$abi"
+fi
 printf '%s\n' "${DEB_GUEST_INITRD_KMODS[@]}" > "$ird/modules.list"
 cat > "$ird/init" <<'INIT'
 #!/bin/sh
@@ -203,7 +255,7 @@ mb=$(( $(du -sm "$root" | cut -f1) + 1024 ))
 mke2fs -q -t ext4 -L debroot -d "$root" "$tmp/root.ext4" "${mb}M" >&2 ||
     die "mke2fs failed"
 rm -rf "$root" "$ird"
-log "Debian 12 guest built in ${SECONDS}s ($(du -sh --apparent-size "$tmp/root.ext4" | cut -f1) image)"
+log "$distname guest ($dist, kernel $abi) built in ${SECONDS}s ($(du -sh --apparent-size "$tmp/root.ext4" | cut -f1) image)"
 touch "$tmp/.done"
 rm -rf "$out"
 mv "$tmp" "$out"

@@ -277,3 +277,27 @@ rdma_core_tree() {
     rsync -c "$PVRDMA_TOP/include/pvrdma_dev_abi.h" "$src/providers/pvrdma/"
     echo "$src"
 }
+
+# debian_sources MAIN SECURITY: the system's first main and first security
+# stanza (same URIs), Types: deb, with their suites replaced by MAIN and
+# SECURITY ("trixie trixie-updates", "trixie-security"): an apt sources
+# file (deb822) for another release, no host name written by us.
+debian_sources() {
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    awk -v main="$1" -v sec="$2" '
+        BEGIN { RS = ""; FS = "\n" }
+        {
+            issec = ($0 ~ /(^|\n)Suites:[^\n]*-security/)
+            if (issec ? seen_sec++ : seen_main++)
+                next
+            for (i = 1; i <= NF; i++) {
+                if ($i ~ /^Types:/)
+                    $i = "Types: deb"
+                else if ($i ~ /^Suites:/)
+                    $i = "Suites: " (issec ? sec : main)
+                print $i
+            }
+            print ""
+        }' "$sys"
+}

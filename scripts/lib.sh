@@ -103,24 +103,9 @@ kapt_opts() {
 # and first security stanza, with our suites) and refresh the lists when
 # older than a day (kernels are replaced often and old ones vanish).
 kapt_update() {
-    local sys=/etc/apt/sources.list.d/debian.sources
-    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
     mkdir -p "$KAPT_DIR"/{sources.list.d,lists/partial,archives/partial}
-    awk -v main="$KAPT_MAIN_SUITES" -v sec="$KAPT_SECURITY_SUITES" '
-        BEGIN { RS = ""; FS = "\n" }
-        {
-            issec = ($0 ~ /(^|\n)Suites:[^\n]*-security/)
-            if (issec ? seen_sec++ : seen_main++)
-                next
-            for (i = 1; i <= NF; i++) {
-                if ($i ~ /^Types:/)
-                    $i = "Types: deb"
-                else if ($i ~ /^Suites:/)
-                    $i = "Suites: " (issec ? sec : main)
-                print $i
-            }
-            print ""
-        }' "$sys" > "$KAPT_DIR/sources.list.d/kernels.sources"
+    debian_sources "$KAPT_MAIN_SUITES" "$KAPT_SECURITY_SUITES" \
+        > "$KAPT_DIR/sources.list.d/kernels.sources"
     # One refresh at a time (two would share the lists directory).
     (
         flock 8

@@ -79,6 +79,12 @@ typedef struct PvrdmaDoorbell {
 #define PVRDMA_DBQ_LEN          256
 /* Queue drains per run of the IOThread's bottom half before it yields. */
 #define PVRDMA_DBQ_ROUNDS       4
+/*
+ * A doorbell queued this long ago that the IOThread has not started on
+ * means the host gives the IOThread no core (more busy threads than
+ * cores): the vCPU ringing the next doorbell runs the queue itself.
+ */
+#define PVRDMA_DBQ_LATE_NS      (50 * SCALE_US)
 
 /*
  * A RAM section of the device's DMA address space, mapped once (below,
@@ -120,9 +126,11 @@ struct PvrdmaState {
     Error *migration_blocker;
     IOThread *iothread;         /* iothread= property, or NULL */
     QEMUBH *db_bh;              /* runs queued doorbells in the IOThread */
-    QemuSpin dbq_lock;          /* dbq, dbq_n */
+    QemuSpin dbq_lock;          /* dbq, dbq_n, dbq_since */
     PvrdmaDoorbell dbq[PVRDMA_DBQ_LEN];
     unsigned dbq_n;
+    int64_t dbq_since;          /* get_clock() when dbq_n became 1 */
+    bool db_running;            /* the IOThread is in pvrdma_db_bh */
     uint32_t irq_pending;       /* vectors raised under pvrdma_lock */
     QLIST_ENTRY(PvrdmaState) next;
     bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
@@ -130,6 +138,7 @@ struct PvrdmaState {
     MemoryListener ram_listener;
     PvrdmaRamRange ram[PVRDMA_RAM_RANGES];      /* under pvrdma_lock */
     unsigned ram_n;
+    unsigned ram_last;          /* index of the last range found */
     PvrdmaRamRange ram_next[PVRDMA_RAM_RANGES]; /* being built (BQL) */
     unsigned ram_next_n;
 };
@@ -344,31 +353,48 @@ static void pvrdma_ram_commit(MemoryListener *l)
     pvrdma_unlock();
 }
 
-/* The range holding [addr, addr + len), mapped; NULL: use the slow path. */
+static bool pvrdma_ram_holds(const PvrdmaRamRange *r, uint64_t addr)
+{
+    return addr >= r->base && addr - r->base < r->size;
+}
+
+/*
+ * The range holding [addr, addr + len), mapped; NULL: use the slow path.
+ * The range of the previous hit is tried first: nearly every access of a
+ * work request is to the guest's main RAM.
+ */
 static PvrdmaRamRange *pvrdma_ram_find(PvrdmaState *s, uint64_t addr,
                                        uint64_t len)
 {
-    for (unsigned i = 0; i < s->ram_n; i++) {
-        PvrdmaRamRange *r = &s->ram[i];
+    PvrdmaRamRange *r = NULL;
 
-        if (addr < r->base || addr - r->base >= r->size) {
-            continue;
+    if (s->ram_last < s->ram_n && pvrdma_ram_holds(&s->ram[s->ram_last],
+                                                   addr)) {
+        r = &s->ram[s->ram_last];
+    } else {
+        for (unsigned i = 0; i < s->ram_n && !r; i++) {
+            if (pvrdma_ram_holds(&s->ram[i], addr)) {
+                r = &s->ram[i];
+                s->ram_last = i;
+            }
         }
-        if (!r->mapped) {
-            int64_t got = address_space_cache_init(&r->cache,
-                                    pci_get_address_space(&s->parent_obj),
-                                    r->base, r->size, true);
-
-            r->mapped = true;
-            r->usable = got > 0 && r->cache.ptr;
-            r->size = r->usable ? MIN(r->size, (uint64_t)got) : r->size;
-        }
-        if (!r->usable || len > r->size - (addr - r->base)) {
+        if (!r) {
             return NULL;
         }
-        return r;
     }
-    return NULL;
+    if (!r->mapped) {
+        int64_t got = address_space_cache_init(&r->cache,
+                                pci_get_address_space(&s->parent_obj),
+                                r->base, r->size, true);
+
+        r->mapped = true;
+        r->usable = got > 0 && r->cache.ptr;
+        r->size = r->usable ? MIN(r->size, (uint64_t)got) : r->size;
+    }
+    if (!r->usable || len > r->size - (addr - r->base)) {
+        return NULL;
+    }
+    return r;
 }
 
 /* The range a pointer from pvrdma_dma_map() came from, or NULL. */
@@ -618,6 +644,12 @@ static void pvrdma_trace_doorbell(void *opaque, uint64_t offset, uint32_t val)
     trace_pvrdma_doorbell(offset, val);
 }
 
+static void pvrdma_trace_rnr(void *opaque, uint32_t qpn, unsigned event,
+                             uint32_t usec)
+{
+    trace_pvrdma_rnr(qpn, event, usec);
+}
+
 static const PvrdmaCoreOps pvrdma_core_ops = {
     .dma_read = pvrdma_dma_read,
     .dma_write = pvrdma_dma_write,
@@ -625,6 +657,7 @@ static const PvrdmaCoreOps pvrdma_core_ops = {
     .guest_error = pvrdma_guest_error,
     .trace_cmd = pvrdma_trace_cmd,
     .trace_doorbell = pvrdma_trace_doorbell,
+    .trace_rnr = pvrdma_trace_rnr,
     .dma_map = pvrdma_dma_map,
     .dma_unmap = pvrdma_dma_unmap,
     .clock_ns = pvrdma_clock_ns,
@@ -663,11 +696,29 @@ static void pvrdma_db_bh(void *opaque)
 {
     PvrdmaState *s = opaque;
 
+    qatomic_set(&s->db_running, true);
     pvrdma_lock();
     if (pvrdma_device_live(s) && !pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS)) {
         qemu_bh_schedule(s->db_bh);     /* let the thread's other work in */
     }
     pvrdma_unlock();
+    qatomic_set(&s->db_running, false);
+}
+
+/*
+ * Whether a doorbell may be queued for the IOThread (dbq_lock held): not
+ * when the queue is full, nor when its oldest doorbell has waited
+ * PVRDMA_DBQ_LATE_NS for an IOThread that has not started on it.
+ */
+static bool pvrdma_db_may_queue(PvrdmaState *s)
+{
+    if (!s->dbq_n) {
+        s->dbq_since = get_clock();
+        return true;
+    }
+    return s->dbq_n < PVRDMA_DBQ_LEN &&
+           (qatomic_read(&s->db_running) ||
+            get_clock() - s->dbq_since < PVRDMA_DBQ_LATE_NS);
 }
 
 static uint64_t pvrdma_reg_read(void *opaque, hwaddr addr, unsigned size)
@@ -711,9 +762,10 @@ static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
 
 /*
  * With an IOThread the doorbell is queued and the vCPU returns to the
- * guest; when the IOThread is PVRDMA_DBQ_LEN doorbells behind, the vCPU
- * runs them itself (bounded memory, order kept).  A CQ arm runs at once,
- * after what is queued (pvrdma_core_doorbell_arms_cq()).
+ * guest; when the IOThread is PVRDMA_DBQ_LEN doorbells behind, or has
+ * not started on the queue for PVRDMA_DBQ_LATE_NS, the vCPU runs the
+ * queue itself (bounded memory and delay, order kept).  A CQ arm runs at
+ * once, after what is queued (pvrdma_core_doorbell_arms_cq()).
  */
 static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
                              unsigned size)
@@ -723,7 +775,7 @@ static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
 
     if (s->iothread && !pvrdma_core_doorbell_arms_cq(addr, val)) {
         qemu_spin_lock(&s->dbq_lock);
-        if (s->dbq_n < PVRDMA_DBQ_LEN) {
+        if (pvrdma_db_may_queue(s)) {
             s->dbq[s->dbq_n].offset = addr;
             s->dbq[s->dbq_n].val = val;
             n = ++s->dbq_n;

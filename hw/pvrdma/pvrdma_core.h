@@ -45,6 +45,13 @@ typedef struct PvrdmaCoreOps {
     void (*trace_cmd)(void *opaque, uint32_t cmd, int err);
     /* Trace hook: a doorbell the core accepted (BAR2 @offset), may be NULL */
     void (*trace_doorbell)(void *opaque, uint64_t offset, uint32_t val);
+    /*
+     * Trace hook: QP @qpn's send queue waits @usec after an RNR NAK
+     * (@event 0), is retried because its responder posted a receive (1),
+     * or because the wait ran out (2).  May be NULL.
+     */
+    void (*trace_rnr)(void *opaque, uint32_t qpn, unsigned event,
+                      uint32_t usec);
 
     /*
      * Data path (docs/datapath.md).  All four are optional.

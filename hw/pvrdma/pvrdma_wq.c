@@ -105,6 +105,16 @@ void pvrdma_core_leave(PvrdmaCore *core)
 
 /* ---- RNR timing ---------------------------------------------------------- */
 
+enum { PVRDMA_RNR_WAIT, PVRDMA_RNR_KICK, PVRDMA_RNR_TIMER };
+
+static void pvrdma_wq_trace_rnr(PvrdmaCore *core, PvrdmaQp *qp,
+                                unsigned event, uint32_t usec)
+{
+    if (core->ops->trace_rnr) {
+        core->ops->trace_rnr(core->opaque, qp->qpn, event, usec);
+    }
+}
+
 /* Arm the device timer at the earliest RNR deadline (or cancel it). */
 static void pvrdma_wq_rearm(PvrdmaCore *core)
 {
@@ -165,6 +175,7 @@ static bool pvrdma_wq_rnr_stall(PvrdmaCore *core, PvrdmaQp *qp, uint8_t enc)
         wq->rnr_left--;
     }
     wq->rnr_pending = true;
+    pvrdma_wq_trace_rnr(core, qp, PVRDMA_RNR_WAIT, pvrdma_rnr_usec[enc & 31]);
     if (pvrdma_core_has_timer(core)) {
         wq->rnr_deadline = pvrdma_core_now_ns(core) +
                            (int64_t)pvrdma_rnr_usec[enc & 31] * 1000;
@@ -189,6 +200,7 @@ void pvrdma_core_rnr_kick(PvrdmaCore *core, PvrdmaQp *qp)
         return;
     }
     pvrdma_wq_enter(core);
+    pvrdma_wq_trace_rnr(core, qp, PVRDMA_RNR_KICK, 0);
     pvrdma_wq_rnr_unlink(core, qp);
     pvrdma_wq_process_sq(core, qp);
     pvrdma_wq_leave(core);
@@ -218,6 +230,7 @@ static void pvrdma_wq_run_timers(PvrdmaCore *core)
         if (!due) {
             break;
         }
+        pvrdma_wq_trace_rnr(core, due, PVRDMA_RNR_TIMER, 0);
         pvrdma_wq_rnr_unlink(core, due);
         pvrdma_wq_process_sq(core, due);
     }

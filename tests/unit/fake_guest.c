@@ -155,6 +155,18 @@ static void fg_trace_doorbell(void *opaque, uint64_t offset, uint32_t val)
     }
 }
 
+static void fg_trace_rnr(void *opaque, uint32_t qpn, unsigned event,
+                         uint32_t usec)
+{
+    FakeGuest *fg = opaque;
+
+    (void)qpn;
+    (void)usec;
+    fg->rnr_waits += event == 0;
+    fg->rnr_kicks += event == 1;
+    fg->rnr_timeouts += event == 2;
+}
+
 static void fg_trace_cmd(void *opaque, uint32_t cmd, int err)
 {
     FakeGuest *fg = opaque;
@@ -171,6 +183,7 @@ static const PvrdmaCoreOps fg_ops = {
     .guest_error = fg_guest_error,
     .trace_cmd = fg_trace_cmd,
     .trace_doorbell = fg_trace_doorbell,
+    .trace_rnr = fg_trace_rnr,
     .dma_map = fg_dma_map,
     .dma_unmap = fg_dma_unmap,
     .clock_ns = fg_clock_ns,

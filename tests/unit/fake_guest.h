@@ -47,6 +47,8 @@ typedef struct FakeGuest {
     /* Doorbells the core accepted, by kind (trace_doorbell hook). */
     unsigned db_qp_send, db_qp_recv, db_srq, db_cq_poll;
     uint32_t db_last_handle;
+    /* RNR waits, retries on a posted receive, retries on time (trace). */
+    unsigned rnr_waits, rnr_kicks, rnr_timeouts;
     uint64_t ro_page;           /* writes touching this page fail (0: none) */
 
     /* Data path ops (dma_map, clock, timer). */

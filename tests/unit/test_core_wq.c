@@ -650,6 +650,10 @@ static void test_async_rnr_retry(void **state)
     fg_advance(e->fg, 1);
     assert_int_equal(e->be->submits, 2);
     assert_int_equal(e->be->wr.length, 64);
+    /* traced: one wait, ended by its time, not by a receive */
+    assert_int_equal(e->fg->rnr_waits, 1);
+    assert_int_equal(e->fg->rnr_timeouts, 1);
+    assert_int_equal(e->fg->rnr_kicks, 0);
     done(e, PVRDMA_WC_SUCCESS);
     assert_true(fv_cq_poll(e->cq, &c));
     assert_int_equal(c.wr_id, 7);

@@ -589,6 +589,10 @@ static void test_rnr_then_recv(void **state)
     expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 5000);
     expect(wait_cqe(n, n->cqb), 2, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 5000);
     assert_true(fv_mr_check(n->mb, VA_B, 5000, 3));
+    /* traced: the wait ended by the receive, not by the timer */
+    assert_int_equal(n->fa->rnr_waits, 1);
+    assert_int_equal(n->fa->rnr_kicks, 1);
+    assert_int_equal(n->fa->rnr_timeouts, 0);
     net_free(n);
 }
 

@@ -66,6 +66,7 @@ echo BENCH-OK
 GUEST
 
 : > "$TEST_OUT/guests.txt"
+: > "$TEST_OUT/missing.txt"
 for s in $setups; do
     case $s in
     vm)
@@ -76,7 +77,9 @@ for s in $setups; do
             --add "$TEST_OUT/bench-vm.sh" -- sh ./bench-vm.sh > /dev/null ||
             fail "the one-VM run failed: see $PVRDMA_OUT/vm/bench-vm.log"
         grep -a '^R ' "$PVRDMA_OUT/vm/bench-vm.log" | tr -d '\r' \
-            >> "$TEST_OUT/guests.txt" ;;
+            >> "$TEST_OUT/guests.txt"
+        grep -a '^bench: no result' "$PVRDMA_OUT/vm/bench-vm.log" |
+            tr -d '\r' | sed 's/^/vm: /' >> "$TEST_OUT/missing.txt" ;;
     2vm)
         fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
         trap 'rm -rf "$fdir"' EXIT
@@ -88,7 +91,9 @@ for s in $setups; do
             --arg -d --arg ",fabric-path=$fdir" > /dev/null
         rm -rf "$fdir"
         grep -a '^R ' "$PVRDMA_OUT/vm/bench-2vm-b.log" | tr -d '\r' \
-            >> "$TEST_OUT/guests.txt" ;;
+            >> "$TEST_OUT/guests.txt"
+        grep -a '^bench: no result' "$PVRDMA_OUT/vm/bench-2vm-b.log" |
+            tr -d '\r' | sed 's/^/2vm: /' >> "$TEST_OUT/missing.txt" ;;
     *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm)" ;;
     esac
     log "bench: setup $s done ($((SECONDS - start)) s)"
@@ -99,5 +104,10 @@ python3 "$TESTS_TOP/tests/bench/report.py" "$out" \
     "$(uname -m), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), QEMU TCG, $(date -u +%Y-%m-%d)" ||
     fail "report.py failed"
 (cd "$out" && gnuplot plots.gp) || fail "gnuplot failed"
+# Soft-RoCE rounds that hung (tests/bench/guest-bench.sh, _bench_cmd).
+if [ -s "$TEST_OUT/missing.txt" ]; then
+    { echo; echo "Rounds left out (the pair hung or failed; the median is of the others):"
+      echo; sed 's/^/- /' "$TEST_OUT/missing.txt"; } >> "$out/results.md"
+fi
 cat "$out/results.md"
 pass "results in $out (results.json, results.md, latency.png, bandwidth.png), $((SECONDS - start)) s"

@@ -51,11 +51,30 @@ _bench_run() {
     fi
 }
 
-# _bench_emit SETUP TRANSPORT TEST SIZE REP VALUE UNIT (guest B or "vm")
+# _bench_emit SETUP TRANSPORT TEST SIZE REP VALUE UNIT (guest B or "vm").
+# A pvrdma point without a result fails the run; another transport's is
+# left out of that round (see _bench_cmd).
 _bench_emit() {
     [ "$1" = 2vm ] && [ "$VMPAIR_ROLE" = a ] && return 0
-    [ -n "$6" ] || fail "bench: no result for $2 $3 $4"
+    if [ -z "$6" ]; then
+        [ "$2" != pvrdma ] || fail "bench: no result for $2 $3 $4"
+        echo "bench: no result for $2 $3 $4 in round $5: left out"
+        return 0
+    fi
     echo "R $*"
+}
+
+# _bench_cmd TRANSPORT CMD: CMD as the pair runs it.  Soft-RoCE between
+# two VMs has hung a perftest pair for good (a message lost on the
+# emulated link, never recovered): its commands get 120 s (its slowest
+# point takes about 10) and always succeed, so that the point is only
+# missing; pvrdma's commands are run as they are.
+_bench_cmd() {
+    if [ "$1" = pvrdma ]; then
+        echo "$2"
+    else
+        echo "timeout 120 $2; true"
+    fi
 }
 
 # Iterations for a run of SIZE bytes over TRANSPORT in SETUP.  Soft-RoCE:
@@ -82,8 +101,10 @@ bench_rdma() {
     for rep in $(seq "$BENCH_REPS"); do
         for t in send_lat write_lat read_lat; do
             for s in $LAT_SIZES; do
-                _bench_run "$setup" "ib_$t $o -s $s -n 1000" \
-                    "ib_$t $o -s $s -n 1000 @PEER@" "$out"
+                _bench_run "$setup" \
+                    "$(_bench_cmd "$tr" "ib_$t $o -s $s -n 1000")" \
+                    "$(_bench_cmd "$tr" "ib_$t $o -s $s -n 1000 @PEER@")" \
+                    "$out"
                 _bench_emit "$setup" "$tr" "$t" "$s" "$rep" \
                     "$(awk -v s="$s" '$1 == s && $2 == 1000 { print $5 }' "$out")" usec
             done
@@ -91,8 +112,10 @@ bench_rdma() {
         for t in write_bw send_bw read_bw; do
             for s in $BW_SIZES; do
                 n=$(_bench_iters "$s" "$tr" "$setup")
-                _bench_run "$setup" "ib_$t $o -s $s -n $n" \
-                    "ib_$t $o -s $s -n $n @PEER@" "$out"
+                _bench_run "$setup" \
+                    "$(_bench_cmd "$tr" "ib_$t $o -s $s -n $n")" \
+                    "$(_bench_cmd "$tr" "ib_$t $o -s $s -n $n @PEER@")" \
+                    "$out"
                 _bench_emit "$setup" "$tr" "$t" "$s" "$rep" \
                     "$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $4 }' "$out")" MB/s
                 _bench_emit "$setup" "$tr" "${t%_bw}_rate" "$s" "$rep" \
@@ -103,8 +126,8 @@ bench_rdma() {
         for t in pingpong pingpong_event; do
             o="-d $dev -g $gidx -s 64 -n 2000"
             [ "$t" = pingpong_event ] && o="$o -e"
-            _bench_run "$setup" "ibv_rc_pingpong $o" \
-                "ibv_rc_pingpong $o @PEER@" "$out"
+            _bench_run "$setup" "$(_bench_cmd "$tr" "ibv_rc_pingpong $o")" \
+                "$(_bench_cmd "$tr" "ibv_rc_pingpong $o @PEER@")" "$out"
             _bench_emit "$setup" "$tr" "$t" 64 "$rep" \
                 "$(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' "$out")" usec
         done

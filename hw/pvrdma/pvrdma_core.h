@@ -22,6 +22,13 @@
 
 typedef struct PvrdmaCore PvrdmaCore;
 
+/* What the trace_rnr hook reports (values of its trace event). */
+typedef enum PvrdmaRnrEvent {
+    PVRDMA_RNR_WAIT = 0,        /* an RNR NAK: the send queue waits */
+    PVRDMA_RNR_KICK = 1,        /* retried: the responder posted a receive */
+    PVRDMA_RNR_TIMER = 2,       /* retried: the wait ran out */
+} PvrdmaRnrEvent;
+
 typedef struct PvrdmaCoreOps {
     /*
      * Copy @len bytes of guest memory at bus address @addr.  Return 0, or
@@ -46,9 +53,8 @@ typedef struct PvrdmaCoreOps {
     /* Trace hook: a doorbell the core accepted (BAR2 @offset), may be NULL */
     void (*trace_doorbell)(void *opaque, uint64_t offset, uint32_t val);
     /*
-     * Trace hook: QP @qpn's send queue waits @usec after an RNR NAK
-     * (@event 0), is retried because its responder posted a receive (1),
-     * or because the wait ran out (2).  May be NULL.
+     * Trace hook: QP @qpn's send queue waits @usec after an RNR NAK, or
+     * is retried (PvrdmaRnrEvent; @usec 0).  May be NULL.
      */
     void (*trace_rnr)(void *opaque, uint32_t qpn, unsigned event,
                       uint32_t usec);

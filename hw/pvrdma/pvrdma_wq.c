@@ -105,10 +105,8 @@ void pvrdma_core_leave(PvrdmaCore *core)
 
 /* ---- RNR timing ---------------------------------------------------------- */
 
-enum { PVRDMA_RNR_WAIT, PVRDMA_RNR_KICK, PVRDMA_RNR_TIMER };
-
 static void pvrdma_wq_trace_rnr(PvrdmaCore *core, PvrdmaQp *qp,
-                                unsigned event, uint32_t usec)
+                                PvrdmaRnrEvent event, uint32_t usec)
 {
     if (core->ops->trace_rnr) {
         core->ops->trace_rnr(core->opaque, qp->qpn, event, usec);
@@ -164,6 +162,7 @@ static bool pvrdma_wq_rnr_stall(PvrdmaCore *core, PvrdmaQp *qp, uint8_t enc)
 {
     PvrdmaQpWq *wq = &qp->wq;
     uint8_t retry = qp->attr.rnr_retry;
+    uint32_t usec = pvrdma_rnr_usec[enc & 31];
 
     if (!wq->rnr_pending) {
         wq->rnr_left = retry;
@@ -175,10 +174,9 @@ static bool pvrdma_wq_rnr_stall(PvrdmaCore *core, PvrdmaQp *qp, uint8_t enc)
         wq->rnr_left--;
     }
     wq->rnr_pending = true;
-    pvrdma_wq_trace_rnr(core, qp, PVRDMA_RNR_WAIT, pvrdma_rnr_usec[enc & 31]);
+    pvrdma_wq_trace_rnr(core, qp, PVRDMA_RNR_WAIT, usec);
     if (pvrdma_core_has_timer(core)) {
-        wq->rnr_deadline = pvrdma_core_now_ns(core) +
-                           (int64_t)pvrdma_rnr_usec[enc & 31] * 1000;
+        wq->rnr_deadline = pvrdma_core_now_ns(core) + (int64_t)usec * 1000;
         if (!pvrdma_wq_rnr_linked(qp)) {
             wq->rnr_link.data = qp;
             g_queue_push_tail_link(&core->rnr_qps, &wq->rnr_link);

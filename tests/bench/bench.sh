@@ -67,6 +67,13 @@ GUEST
 
 : > "$TEST_OUT/guests.txt"
 : > "$TEST_OUT/missing.txt"
+# collect SETUP LOG: the measurements in a guest's console log, and the
+# rounds it left out (tests/bench/guest-bench.sh, _bench_cmd).
+collect() {
+    grep -a '^R ' "$2" | tr -d '\r' >> "$TEST_OUT/guests.txt"
+    { grep -a '^bench: no result' "$2" || true; } | tr -d '\r' |
+        sed "s/^/$1: /" >> "$TEST_OUT/missing.txt"
+}
 for s in $setups; do
     case $s in
     vm)
@@ -76,10 +83,7 @@ for s in $setups; do
             --add "$TESTS_TOP/tests/bench/guest-bench.sh" \
             --add "$TEST_OUT/bench-vm.sh" -- sh ./bench-vm.sh > /dev/null ||
             fail "the one-VM run failed: see $PVRDMA_OUT/vm/bench-vm.log"
-        grep -a '^R ' "$PVRDMA_OUT/vm/bench-vm.log" | tr -d '\r' \
-            >> "$TEST_OUT/guests.txt"
-        { grep -a '^bench: no result' "$PVRDMA_OUT/vm/bench-vm.log" || true; } |
-            tr -d '\r' | sed 's/^/vm: /' >> "$TEST_OUT/missing.txt" ;;
+        collect vm "$PVRDMA_OUT/vm/bench-vm.log" ;;
     2vm)
         fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
         trap 'rm -rf "$fdir"' EXIT
@@ -90,10 +94,7 @@ for s in $setups; do
             --arg --smp --arg 1 \
             --arg -d --arg ",fabric-path=$fdir" > /dev/null
         rm -rf "$fdir"
-        grep -a '^R ' "$PVRDMA_OUT/vm/bench-2vm-b.log" | tr -d '\r' \
-            >> "$TEST_OUT/guests.txt"
-        { grep -a '^bench: no result' "$PVRDMA_OUT/vm/bench-2vm-b.log" || true; } |
-            tr -d '\r' | sed 's/^/2vm: /' >> "$TEST_OUT/missing.txt" ;;
+        collect 2vm "$PVRDMA_OUT/vm/bench-2vm-b.log" ;;
     *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm)" ;;
     esac
     log "bench: setup $s done ($((SECONDS - start)) s)"
@@ -104,7 +105,6 @@ python3 "$TESTS_TOP/tests/bench/report.py" "$out" \
     "$(uname -m), $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)), QEMU TCG, $(date -u +%Y-%m-%d)" ||
     fail "report.py failed"
 (cd "$out" && gnuplot plots.gp) || fail "gnuplot failed"
-# Soft-RoCE rounds that hung (tests/bench/guest-bench.sh, _bench_cmd).
 if [ -s "$TEST_OUT/missing.txt" ]; then
     { echo; echo "Rounds left out (the pair hung or failed; the median is of the others):"
       echo; sed 's/^/- /' "$TEST_OUT/missing.txt"; } >> "$out/results.md"

@@ -162,9 +162,9 @@ static void fg_trace_rnr(void *opaque, uint32_t qpn, unsigned event,
 
     (void)qpn;
     (void)usec;
-    fg->rnr_waits += event == 0;
-    fg->rnr_kicks += event == 1;
-    fg->rnr_timeouts += event == 2;
+    fg->rnr_waits += event == PVRDMA_RNR_WAIT;
+    fg->rnr_kicks += event == PVRDMA_RNR_KICK;
+    fg->rnr_timeouts += event == PVRDMA_RNR_TIMER;
 }
 
 static void fg_trace_cmd(void *opaque, uint32_t cmd, int err)

@@ -135,6 +135,7 @@ struct PvrdmaState {
     QLIST_ENTRY(PvrdmaState) next;
     bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
     bool rq_db_hint;            /* x-rq-db-hint property (A/B benchmarks) */
+    bool db_unlocked;           /* vCPUs let the BQL go for doorbells */
     MemoryListener ram_listener;
     PvrdmaRamRange ram[PVRDMA_RAM_RANGES];      /* under pvrdma_lock */
     unsigned ram_n;
@@ -162,16 +163,18 @@ struct PvrdmaState {
  *  - DMA without the BQL reaches RAM only (pvrdma_dma_direct): MMIO
  *    would take the BQL.
  *
- * (Letting the BQL go while waiting instead is not safe: a vCPU waiting
- * inside an MMIO handler without the BQL lets the memory map change under
- * its TLB, and another vCPU's access to the device meets QEMU's
- * re-entrancy guard.)
+ * A vCPU that writes a doorbell lets the BQL go before it takes the
+ * lock and runs it like an IOThread (pvrdma_db_run()), so that a copy in
+ * one vCPU does not hold up the MMIO, interrupts and timers of the others.
+ * The UAR's accesses then run in parallel: QEMU's re-entrancy guard (one
+ * flag per device, not thread-safe) is off for it and pvrdma_reentered()
+ * takes its place.
  */
 static bool pvrdma_addr_is_own_bar(PvrdmaState *s, uint64_t addr,
                                    uint64_t len);
 
 static QemuRecMutex pvrdma_big_lock;
-static unsigned pvrdma_lock_depth;
+static __thread unsigned pvrdma_lock_depth;     /* this thread's holds */
 static bool pvrdma_irqs_pending;
 static QLIST_HEAD(, PvrdmaState) pvrdma_devices =
     QLIST_HEAD_INITIALIZER(pvrdma_devices);
@@ -217,7 +220,11 @@ static bool pvrdma_device_live(PvrdmaState *s)
     return false;
 }
 
-void pvrdma_unlock(void)
+/*
+ * Let the lock go.  bql_after: the caller let the BQL go to take the lock
+ * and wants it back (pvrdma_db_run()).
+ */
+static void pvrdma_release(bool bql_after)
 {
     struct {
         PvrdmaState *s;
@@ -229,11 +236,13 @@ void pvrdma_unlock(void)
     if (pvrdma_lock_depth > 1 || !pvrdma_irqs_pending) {
         pvrdma_lock_depth--;
         qemu_rec_mutex_unlock(&pvrdma_big_lock);
+        if (bql_after) {
+            bql_lock();
+        }
         return;
     }
     pvrdma_irqs_pending = false;
     if (bql_locked()) {
-        /* A message landing in another pvrdma BAR nests; it sends its own. */
         QLIST_FOREACH(s, &pvrdma_devices, next) {
             uint32_t p = s->irq_pending;
 
@@ -244,7 +253,7 @@ void pvrdma_unlock(void)
         qemu_rec_mutex_unlock(&pvrdma_big_lock);
         return;
     }
-    /* IOThread: note them, let the lock go, then take the BQL. */
+    /* Without the BQL: note them, let the lock go, then take the BQL. */
     QLIST_FOREACH(s, &pvrdma_devices, next) {
         if (!s->irq_pending) {
             continue;
@@ -266,7 +275,29 @@ void pvrdma_unlock(void)
             pvrdma_send_irqs(irq[i].s, irq[i].pending);
         }
     }
-    bql_unlock();
+    if (!bql_after) {
+        bql_unlock();
+    }
+}
+
+void pvrdma_unlock(void)
+{
+    pvrdma_release(false);
+}
+
+/*
+ * An access to a BAR from this thread while it holds the lock: DMA or an
+ * MSI-X message that reached a pvrdma BAR through another device (our own
+ * BARs are refused before).  Dropped, as QEMU's re-entrancy guard would.
+ */
+static bool pvrdma_reentered(const char *what)
+{
+    if (!pvrdma_lock_depth) {
+        return false;
+    }
+    qemu_log_mask(LOG_GUEST_ERROR, "pvrdma: %s while a pvrdma device was "
+                  "at work (DMA or MSI-X re-entering it): dropped\n", what);
+    return true;
 }
 
 /* ---- callbacks for the core ------------------------------------------- */
@@ -726,6 +757,9 @@ static uint64_t pvrdma_reg_read(void *opaque, hwaddr addr, unsigned size)
     PvrdmaState *s = opaque;
     uint64_t val;
 
+    if (pvrdma_reentered("register read")) {
+        return 0;
+    }
     pvrdma_lock();
     val = pvrdma_core_reg_read(s->core, addr);
     pvrdma_unlock();
@@ -737,6 +771,9 @@ static void pvrdma_reg_write(void *opaque, hwaddr addr, uint64_t val,
 {
     PvrdmaState *s = opaque;
 
+    if (pvrdma_reentered("register write")) {
+        return;
+    }
     pvrdma_lock();
     /* A command sees the doorbells written before it, as without IOThread. */
     if (s->iothread) {
@@ -761,6 +798,29 @@ static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
 }
 
 /*
+ * Run a doorbell, and those queued before it, in the vCPU that wrote it.
+ * With db_unlocked the vCPU lets the BQL go meanwhile, as an IOThread
+ * runs them (DMA to RAM only, interrupts sent with the BQL taken back);
+ * QEMU keeps the device alive (RCU) but it may have been unrealized.
+ */
+static void pvrdma_db_run(PvrdmaState *s, hwaddr addr, uint64_t val)
+{
+    bool unlocked = s->db_unlocked && bql_locked();
+
+    if (unlocked) {
+        bql_unlock();
+    }
+    pvrdma_lock();
+    if (!unlocked || pvrdma_device_live(s)) {
+        if (s->iothread) {
+            pvrdma_db_drain(s, UINT_MAX);
+        }
+        pvrdma_core_uar_write(s->core, addr, val);
+    }
+    pvrdma_release(unlocked);
+}
+
+/*
  * With an IOThread the doorbell is queued and the vCPU returns to the
  * guest; when the IOThread is PVRDMA_DBQ_LEN doorbells behind, or has
  * not started on the queue for PVRDMA_DBQ_LATE_NS, the vCPU runs the
@@ -773,6 +833,9 @@ static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
     PvrdmaState *s = opaque;
     unsigned n;
 
+    if (pvrdma_reentered("doorbell")) {
+        return;
+    }
     if (s->iothread && !pvrdma_core_doorbell_arms_cq(addr, val)) {
         qemu_spin_lock(&s->dbq_lock);
         if (pvrdma_db_may_queue(s)) {
@@ -786,12 +849,7 @@ static void pvrdma_uar_write(void *opaque, hwaddr addr, uint64_t val,
         }
         qemu_spin_unlock(&s->dbq_lock);
     }
-    pvrdma_lock();
-    if (s->iothread) {
-        pvrdma_db_drain(s, UINT_MAX);
-    }
-    pvrdma_core_uar_write(s->core, addr, val);
-    pvrdma_unlock();
+    pvrdma_db_run(s, addr, val);
 }
 
 static const MemoryRegionOps pvrdma_uar_ops = {
@@ -852,6 +910,7 @@ static bool pvrdma_init_pci(PvrdmaState *s, Error **errp)
     memory_region_init_io(&s->uar_bar, OBJECT(s), &pvrdma_uar_ops, s,
                           "pvrdma-uar",
                           (uint64_t)s->cfg.uar_pages * PVRDMA_UAR_PAGE_SIZE);
+    s->uar_bar.disable_reentrancy_guard = true;    /* pvrdma_reentered() */
     pci_register_bar(pdev, PVRDMA_BAR_UAR, PCI_BASE_ADDRESS_SPACE_MEMORY,
                      &s->uar_bar);
 
@@ -1184,6 +1243,8 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_BOOL("x-ram-cache", PvrdmaState, ram_cache, true),
     /* Off: guests ring every receive doorbell (the hint's A/B baseline). */
     DEFINE_PROP_BOOL("x-rq-db-hint", PvrdmaState, rq_db_hint, true),
+    /* Off: vCPUs run doorbells holding the BQL (the A/B baseline). */
+    DEFINE_PROP_BOOL("x-db-unlocked", PvrdmaState, db_unlocked, true),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

@@ -155,6 +155,7 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	ctx->cq_poll_every = pvrdma_env_u32("PVRDMA_CQ_POLL_EVERY",
 					    resp.reserved &
 					    PVRDMA_UCTX_CQ_POLL_HINT ? 1 : 0);
+	ctx->db_mov = pvrdma_env_u32("PVRDMA_DB_MOV", 0);
 	ctx->has_mw = resp.reserved & PVRDMA_UCTX_MW;
 	ctx->has_cqe_ts = resp.reserved & PVRDMA_UCTX_CQE_TIMESTAMP;
 	ctx->rq_db_hint = resp.reserved & PVRDMA_UCTX_RQ_DB_HINT;

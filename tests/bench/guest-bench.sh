@@ -80,14 +80,17 @@ _bench_cmd() {
 # Iterations for a run of SIZE bytes over TRANSPORT in SETUP.  Soft-RoCE:
 # about 64 MiB, 20 to 1000 (it moves about 100 MB/s).  pvrdma: enough to
 # leave TCG's start-up behind (the first messages run guest code not yet
-# translated; 20000 64-byte messages gave 10-25% less than 10^6): about
-# 2 GiB in one VM, 1000 to 10^6 iterations, and 1 GiB between two VMs,
-# 1000 to 10^5 (about a second or less per run either way).
+# translated; 20000 64-byte messages gave 10-25% less than 10^6) and to
+# last well over a host scheduler tick at 50 GB/s (2048 reads of 1 MiB,
+# 40 ms, spread 44-54 GB/s in one boot where 32768 gave 53-55): about
+# 32 GiB in one VM, 1000 to 10^6 iterations, and 8 GiB between two VMs,
+# 1000 to 10^5 (up to about a second per run in one VM, three between
+# two).
 _bench_iters() {
     local size=$1 tr=$2 setup=$3 bytes=67108864 lo=20 hi=1000 n
     if [ "$tr" = pvrdma ]; then
-        lo=1000 bytes=2147483648 hi=1000000
-        [ "$setup" = vm ] || bytes=1073741824 hi=100000
+        lo=1000 bytes=34359738368 hi=1000000
+        [ "$setup" = vm ] || bytes=8589934592 hi=100000
     fi
     n=$((bytes / size))
     [ "$n" -gt "$hi" ] && n=$hi

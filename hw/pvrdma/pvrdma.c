@@ -134,6 +134,7 @@ struct PvrdmaState {
     uint32_t irq_pending;       /* vectors raised under pvrdma_lock */
     QLIST_ENTRY(PvrdmaState) next;
     bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
+    bool ram_window;            /* x-ram-window: copies walk RAM windows */
     bool rq_db_hint;            /* x-rq-db-hint property (A/B benchmarks) */
     bool db_unlocked;           /* vCPUs let the BQL go for doorbells */
     MemoryListener ram_listener;
@@ -589,6 +590,31 @@ static void pvrdma_dma_unmap(void *opaque, void *ptr, uint64_t len,
                      DMA_DIRECTION_TO_DEVICE, access_len);
 }
 
+/* The mapped RAM range holding @addr, whole (see pvrdma_ram_find()). */
+static bool pvrdma_dma_window(void *opaque, uint64_t addr,
+                              PvrdmaDmaWindow *w)
+{
+    PvrdmaState *s = opaque;
+    PvrdmaRamRange *r = s->ram_window ? pvrdma_ram_find(s, addr, 1) : NULL;
+
+    if (!r) {
+        return false;
+    }
+    w->base = r->base;
+    w->len = r->size;
+    w->host = r->cache.ptr;
+    w->tag = r;
+    return true;
+}
+
+static void pvrdma_dma_dirty(void *opaque, void *tag, uint64_t addr,
+                             uint64_t len)
+{
+    PvrdmaRamRange *r = tag;
+
+    address_space_cache_invalidate(&r->cache, addr - r->base, len);
+}
+
 static int64_t pvrdma_clock_ns(void *opaque)
 {
     return qemu_clock_get_ns(QEMU_CLOCK_VIRTUAL);
@@ -691,6 +717,8 @@ static const PvrdmaCoreOps pvrdma_core_ops = {
     .trace_rnr = pvrdma_trace_rnr,
     .dma_map = pvrdma_dma_map,
     .dma_unmap = pvrdma_dma_unmap,
+    .dma_window = pvrdma_dma_window,
+    .dma_dirty = pvrdma_dma_dirty,
     .clock_ns = pvrdma_clock_ns,
     .timer_mod = pvrdma_timer_mod,
 };
@@ -1241,6 +1269,8 @@ static const Property pvrdma_props[] = {
                      IOThread *),
     /* Off: every DMA through the memory API (the cache's A/B baseline). */
     DEFINE_PROP_BOOL("x-ram-cache", PvrdmaState, ram_cache, true),
+    /* Off: payload copies map and unmap page by page (A/B baseline). */
+    DEFINE_PROP_BOOL("x-ram-window", PvrdmaState, ram_window, true),
     /* Off: guests ring every receive doorbell (the hint's A/B baseline). */
     DEFINE_PROP_BOOL("x-rq-db-hint", PvrdmaState, rq_db_hint, true),
     /* Off: vCPUs run doorbells holding the BQL (the A/B baseline). */

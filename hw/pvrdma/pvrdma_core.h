@@ -29,6 +29,18 @@ typedef enum PvrdmaRnrEvent {
     PVRDMA_RNR_TIMER = 2,       /* retried: the wait ran out */
 } PvrdmaRnrEvent;
 
+/*
+ * A window onto guest RAM (PvrdmaCoreOps.dma_window): bus addresses
+ * [base, base + len) are host memory at @host, for as long as the entry
+ * point that asked for it runs.  @tag is the glue's, for dma_dirty.
+ */
+typedef struct PvrdmaDmaWindow {
+    uint64_t base;
+    uint64_t len;
+    uint8_t *host;
+    void *tag;
+} PvrdmaDmaWindow;
+
 typedef struct PvrdmaCoreOps {
     /*
      * Copy @len bytes of guest memory at bus address @addr.  Return 0, or
@@ -60,7 +72,7 @@ typedef struct PvrdmaCoreOps {
                       uint32_t usec);
 
     /*
-     * Data path (docs/datapath.md).  All four are optional.
+     * Data path (docs/datapath.md).  All of them are optional.
      *
      * dma_map: a host pointer to guest memory at bus address @addr for
      * at most *@plen bytes; *@plen is set to the length actually mapped
@@ -73,6 +85,18 @@ typedef struct PvrdmaCoreOps {
                      bool is_write);
     void (*dma_unmap)(void *opaque, void *ptr, uint64_t len, bool is_write,
                       uint64_t access_len);
+    /*
+     * dma_window (optional, with dma_dirty): the whole block of plain
+     * guest RAM holding bus address @addr, so that the payload copy can
+     * walk a scattered buffer page by page with arithmetic instead of a
+     * dma_map/dma_unmap pair per page.  false: not such RAM (dma_map
+     * decides).  The window is only used within the entry point that
+     * asked for it, like a mapping.
+     * dma_dirty: @len bytes at bus address @addr, inside the window
+     * tagged @tag, were written (dirty logging, translated code).
+     */
+    bool (*dma_window)(void *opaque, uint64_t addr, PvrdmaDmaWindow *w);
+    void (*dma_dirty)(void *opaque, void *tag, uint64_t addr, uint64_t len);
     /* Monotonic clock of the glue (QEMU_CLOCK_VIRTUAL), nanoseconds. */
     int64_t (*clock_ns)(void *opaque);
     /*

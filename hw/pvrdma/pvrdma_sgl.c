@@ -86,6 +86,58 @@ static inline bool pvrdma_sgl_here(PvrdmaSglCursor *c, uint64_t *bus,
            pvrdma_seg_xlate(&c->sgl->seg[c->seg], c->off, bus, run);
 }
 
+/*
+ * A window onto guest RAM for one copy, and the written bytes not yet
+ * reported (adjacent writes are reported as one range).  A guest buffer
+ * scattered over single pages costs a compare per page here, where a
+ * mapping per page cost a translation and a dirty-log call per page.
+ */
+typedef struct PvrdmaSglWin {
+    PvrdmaDmaWindow w;
+    uint64_t dirty_bus;
+    uint64_t dirty_len;
+} PvrdmaSglWin;
+
+static void pvrdma_win_flush(PvrdmaCore *core, PvrdmaSglWin *win)
+{
+    if (win->dirty_len) {
+        core->ops->dma_dirty(core->opaque, win->w.tag, win->dirty_bus,
+                             win->dirty_len);
+        win->dirty_len = 0;
+    }
+}
+
+/* Host pointer to bus address @bus, *@n cut to the window; NULL: map. */
+static void *pvrdma_win_ptr(PvrdmaCore *core, PvrdmaSglWin *win,
+                            uint64_t bus, uint64_t *n)
+{
+    if (bus - win->w.base >= win->w.len) {
+        pvrdma_win_flush(core, win);
+        win->w.len = 0;
+        if (!core->ops->dma_window || !core->ops->dma_dirty ||
+            !core->dma_enabled ||
+            !core->ops->dma_window(core->opaque, bus, &win->w) ||
+            bus - win->w.base >= win->w.len) {
+            win->w.len = 0;
+            return NULL;
+        }
+    }
+    *n = MIN(*n, win->w.len - (bus - win->w.base));
+    return win->w.host + (bus - win->w.base);
+}
+
+static void pvrdma_win_wrote(PvrdmaCore *core, PvrdmaSglWin *win,
+                             uint64_t bus, uint64_t n)
+{
+    if (win->dirty_len && bus == win->dirty_bus + win->dirty_len) {
+        win->dirty_len += n;
+        return;
+    }
+    pvrdma_win_flush(core, win);
+    win->dirty_bus = bus;
+    win->dirty_len = n;
+}
+
 int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
                     bool into_sgl, PvrdmaPeerCopy peer, void *opaque)
 {
@@ -95,8 +147,10 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
                                       PVRDMA_COPY_DST_FAULT;
     PvrdmaCore *core = sgl->core;
     uint8_t bounce[PVRDMA_SGL_BOUNCE];
+    PvrdmaSglWin win = { 0 };
     PvrdmaSglCursor c;
     uint64_t done = 0;
+    int ret = PVRDMA_COPY_OK;
 
     pvrdma_sgl_seek(&c, sgl, off);
     while (done < len) {
@@ -104,16 +158,33 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
         void *p;
 
         if (!pvrdma_sgl_here(&c, &bus, &run)) {
-            return own_fault;
+            ret = own_fault;
+            break;
         }
         n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
+        p = pvrdma_win_ptr(core, &win, bus, &n);
+        if (p) {
+            /* (a peer that faulted may have written part: all reported) */
+            if (into_sgl) {
+                pvrdma_win_wrote(core, &win, bus, n);
+            }
+            if (peer(opaque, done, p, n) < 0) {
+                ret = peer_fault;
+                break;
+            }
+            done += n;
+            c.off += n;
+            continue;
+        }
         mlen = n;
         p = pvrdma_core_dma_map(core, bus, &mlen, into_sgl);
         if (p) {
             /* A short mapping shrinks the chunk. */
             if (peer(opaque, done, p, mlen) < 0) {
-                pvrdma_core_dma_unmap(core, p, mlen, into_sgl, 0);
-                return peer_fault;
+                pvrdma_core_dma_unmap(core, p, mlen, into_sgl,
+                                      into_sgl ? mlen : 0);
+                ret = peer_fault;
+                break;
             }
             pvrdma_core_dma_unmap(core, p, mlen, into_sgl, mlen);
             n = mlen;
@@ -122,30 +193,36 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
             n = MIN(n, (uint64_t)sizeof(bounce));
             if (into_sgl) {
                 if (peer(opaque, done, bounce, n) < 0) {
-                    return peer_fault;
+                    ret = peer_fault;
+                    break;
                 }
                 if (pvrdma_core_dma_write(core, bus, bounce, n) < 0) {
-                    return own_fault;
+                    ret = own_fault;
+                    break;
                 }
             } else {
                 if (pvrdma_core_dma_read(core, bus, bounce, n) < 0) {
-                    return own_fault;
+                    ret = own_fault;
+                    break;
                 }
                 if (peer(opaque, done, bounce, n) < 0) {
-                    return peer_fault;
+                    ret = peer_fault;
+                    break;
                 }
             }
         }
         done += n;
         c.off += n;
     }
-    return PVRDMA_COPY_OK;
+    pvrdma_win_flush(core, &win);
+    return ret;
 }
 
 int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
                            uint64_t len, bool to_sgl)
 {
     PvrdmaCore *core = c->sgl->core;
+    PvrdmaSglWin win = { 0 };
     uint8_t *buf = host;
     uint64_t done = 0;
 
@@ -160,7 +237,21 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
 
         if (!pvrdma_sgl_here(c, &bus, &run)) {
             c->pos = UINT64_MAX;
+            pvrdma_win_flush(core, &win);
             return -1;
+        }
+        n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
+        p = pvrdma_win_ptr(core, &win, bus, &n);
+        if (p) {
+            if (to_sgl) {
+                memmove(p, buf + done, n);
+                pvrdma_win_wrote(core, &win, bus, n);
+            } else {
+                memmove(buf + done, p, n);
+            }
+            done += n;
+            c->off += n;
+            continue;
         }
         n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
         p = pvrdma_core_dma_map(core, bus, &n, to_sgl);
@@ -176,12 +267,14 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
             if ((to_sgl ? pvrdma_core_dma_write(core, bus, buf + done, n) :
                  pvrdma_core_dma_read(core, bus, buf + done, n)) < 0) {
                 c->pos = UINT64_MAX;
+                pvrdma_win_flush(core, &win);
                 return -1;
             }
         }
         done += n;
         c->off += n;
     }
+    pvrdma_win_flush(core, &win);
     return 0;
 }
 

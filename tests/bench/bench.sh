@@ -38,10 +38,27 @@ gcc -O2 -Wall -Wextra -Werror -o "$TEST_OUT/memcpy_bw" \
 sizes="64 4096 65536 1048576 4194304"
 [ "${BENCH_QUICK:-0}" != 1 ] || sizes=65536
 "$TEST_OUT/memcpy_bw" $sizes > "$TEST_OUT/host.txt"
+# and on request, right after each of the device's bandwidth runs in one
+# VM, while that guest waits (guest-bench.sh, _bench_memcpy; the guest
+# reaches the host's loopback through the user-mode network's gateway).
+rm -f "$TEST_OUT/memcpy.port"
+"$TEST_OUT/memcpy_bw" --serve "$TEST_OUT/memcpy.port" &
+memcpy_pid=$!
+fdir=
+cleanup() {
+    kill "$memcpy_pid" 2> /dev/null || true
+    [ -z "$fdir" ] || rm -rf "$fdir"
+}
+trap cleanup EXIT
+for _ in $(seq 50); do
+    [ -s "$TEST_OUT/memcpy.port" ] && break
+    sleep 0.1
+done
+[ -s "$TEST_OUT/memcpy.port" ] || fail "the host's memcpy server did not start"
 
 # What the guests run: the series in order, quick or full.
 cat > "$TEST_OUT/bench-vm.sh" <<GUEST
-$env
+$env BENCH_MEMCPY_PORT=$(cat "$TEST_OUT/memcpy.port")
 . ./pair.sh
 . ./rxe.sh
 . ./guest-bench.sh
@@ -86,7 +103,6 @@ for s in $setups; do
         collect vm "$PVRDMA_OUT/vm/bench-vm.log" ;;
     2vm)
         fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
-        trap 'rm -rf "$fdir"' EXIT
         vmpair_run bench-2vm 5400 "$TEST_OUT/bench-2vm.sh" \
             "$TEST_OUT/bench-2vm.sh" \
             --arg --add --arg "$TESTS_TOP/tests/guest/rxe.sh" \
@@ -94,6 +110,7 @@ for s in $setups; do
             --arg --smp --arg 1 \
             --arg -d --arg ",fabric-path=$fdir" > /dev/null
         rm -rf "$fdir"
+        fdir=
         collect 2vm "$PVRDMA_OUT/vm/bench-2vm-b.log" ;;
     *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm)" ;;
     esac

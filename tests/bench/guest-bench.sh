@@ -14,7 +14,11 @@
 # SETUP is "vm" (server and client in this guest, on 127.0.0.1) or "2vm"
 # (tests/guest/vmpair.sh: guest A serves, guest B measures and prints;
 # sync.sh pairs each run).  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
-# size of each series and one round (a smoke run).
+# size of each series and one round (a smoke run).  BENCH_MEMCPY_PORT (in
+# "vm"): the host's memcpy server (tests/bench/memcpy_bw.c --serve),
+# reached through the user-mode network's gateway, measures its memcpy of
+# the same size right after each of this device's bandwidth runs, while
+# this guest waits ("R vm host memcpy_write_bw SIZE REP VALUE MB/s").
 
 BENCH_REPS=${BENCH_REPS:-3}
 LAT_SIZES="2 64 1024 4096 65536"
@@ -62,6 +66,17 @@ _bench_emit() {
         return 0
     fi
     echo "R $*"
+}
+
+# _bench_memcpy SETUP TEST SIZE REP: the host's memcpy beside a run.
+_bench_memcpy() {
+    local v
+    [ "$1" = vm ] && [ -n "${BENCH_MEMCPY_PORT:-}" ] || return 0
+    v=$(echo "$3" | nc -w 60 10.0.2.2 "$BENCH_MEMCPY_PORT")
+    case $v in
+    [0-9]*) echo "R $1 host memcpy_$2 $3 $4 $v MB/s" ;;
+    *) fail "bench: the host's memcpy server (port $BENCH_MEMCPY_PORT) answered '$v'" ;;
+    esac
 }
 
 # _bench_cmd TRANSPORT CMD: CMD as the pair runs it.  Soft-RoCE between
@@ -123,6 +138,7 @@ bench_rdma() {
                     "$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $4 }' "$out")" MB/s
                 _bench_emit "$setup" "$tr" "${t%_bw}_rate" "$s" "$rep" \
                     "$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $5 }' "$out")" Mmsg/s
+                [ "$tr" != pvrdma ] || _bench_memcpy "$setup" "$t" "$s" "$rep"
             done
         done
         # Ping-pong of 64 bytes, polling and waiting for events.

@@ -6,14 +6,28 @@
  *
  *   R host memcpy memcpy SIZE 1 VALUE MB/s
  *
+ *   memcpy_bw --serve PORTFILE
+ *
+ * measures on request, so that a guest can have the host's memcpy taken
+ * right beside each of its own runs (while the guest waits): listens on
+ * 127.0.0.1 (a port of the kernel's choosing, written to PORTFILE), reads
+ * one line "SIZE" per connection and answers "VALUE\n" (MB/s), or
+ * "error\n" for a size that is not 1 byte to 64 MiB.  It runs until
+ * killed.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #define ROUNDS  7
+#define MAX_LEN (64u << 20)
 
 static double now_ns(void)
 {
@@ -30,40 +44,114 @@ static int cmp(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* MB/s of memcpy of LEN bytes, median of ROUNDS; < 0 when out of memory */
+static double measure(size_t len)
+{
+    char *src = malloc(len), *dst = malloc(len);
+    double mbs[ROUNDS];
+    size_t n, k;
+    int r;
+
+    if (!src || !dst) {
+        free(src);
+        free(dst);
+        return -1;
+    }
+    memset(src, 1, len);
+    memset(dst, 2, len);
+    n = (64u << 20) / len;
+    n = n < 4 ? 4 : n;
+    for (r = 0; r < ROUNDS; r++) {
+        double t0 = now_ns();
+
+        for (k = 0; k < n; k++) {
+            src[k % len] = (char)k;         /* not optimised away */
+            memcpy(dst, src, len);
+        }
+        mbs[r] = (double)len * n / (now_ns() - t0) * 1e3;
+    }
+    if (dst[0] != src[0]) {
+        abort();
+    }
+    free(src);
+    free(dst);
+    qsort(mbs, ROUNDS, sizeof(mbs[0]), cmp);
+    return mbs[ROUNDS / 2];
+}
+
+static int serve(const char *portfile)
+{
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    socklen_t alen = sizeof(a);
+    int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    FILE *f;
+
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (s < 0 || setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
+        bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 4) ||
+        getsockname(s, (struct sockaddr *)&a, &alen)) {
+        perror("memcpy_bw: cannot listen on 127.0.0.1");
+        return 1;
+    }
+    f = fopen(portfile, "w");
+    if (!f || fprintf(f, "%d\n", ntohs(a.sin_port)) < 0 || fclose(f)) {
+        perror(portfile);
+        return 1;
+    }
+    for (;;) {
+        char line[32], reply[32];
+        int c = accept(s, NULL, NULL);
+        ssize_t got = 0, r;
+        char *end;
+        unsigned long long len;
+        double v;
+
+        if (c < 0) {
+            continue;
+        }
+        /* one line of at most 31 bytes */
+        while (got < (ssize_t)sizeof(line) - 1 &&
+               (r = read(c, line + got, sizeof(line) - 1 - got)) > 0) {
+            got += r;
+            if (memchr(line, '\n', got)) {
+                break;
+            }
+        }
+        line[got > 0 ? got : 0] = 0;
+        len = strtoull(line, &end, 10);
+        v = -1;
+        if (end != line && (*end == '\n' || !*end) && len && len <= MAX_LEN) {
+            v = measure(len);
+        }
+        if (v < 0) {
+            snprintf(reply, sizeof(reply), "error\n");
+        } else {
+            snprintf(reply, sizeof(reply), "%.1f\n", v);
+        }
+        if (write(c, reply, strlen(reply)) < 0) {
+            perror("memcpy_bw: reply");
+        }
+        close(c);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int i;
 
+    if (argc == 3 && !strcmp(argv[1], "--serve")) {
+        return serve(argv[2]);
+    }
     for (i = 1; i < argc; i++) {
-        size_t len = strtoull(argv[i], NULL, 0), n, k;
-        char *src = malloc(len), *dst = malloc(len);
-        double mbs[ROUNDS];
-        int r;
+        size_t len = strtoull(argv[i], NULL, 0);
+        double v = len && len <= MAX_LEN ? measure(len) : -1;
 
-        if (!len || !src || !dst) {
-            fprintf(stderr, "memcpy_bw: bad size %s\n", argv[i]);
+        if (v < 0) {
+            fprintf(stderr, "memcpy_bw: bad size %s (1 byte to 64 MiB)\n",
+                    argv[i]);
             return 2;
         }
-        memset(src, 1, len);
-        memset(dst, 2, len);
-        n = (64u << 20) / len;
-        n = n < 4 ? 4 : n;
-        for (r = 0; r < ROUNDS; r++) {
-            double t0 = now_ns();
-
-            for (k = 0; k < n; k++) {
-                src[k % len] = (char)k;         /* not optimised away */
-                memcpy(dst, src, len);
-            }
-            mbs[r] = (double)len * n / (now_ns() - t0) * 1e3;
-        }
-        if (dst[0] != src[0]) {
-            return 1;
-        }
-        qsort(mbs, ROUNDS, sizeof(mbs[0]), cmp);
-        printf("R host memcpy memcpy %zu 1 %.1f MB/s\n", len, mbs[ROUNDS / 2]);
-        free(src);
-        free(dst);
+        printf("R host memcpy memcpy %zu 1 %.1f MB/s\n", len, v);
     }
     return 0;
 }

@@ -141,6 +141,7 @@ typedef struct FzDev {
 static struct {
     bool inited;
     uint8_t *mem;
+    uint8_t *dirty;             /* the fake guests' dirty pages, shared */
     FakeGuest *fg_full, *fg_min;
     const PvrdmaCoreOps *ops_full, *ops_min;
     PvrdmaCoreConfig cfg_default, cfg_tiny;
@@ -1485,6 +1486,9 @@ static void fz_glue(FzIn *in)
     switch (what) {
     case 0:
         d->fg->map_max = v % 9000;
+        /* and RAM windows (dma_window), up to 7 pages or all of RAM */
+        d->fg->windows = v >> 31;
+        d->fg->win_size = ((v >> 16) & 7) * FG_PAGE;
         break;
     case 1:
         d->fg->map_refuse = v & 1;
@@ -1972,6 +1976,9 @@ static void fz_init(void)
     pvrdma_core_free(fz.fg_min->core);
     munmap(fz.fg_full->mem, FG_MEM_SIZE);
     munmap(fz.fg_min->mem, FG_MEM_SIZE);
+    g_free(fz.fg_full->dirty);
+    g_free(fz.fg_min->dirty);
+    fz.dirty = g_new0(uint8_t, FG_MEM_SIZE / FG_PAGE);
     fz.dev[0].fg = fz.fg_full;
     fz.dev[1].fg = fz.fg_min;
     fz.inited = true;
@@ -1992,6 +1999,7 @@ static void fz_begin(uint8_t cfg)
 
         memset(fg, 0, sizeof(*fg));
         fg->mem = fz.mem;
+        fg->dirty = fz.dirty;
         fg->next_free = FG_MEM_BASE;
         fg->timer_expire = -1;
         fg->cfg = tiny ? fz.cfg_tiny : fz.cfg_default;

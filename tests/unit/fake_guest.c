@@ -92,6 +92,49 @@ static void fg_dma_unmap(void *opaque, void *ptr, uint64_t len,
     fg->unmaps++;
 }
 
+static bool fg_dma_window(void *opaque, uint64_t addr, PvrdmaDmaWindow *w)
+{
+    FakeGuest *fg = opaque;
+    uint64_t size = fg->win_size ? fg->win_size : FG_MEM_SIZE;
+    uint64_t base;
+
+    if (!fg->windows || addr < FG_MEM_BASE ||
+        addr >= FG_MEM_BASE + FG_MEM_SIZE) {
+        return false;
+    }
+    base = FG_MEM_BASE + (addr - FG_MEM_BASE) / size * size;
+    size = MIN(size, FG_MEM_BASE + FG_MEM_SIZE - base);
+    if (fg->mmio_len && base < fg->mmio_base + fg->mmio_len &&
+        base + size > fg->mmio_base) {
+        return false;
+    }
+    fg->windows_given++;
+    w->base = base;
+    w->len = size;
+    w->host = fg->mem + (base - FG_MEM_BASE);
+    w->tag = (void *)(uintptr_t)(base + 1);
+    return true;
+}
+
+static void fg_dma_dirty(void *opaque, void *tag, uint64_t addr,
+                         uint64_t len)
+{
+    FakeGuest *fg = opaque;
+    uint64_t base = (uintptr_t)tag - 1;
+    uint64_t size = fg->win_size ? fg->win_size : FG_MEM_SIZE;
+
+    /* Inside the window the tag names, never empty. */
+    assert_true(fg->windows);
+    assert_true(len > 0 && addr >= base && addr + len > addr &&
+                addr + len <= base + size &&
+                addr + len <= FG_MEM_BASE + FG_MEM_SIZE);
+    fg->dirty_calls++;
+    for (uint64_t pg = (addr - FG_MEM_BASE) / FG_PAGE;
+         pg <= (addr + len - 1 - FG_MEM_BASE) / FG_PAGE; pg++) {
+        fg->dirty[pg] = 1;
+    }
+}
+
 static int64_t fg_clock_ns(void *opaque)
 {
     return ((FakeGuest *)opaque)->now_ns;
@@ -186,6 +229,8 @@ static const PvrdmaCoreOps fg_ops = {
     .trace_rnr = fg_trace_rnr,
     .dma_map = fg_dma_map,
     .dma_unmap = fg_dma_unmap,
+    .dma_window = fg_dma_window,
+    .dma_dirty = fg_dma_dirty,
     .clock_ns = fg_clock_ns,
     .timer_mod = fg_timer_mod,
 };
@@ -210,6 +255,7 @@ static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
                    MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     assert_true(fg->mem != MAP_FAILED);
     fg->next_free = FG_MEM_BASE;
+    fg->dirty = g_new0(uint8_t, FG_MEM_SIZE / FG_PAGE);
     if (cfg) {
         fg->cfg = *cfg;
     } else {
@@ -239,6 +285,7 @@ void fg_free(FakeGuest *fg)
     /* No mapping outlives the entry point that made it. */
     assert_int_equal(fg->maps, fg->unmaps);
     munmap(fg->mem, FG_MEM_SIZE);
+    g_free(fg->dirty);
     g_free(fg);
 }
 

@@ -59,6 +59,16 @@ typedef struct FakeGuest {
     bool map_refuse;            /* dma_map always fails (MMIO-like) */
     uint64_t mmio_base;         /* [base, base+len): dma_map refuses it */
     uint64_t mmio_len;
+    /*
+     * dma_window: off unless @windows; windows are the aligned blocks of
+     * @win_size bytes (0: all of RAM), none over the MMIO range.  Writes
+     * reported through dma_dirty mark pages in @dirty (one byte a page).
+     */
+    bool windows;
+    uint64_t win_size;
+    unsigned windows_given;
+    unsigned dirty_calls;
+    uint8_t *dirty;
     int64_t now_ns;             /* manual clock */
     uint8_t cq_flags;           /* CREATE_CQ reserved[0] of the next CQs */
     int64_t timer_expire;       /* armed expiry, -1 = none */

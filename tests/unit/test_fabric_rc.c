@@ -2520,6 +2520,95 @@ static void test_short_mappings_and_bounce(void **state)
     }
 }
 
+/* Are all pages under [va, va + len) of @mr marked dirty in its guest? */
+static bool mr_dirty(FvMr *mr, uint64_t va, uint64_t len)
+{
+    for (uint64_t v = va & ~0xfffull; v < va + len; v += 4096) {
+        uint64_t bus = mr->pages[(v - (mr->va & ~0xfffull)) >> 12];
+
+        if (!mr->fg->dirty[(bus - FG_MEM_BASE) / FG_PAGE]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool none_dirty(FakeGuest *fg)
+{
+    for (uint64_t i = 0; i < FG_MEM_SIZE / FG_PAGE; i++) {
+        if (fg->dirty[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Payload copies through RAM windows (dma_window, dma_dirty): the MRs'
+ * pages are scattered (a gap after each); windows of 8 KiB make the copy
+ * change window every other page, whole-RAM windows never; in the last
+ * two modes one side maps (short mappings) or bounces instead.  The data
+ * arrives, every page written is reported dirty and no page only read
+ * is, and a side that gives windows maps no payload page.
+ */
+static void test_ram_windows(void **state)
+{
+    unsigned mode;
+
+    (void)state;
+    for (mode = 0; mode < 4; mode++) {
+        Pair *p = pair_new(true);
+        struct pvrdma_sge s = sge(p->ma, VA_A + 1, 15000);
+        unsigned maps_a, maps_b, dirty_calls;
+
+        p->fa->windows = mode != 3;
+        p->fb->windows = mode != 2;
+        p->fa->win_size = p->fb->win_size = mode == 1 ? 8192 : 0;
+        p->fb->map_max = mode == 2 ? 77 : 0;
+        p->fa->map_refuse = mode == 3;
+        fv_mr_fill(p->ma, VA_A + 1, 15000, 21);
+        maps_a = p->fa->maps;
+        maps_b = p->fb->maps;
+        dirty_calls = p->fb->dirty_calls;
+        send_one(p, 1, PVRDMA_WR_RDMA_WRITE, &s, 1);
+        expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 15000);
+        assert_true(fv_mr_check(p->mb, VA_B, 15000, 21));
+        assert_true(none_dirty(p->fa));
+        if (p->fb->windows) {
+            assert_true(mr_dirty(p->mb, VA_B, 15000));
+            assert_int_equal(p->fb->maps, maps_b);
+            /* one report per page: the pages are not adjacent */
+            assert_int_equal(p->fb->dirty_calls - dirty_calls, 4);
+        } else {
+            assert_true(none_dirty(p->fb));
+        }
+        if (p->fa->windows) {
+            assert_int_equal(p->fa->maps, maps_a);
+        }
+
+        /* READ back into A at another offset. */
+        memset(p->fb->dirty, 0, FG_MEM_SIZE / FG_PAGE);
+        s = sge(p->ma, VA_A + 5, 15000);
+        maps_a = p->fa->maps;
+        maps_b = p->fb->maps;
+        send_one(p, 2, PVRDMA_WR_RDMA_READ, &s, 1);
+        expect_send_cqe(p, 2, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 15000);
+        assert_true(fv_mr_check(p->ma, VA_A + 5, 15000, 21));
+        assert_true(none_dirty(p->fb));
+        if (p->fa->windows) {
+            assert_true(mr_dirty(p->ma, VA_A + 5, 15000));
+            assert_int_equal(p->fa->maps, maps_a);
+        } else {
+            assert_true(none_dirty(p->fa));
+        }
+        if (p->fb->windows) {
+            assert_int_equal(p->fb->maps, maps_b);
+        }
+        assert_true(p->fa->windows_given + p->fb->windows_given > 0);
+        pair_free(p);
+    }
+}
+
 static void test_dma_faults(void **state)
 {
     FakeGuest *fg = dev_new();
@@ -2764,6 +2853,7 @@ int main(void)
         cmocka_unit_test(test_mw_create),
         cmocka_unit_test(test_cqe_timestamps),
         cmocka_unit_test(test_short_mappings_and_bounce),
+        cmocka_unit_test(test_ram_windows),
         cmocka_unit_test(test_dma_faults),
         cmocka_unit_test(test_corrupted_sq_index),
         cmocka_unit_test(test_corrupted_cq_cons),

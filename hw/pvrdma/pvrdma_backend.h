@@ -380,6 +380,9 @@ enum {
 /* Bus address of byte @off of @seg and how many bytes follow contiguously. */
 bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
                       uint64_t *run);
+/* The same, the run looked for no further than @want bytes (at least 1). */
+bool pvrdma_seg_xlate_upto(const PvrdmaSeg *seg, uint64_t off, uint64_t want,
+                           uint64_t *bus, uint64_t *run);
 
 /*
  * The other side of a transfer: moves @n bytes at offset @off of a

@@ -27,7 +27,13 @@
 bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
                       uint64_t *run)
 {
-    uint64_t rel, page, in_page;
+    return pvrdma_seg_xlate_upto(seg, off, UINT64_MAX, bus, run);
+}
+
+bool pvrdma_seg_xlate_upto(const PvrdmaSeg *seg, uint64_t off, uint64_t want,
+                           uint64_t *bus, uint64_t *run)
+{
+    uint64_t rel, page, in_page, end;
 
     if (off >= seg->len) {
         return false;
@@ -50,10 +56,13 @@ bool pvrdma_seg_xlate(const PvrdmaSeg *seg, uint64_t off, uint64_t *bus,
     /*
      * Pages that follow each other in guest-physical memory make one run,
      * so one mapping covers them (a guest's buffer often is contiguous).
-     * A page address is never 0, so a wrap cannot fake a neighbour.
+     * A page address is never 0, so a wrap cannot fake a neighbour.  The
+     * run stops once it holds what the caller wants: a caller that takes
+     * a page at a time (the other side of the copy is scattered) must not
+     * walk the rest of a long run for every page.
      */
-    while (*run < seg->len - off && *run < PVRDMA_SGL_MAP_CHUNK &&
-           page + 1 < seg->npages &&
+    end = MIN(MIN(seg->len - off, want), PVRDMA_SGL_MAP_CHUNK);
+    while (*run < end && page + 1 < seg->npages &&
            seg->pages[page + 1] == seg->pages[page] + PVRDMA_PAGE_SIZE) {
         page++;
         *run += PVRDMA_PAGE_SIZE;
@@ -74,16 +83,20 @@ void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl,
     c->off = off;
 }
 
-/* Bus address and contiguous run at the cursor; false past the end. */
-static inline bool pvrdma_sgl_here(PvrdmaSglCursor *c, uint64_t *bus,
-                                   uint64_t *run)
+/*
+ * Bus address and contiguous run (looked for up to @want bytes) at the
+ * cursor; false past the end.
+ */
+static inline bool pvrdma_sgl_here(PvrdmaSglCursor *c, uint64_t want,
+                                   uint64_t *bus, uint64_t *run)
 {
     while (c->seg < c->sgl->nseg && c->off >= c->sgl->seg[c->seg].len) {
         c->seg++;
         c->off = 0;
     }
     return c->seg < c->sgl->nseg &&
-           pvrdma_seg_xlate(&c->sgl->seg[c->seg], c->off, bus, run);
+           pvrdma_seg_xlate_upto(&c->sgl->seg[c->seg], c->off, want, bus,
+                                 run);
 }
 
 /*
@@ -157,7 +170,7 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
         uint64_t bus, run, n, mlen;
         void *p;
 
-        if (!pvrdma_sgl_here(&c, &bus, &run)) {
+        if (!pvrdma_sgl_here(&c, len - done, &bus, &run)) {
             ret = own_fault;
             break;
         }
@@ -235,7 +248,7 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
         uint64_t bus, run, n;
         void *p;
 
-        if (!pvrdma_sgl_here(c, &bus, &run)) {
+        if (!pvrdma_sgl_here(c, len - done, &bus, &run)) {
             c->pos = UINT64_MAX;
             pvrdma_win_flush(core, &win);
             return -1;

@@ -34,6 +34,7 @@
 
 #define VA_A        0x10000000ull
 #define VA_B        0x20000000ull
+#define VA_C        0x30000000ull
 #define MR_LEN      (1u << 20)
 #define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
                      PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
@@ -43,7 +44,7 @@ typedef struct Bench {
     FakeGuest *fg;
     FvCq *cqa, *cqb;
     FvQp *a, *b;
-    FvMr *ma, *mb;
+    FvMr *ma, *mb, *mc;      /* mc: contiguous pages */
     uint32_t pd;
 } Bench;
 
@@ -102,6 +103,36 @@ static void op_rdma(Bench *b, uint32_t op, uint32_t len, uint64_t i)
     fv_post_send(b->a, &h, &s, 1);
     fv_ring_sq(b->a);
     expect(b->cqa, PVRDMA_WC_SUCCESS, len);
+}
+
+/*
+ * 1 MiB between a contiguous buffer and a scattered one (one page at a
+ * time on that side, a single run on the other): WRITE from the
+ * contiguous MR, READ into it.
+ */
+static void op_mixed(Bench *b, uint32_t op, uint64_t i)
+{
+    struct pvrdma_sge s = sge(b->mc, VA_C, MR_LEN);
+    struct pvrdma_sq_wqe_hdr h = { .wr_id = i, .num_sge = 1, .opcode = op,
+                                   .send_flags = PVRDMA_WR_FLAG_SIGNALED };
+
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = b->mb->rkey;
+    fv_post_send(b->a, &h, &s, 1);
+    fv_ring_sq(b->a);
+    expect(b->cqa, PVRDMA_WC_SUCCESS, MR_LEN);
+}
+
+static void op_write_mixed(Bench *b, uint32_t len, uint64_t i)
+{
+    (void)len;
+    op_mixed(b, PVRDMA_WR_RDMA_WRITE, i);
+}
+
+static void op_read_mixed(Bench *b, uint32_t len, uint64_t i)
+{
+    (void)len;
+    op_mixed(b, PVRDMA_WR_RDMA_READ, i);
 }
 
 static void op_write(Bench *b, uint32_t len, uint64_t i)
@@ -274,6 +305,8 @@ static void run(void **state)
         { "RDMA WRITE 1 MiB", op_write, MR_LEN, 500 },
         { "RDMA READ 4 KiB", op_read, 4096, 20000 },
         { "RDMA READ 1 MiB", op_read, MR_LEN, 500 },
+        { "RDMA WRITE 1 MiB contig", op_write_mixed, MR_LEN, 500 },
+        { "RDMA READ 1 MiB contig", op_read_mixed, MR_LEN, 500 },
         { "ATOMIC FETCH_ADD", op_fetch_add, 0, 20000 },
         { "ATOMIC CMP_SWAP", op_cmp_swap, 0, 20000 },
         { "empty CQ_POLL doorbell", op_empty_poll, 0, 50000 },
@@ -302,6 +335,7 @@ static void run(void **state)
                     false);
     b.ma = fv_mr_new(b.fg, b.pd, VA_A, MR_LEN, ALL_ACCESS);
     b.mb = fv_mr_new(b.fg, b.pd, VA_B, MR_LEN, ALL_ACCESS);
+    b.mc = fv_mr_new_contig(b.fg, b.pd, VA_C, MR_LEN, ALL_ACCESS);
     fv_connect(b.a, b.b, &o);
     fv_mr_fill(b.ma, VA_A, MR_LEN, 7);
     /* The 1 GiB MR: every entry the same few pages (only the list is read). */
@@ -355,6 +389,7 @@ static void run(void **state)
     g_free(b.b);
     g_free(b.ma);
     g_free(b.mb);
+    g_free(b.mc);
 }
 
 int main(int argc, char **argv)

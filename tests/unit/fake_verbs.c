@@ -397,8 +397,8 @@ void fv_ring_rq(FvQp *qp)
 
 /* ---- MRs ----------------------------------------------------------------- */
 
-FvMr *fv_mr_new(FakeGuest *fg, uint32_t pd, uint64_t va, uint64_t len,
-                uint32_t access)
+static FvMr *fv_mr_new_pages(FakeGuest *fg, uint32_t pd, uint64_t va,
+                             uint64_t len, uint32_t access, bool contig)
 {
     struct pvrdma_cmd_create_mr c = { .hdr.cmd = PVRDMA_CMD_CREATE_MR };
     union pvrdma_cmd_resp r;
@@ -411,7 +411,16 @@ FvMr *fv_mr_new(FakeGuest *fg, uint32_t pd, uint64_t va, uint64_t len,
     assert_true(mr->npages <= FV_MAX_PAGES);
     c.start = va;
     c.length = len;
-    c.pdir_dma = fg_alloc_paged(fg, mr->npages, mr->pages);
+    if (contig) {
+        uint64_t a = fg_alloc_pages(fg, mr->npages);
+
+        for (uint32_t i = 0; i < mr->npages; i++) {
+            mr->pages[i] = a + (uint64_t)i * FG_PAGE;
+        }
+        c.pdir_dma = fg_build_pdir(fg, mr->pages, mr->npages);
+    } else {
+        c.pdir_dma = fg_alloc_paged(fg, mr->npages, mr->pages);
+    }
     c.pd_handle = pd;
     c.access_flags = access;
     c.nchunks = mr->npages;
@@ -420,6 +429,18 @@ FvMr *fv_mr_new(FakeGuest *fg, uint32_t pd, uint64_t va, uint64_t len,
     mr->lkey = r.create_mr_resp.lkey;
     mr->rkey = r.create_mr_resp.rkey;
     return mr;
+}
+
+FvMr *fv_mr_new(FakeGuest *fg, uint32_t pd, uint64_t va, uint64_t len,
+                uint32_t access)
+{
+    return fv_mr_new_pages(fg, pd, va, len, access, false);
+}
+
+FvMr *fv_mr_new_contig(FakeGuest *fg, uint32_t pd, uint64_t va,
+                       uint64_t len, uint32_t access)
+{
+    return fv_mr_new_pages(fg, pd, va, len, access, true);
 }
 
 uint8_t *fv_mr_ptr(FvMr *mr, uint64_t va)

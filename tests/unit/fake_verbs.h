@@ -117,8 +117,12 @@ void fv_rq_set_prod(FvQp *qp, uint32_t prod);
 /* Zero the guest's ring indexes (what the driver does on RESET). */
 void fv_qp_zero_indexes(FvQp *qp);
 
+/* An MR over pages with a gap after each (no two pages contiguous). */
 FvMr *fv_mr_new(FakeGuest *fg, uint32_t pd, uint64_t va, uint64_t len,
                 uint32_t access);
+/* An MR over guest-physically contiguous pages. */
+FvMr *fv_mr_new_contig(FakeGuest *fg, uint32_t pd, uint64_t va,
+                       uint64_t len, uint32_t access);
 /* Host pointer of byte @va of @mr (must be inside). */
 uint8_t *fv_mr_ptr(FvMr *mr, uint64_t va);
 /* Fill / compare @len bytes at @va with a pattern seeded by @seed. */

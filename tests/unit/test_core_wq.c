@@ -849,7 +849,10 @@ static void test_mr_pin_runs(void **state)
     env_free(e);
 }
 
-/* Contiguous guest pages make one run; a gap, the end or 1 MiB stop it. */
+/*
+ * Contiguous guest pages make one run; a gap, the end, 1 MiB or what the
+ * caller wants stop it.
+ */
 static void test_seg_runs(void **state)
 {
     uint64_t pages[300];
@@ -875,6 +878,21 @@ static void test_seg_runs(void **state)
     assert_true(pvrdma_seg_xlate(&seg, 4 * 4096 - 0x800, &bus, &run));
     assert_int_equal(bus, 0x100000 + 4 * 4096);
     assert_int_equal(run, 1u << 20);
+    /*
+     * A caller that wants less stops the walk at the first page that
+     * covers it (a run of 1 MiB is not walked for a 4 KiB copy) but
+     * never returns less than the page at hand.
+     */
+    assert_true(pvrdma_seg_xlate_upto(&seg, 4 * 4096 - 0x800, 4096, &bus,
+                                      &run));
+    assert_int_equal(bus, 0x100000 + 4 * 4096);
+    assert_int_equal(run, 4096);
+    assert_true(pvrdma_seg_xlate_upto(&seg, 4 * 4096 - 0x800 + 100,
+                                      2 * 4096, &bus, &run));
+    assert_int_equal(run, 3 * 4096 - 100);
+    assert_true(pvrdma_seg_xlate_upto(&seg, 4 * 4096 - 0x800 + 100, 1,
+                                      &bus, &run));
+    assert_int_equal(run, 4096 - 100);
     /* the segment's end stops a run */
     seg.len = 5 * 4096 - 0x800 - 100;
     assert_true(pvrdma_seg_xlate(&seg, 4 * 4096 - 0x800, &bus, &run));

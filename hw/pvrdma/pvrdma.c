@@ -230,7 +230,7 @@ static void pvrdma_release(bool bql_after)
     struct {
         PvrdmaState *s;
         uint32_t pending;
-    } irq[PVRDMA_MAX_DEVICES_IRQ];
+    } irq[PVRDMA_MAX_DEVICES_IRQ] PVRDMA_UNINIT;
     PvrdmaState *s;
     unsigned n = 0;
 
@@ -731,7 +731,7 @@ static const PvrdmaCoreOps pvrdma_core_ops = {
  */
 static bool pvrdma_db_drain(PvrdmaState *s, unsigned rounds)
 {
-    PvrdmaDoorbell batch[PVRDMA_DBQ_LEN];
+    PvrdmaDoorbell batch[PVRDMA_DBQ_LEN] PVRDMA_UNINIT;
     unsigned n;
 
     while (rounds--) {

@@ -67,6 +67,14 @@ typedef struct PvrdmaSgl {
     PvrdmaSeg seg[PVRDMA_MAX_SGE];
 } PvrdmaSgl;
 
+/* An empty SGL (its segment array left as it is). */
+static inline void pvrdma_sgl_clear(PvrdmaSgl *sgl)
+{
+    sgl->core = NULL;
+    sgl->nseg = 0;
+    sgl->total = 0;
+}
+
 /* What a BIND_MW asks (PvrdmaBackendOps mw_bind). */
 typedef struct PvrdmaMwBind {
     PvrdmaMr *mr;

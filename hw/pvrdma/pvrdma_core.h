@@ -20,6 +20,20 @@
 
 #include "pvrdma_gerr.h"
 
+/*
+ * On a large local that the code fills before it reads it: QEMU builds
+ * with -ftrivial-auto-var-init=zero, which would zero it on every call,
+ * kilobytes of stores per work request on the data path.
+ */
+#if defined(__has_attribute)
+#if __has_attribute(uninitialized)
+#define PVRDMA_UNINIT __attribute__((uninitialized))
+#endif
+#endif
+#ifndef PVRDMA_UNINIT
+#define PVRDMA_UNINIT
+#endif
+
 typedef struct PvrdmaCore PvrdmaCore;
 
 /* What the trace_rnr hook reports (values of its trace event). */

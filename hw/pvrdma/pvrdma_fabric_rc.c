@@ -476,6 +476,12 @@ static void pvrdma_fabric_end_ud(PvrdmaFabricExec *ex)
     ex->recv = false;
 }
 
+/* (rc_begin()'s partial clearing relies on this order) */
+_Static_assert(offsetof(PvrdmaFabricExec, rwr) <
+               offsetof(PvrdmaFabricExec, sgl) &&
+               offsetof(PvrdmaFabricExec, sgl) <
+               offsetof(PvrdmaFabricExec, mem), "PvrdmaFabricExec order");
+
 bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex)
 {
@@ -483,7 +489,13 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     const uint8_t *gid;
     uint8_t type;
 
-    memset(ex, 0, sizeof(*ex));
+    /* All but the segment arrays (3 KiB; only the first nseg are read). */
+    memset(ex, 0, offsetof(PvrdmaFabricExec, rwr));
+    ex->rwr.wr_id = 0;
+    ex->rwr.status = 0;
+    pvrdma_sgl_clear(&ex->rwr.sgl);
+    pvrdma_sgl_clear(&ex->sgl);
+    memset(&ex->mem, 0, sizeof(*ex) - offsetof(PvrdmaFabricExec, mem));
     ex->port = port;
     ex->qp = qp;
     ex->msg = *msg;
@@ -546,7 +558,7 @@ bool pvrdma_fabric_rc_out(const PvrdmaFabricMsg *msg)
  */
 static bool pvrdma_fabric_exec_valid(PvrdmaFabricExec *ex)
 {
-    PvrdmaRecvWr rwr;
+    PvrdmaRecvWr rwr PVRDMA_UNINIT;    /* (recv_peek sets what is read) */
 
     if (!ex->qp || ex->qp->state < PVRDMA_QPS_RTR ||
         ex->qp->state > PVRDMA_QPS_SQD) {
@@ -627,7 +639,7 @@ void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
                               const PvrdmaFabricPayload *payload,
                               PvrdmaFabricAck *ack)
 {
-    PvrdmaFabricExec ex;
+    PvrdmaFabricExec ex PVRDMA_UNINIT;     /* rc_begin() sets it up */
 
     if (pvrdma_fabric_rc_begin(port, qp, msg, &ex)) {
         pvrdma_fabric_rc_data(&ex, 0, msg->length,

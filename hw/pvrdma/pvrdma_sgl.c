@@ -159,7 +159,7 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
     const int peer_fault = into_sgl ? PVRDMA_COPY_SRC_FAULT :
                                       PVRDMA_COPY_DST_FAULT;
     PvrdmaCore *core = sgl->core;
-    uint8_t bounce[PVRDMA_SGL_BOUNCE];
+    uint8_t bounce[PVRDMA_SGL_BOUNCE] PVRDMA_UNINIT;
     PvrdmaSglWin win = { 0 };
     PvrdmaSglCursor c;
     uint64_t done = 0;

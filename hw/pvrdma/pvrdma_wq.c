@@ -983,7 +983,7 @@ static void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
 int pvrdma_core_recv_peek(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr,
                           bool resolve)
 {
-    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
+    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)] PVRDMA_UNINIT;
     const struct pvrdma_rq_wqe_hdr *hdr = (const void *)wqe;
     PvrdmaSrq *srq = pvrdma_qp_srq(core, qp);
     PvrdmaRing *ring;
@@ -1558,7 +1558,7 @@ static void pvrdma_wq_out_add(PvrdmaQp *qp)
  */
 static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
 {
-    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)];
+    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)] PVRDMA_UNINIT;
     const struct pvrdma_sq_wqe_hdr *hdr = (const void *)wqe;
     PvrdmaQpWq *wq = &qp->wq;
     uint32_t budget, prod;

@@ -23,13 +23,9 @@
 /*
  * On a large local that the code fills before it reads it: QEMU builds
  * with -ftrivial-auto-var-init=zero, which would zero it on every call,
- * kilobytes of stores per work request on the data path.
+ * kilobytes of stores per work request on the data path.  meson.build
+ * defines it as the "uninitialized" attribute where the compiler has it.
  */
-#if defined(__has_attribute)
-#if __has_attribute(uninitialized)
-#define PVRDMA_UNINIT __attribute__((uninitialized))
-#endif
-#endif
 #ifndef PVRDMA_UNINIT
 #define PVRDMA_UNINIT
 #endif

@@ -1,18 +1,55 @@
 # Guest-side helper (busybox sh), sourced by guest test scripts:
 #   pair NAME TIMEOUT "SERVER CMD" "CLIENT CMD"
-# starts the server in the background, gives it a moment to listen, runs
+# starts the server in the background, waits until it listens, runs
 # the client, then waits for the server; both must exit 0 within TIMEOUT
 # seconds. Output of both is printed, prefixed.
 fail() { echo "GUEST-FAIL: $*"; exit 1; }
+
+# The endpoints listening now, one a line: TCP sockets (perftest's and
+# the ping-pongs' out-of-band exchange, qperf, UCX) and RDMA CM ids
+# (rping, cmatose, perftest -R), which a client's connection request
+# finds or is rejected by (REJ "invalid service ID").
+listeners() {
+    echo none
+    cat /proc/net/tcp /proc/net/tcp6 2>/dev/null |
+        awk '$4 == "0A" { print "tcp", $2 }'
+    rdma resource show cm_id 2>/dev/null |
+        awk '/state LISTEN/ { for (i = 1; i < NF; i++)
+                                  if ($i == "src-addr") print "cm", $(i + 1) }'
+}
+
+# wait_listening PID BEFORE: until a listener not in the file BEFORE (what
+# listeners printed before the server started) appears, the server PID
+# exits, or 60 s go by (a server that listens on nothing: it goes on).
+# A fixed pause was too short for perftest -R between two QEMU guests
+# on a loaded host: the client's REQ came first and was rejected.
+wait_listening() {
+    local pid=$1 before=$2 i=0
+    while [ $i -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
+        listeners | grep -qvxFf "$before" && return 0
+        sleep 0.1
+        i=$((i + 1))
+    done
+    kill -0 "$pid" 2>/dev/null &&
+        echo "(server $pid: no new listener after 60 s; going on)"
+    return 0
+}
+
+# start_server NAME LIMIT CMD: CMD in the background (output in
+# /tmp/NAME.srv), its pid in $spid once it listens.
+start_server() {
+    listeners > "/tmp/$1.before"
+    timeout "$2" sh -c "$3" > "/tmp/$1.srv" 2>&1 &
+    spid=$!
+    wait_listening "$spid" "/tmp/$1.before"
+}
 
 pair() {
     local name=$1 limit=$2 srv=$3 cli=$4 spid crc src
     echo "=== $name"
     echo "server: $srv"
     echo "client: $cli"
-    timeout "$limit" sh -c "$srv" > "/tmp/$name.srv" 2>&1 &
-    spid=$!
-    sleep 2
+    start_server "$name" "$limit" "$srv"
     timeout "$limit" sh -c "$cli" > "/tmp/$name.cli" 2>&1
     crc=$?
     wait $spid

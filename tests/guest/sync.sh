@@ -37,6 +37,10 @@
 # `nc -l -p P -e cat FILE` and the client `nc $PEER_IP P </dev/null > FILE`.
 # shellcheck shell=dash
 
+# start_server (a server is let go once it listens) comes from pair.sh,
+# which tests/guest/vmpair.sh puts beside this file.
+. ./pair.sh
+
 SYNC_PORT=${SYNC_PORT:-7400}
 SYNC_TIMEOUT=${SYNC_TIMEOUT:-120}
 
@@ -111,9 +115,7 @@ xpair_server() {
     [ -n "${PEER_IP:-}" ] || fail "xpair_server $name: PEER_IP is not set"
     echo "=== $name (server here, client on the peer)"
     echo "server: $cmd"
-    timeout "$limit" sh -c "$cmd" > "/tmp/$name.srv" 2>&1 &
-    spid=$!
-    sleep 2
+    start_server "$name" "$limit" "$cmd"     # (pair.sh)
     # A server that already stopped (say, could not bind) is reported now,
     # without a signal, rather than after the client's attempts.
     if ! _sync_running "$spid"; then

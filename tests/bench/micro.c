@@ -92,9 +92,11 @@ static void op_send(Bench *b, uint32_t len, uint64_t i)
     expect(b->cqb, PVRDMA_WC_SUCCESS, len);
 }
 
-static void op_rdma(Bench *b, uint32_t op, uint32_t len, uint64_t i)
+/* RDMA @op of @len bytes between local @mr at @va and the scattered mb. */
+static void op_rdma_at(Bench *b, uint32_t op, FvMr *mr, uint64_t va,
+                       uint32_t len, uint64_t i)
 {
-    struct pvrdma_sge s = sge(b->ma, VA_A, len);
+    struct pvrdma_sge s = sge(mr, va, len);
     struct pvrdma_sq_wqe_hdr h = { .wr_id = i, .num_sge = 1, .opcode = op,
                                    .send_flags = PVRDMA_WR_FLAG_SIGNALED };
 
@@ -105,6 +107,11 @@ static void op_rdma(Bench *b, uint32_t op, uint32_t len, uint64_t i)
     expect(b->cqa, PVRDMA_WC_SUCCESS, len);
 }
 
+static void op_rdma(Bench *b, uint32_t op, uint32_t len, uint64_t i)
+{
+    op_rdma_at(b, op, b->ma, VA_A, len, i);
+}
+
 /*
  * 1 MiB between a contiguous buffer and a scattered one (one page at a
  * time on that side, a single run on the other): WRITE from the
@@ -112,15 +119,7 @@ static void op_rdma(Bench *b, uint32_t op, uint32_t len, uint64_t i)
  */
 static void op_mixed(Bench *b, uint32_t op, uint64_t i)
 {
-    struct pvrdma_sge s = sge(b->mc, VA_C, MR_LEN);
-    struct pvrdma_sq_wqe_hdr h = { .wr_id = i, .num_sge = 1, .opcode = op,
-                                   .send_flags = PVRDMA_WR_FLAG_SIGNALED };
-
-    h.wr.rdma.remote_addr = VA_B;
-    h.wr.rdma.rkey = b->mb->rkey;
-    fv_post_send(b->a, &h, &s, 1);
-    fv_ring_sq(b->a);
-    expect(b->cqa, PVRDMA_WC_SUCCESS, MR_LEN);
+    op_rdma_at(b, op, b->mc, VA_C, MR_LEN, i);
 }
 
 static void op_write_mixed(Bench *b, uint32_t len, uint64_t i)

@@ -36,11 +36,14 @@ wait_listening() {
 }
 
 # start_server NAME LIMIT CMD: CMD in the background (output in
-# /tmp/NAME.srv), its pid in $spid once it listens.
+# /tmp/NAME.srv), its pid in $spid once it listens, and no sooner than
+# 2 s (what every pair was given before: a server may listen before it
+# has posted its receives).
 start_server() {
     listeners > "/tmp/$1.before"
     timeout "$2" sh -c "$3" > "/tmp/$1.srv" 2>&1 &
     spid=$!
+    sleep 2
     wait_listening "$spid" "/tmp/$1.before"
 }
 

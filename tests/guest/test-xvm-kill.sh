@@ -72,7 +72,8 @@ vm() { # name ip mac uuid-suffix own peer script
         -q -uuid -q "00000000-0000-4000-8000-0000000a09$uuid" \
         -q -name -q "pvrdma-test-$name-$$" \
         -d ",fabric-path=$work/fab" \
-        --add "$TESTS_TOP/tests/guest/sync.sh" --add "$script" \
+        --add "$TESTS_TOP/tests/guest/sync.sh" \
+        --add "$TESTS_TOP/tests/guest/pair.sh" --add "$script" \
         -- "PEER_IP=$peer_ip sh ./${script##*/}" \
         > "$work/$name.out" 2>&1 < /dev/null &
     pids+=($!)

@@ -35,6 +35,23 @@ wait_listening() {
     return 0
 }
 
+# wait_for SECS CMD [ARGS]: until CMD (a command or a shell function)
+# succeeds, polled every 0.1 s; false if SECS go by first. For state the
+# kernel or a daemon reaches a little later (a port, a GID, a mapped
+# library): a fixed pause loses that race on a loaded host.
+wait_for() {
+    local i=0 n=$(($1 * 10))
+    shift
+    until "$@"; do
+        [ $i -lt $n ] || return 1
+        sleep 0.1
+        i=$((i + 1))
+    done
+}
+
+# not CMD [ARGS]: CMD's status inverted (for wait_for).
+not() { ! "$@"; }
+
 # start_server NAME LIMIT CMD: CMD in the background (output in
 # /tmp/NAME.srv), its pid in $spid once it listens, and no sooner than
 # 2 s (what every pair was given before: a server may listen before it

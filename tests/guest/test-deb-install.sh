@@ -50,9 +50,12 @@ diverted=$pdir/libvmw_pvrdma-stock-rdmav34.so
 # provider_of NAME SERVER-CMD: start a verbs server, report which pvrdma
 # provider library it mapped (ours, stock), stop it.
 provider_of() {
+    listeners > "/tmp/$1.before"
     $2 > "/tmp/$1.probe" 2>&1 &
     pid=$!
-    sleep 2
+    # The server opens the device, which loads the provider, before it
+    # listens for its client.
+    wait_listening "$pid" "/tmp/$1.before"
     if grep -q '/libpvrdma-rdmav34\.so' "/proc/$pid/maps"; then
         echo ours
     elif grep -q '/libvmw_pvrdma' "/proc/$pid/maps"; then

@@ -93,27 +93,29 @@ gid_of() { # the port's GID table holds ::ffff:$1
     cat /sys/class/infiniband/pvrdma0/ports/1/gids/* 2>/dev/null |
         grep -q "0000:0000:0000:0000:0000:ffff:$1"
 }
-# Its console output is line-buffered: the host checks the events.
+is_state() { [ "$(state)" = "$1" ]; }
+is_mtu() { [ "$(mtu)" = "$1" ]; }
+# Its console output is line-buffered: the host checks the events. It
+# gets them once it has its async event file (an anonymous inode).
 ibv_asyncwatch -d pvrdma0 &
 watch=$!
-sleep 1
-[ "$(state)" = PORT_ACTIVE ] || fail "port not active with eth0 up"
-[ "$(mtu)" = 1024 ] || fail "active_mtu $(mtu) with eth0 MTU 1500, not 1024"
+watching() { ls -l /proc/$watch/fd 2>/dev/null | grep -q infinibandevent; }
+wait_for 30 watching || fail "ibv_asyncwatch has no async event file after 30 s"
+# The port follows eth0 through netdev events the driver handles a
+# little later: each state is waited for (30 s at most).
+wait_for 30 is_state PORT_ACTIVE || fail "port not active with eth0 up"
+wait_for 30 is_mtu 1024 || fail "active_mtu $(mtu) with eth0 MTU 1500, not 1024"
 ip link set eth0 mtu 9000
-[ "$(mtu)" = 4096 ] || fail "active_mtu $(mtu) with eth0 MTU 9000, not 4096"
+wait_for 30 is_mtu 4096 || fail "active_mtu $(mtu) with eth0 MTU 9000, not 4096"
 ip addr add 10.0.3.5/24 dev eth0
-sleep 1
-gid_of 0a00:0305 || fail "no GID for 10.0.3.5 after adding the address"
+wait_for 30 gid_of 0a00:0305 || fail "no GID for 10.0.3.5 after adding the address"
 ip addr del 10.0.3.5/24 dev eth0
-sleep 1
-gid_of 0a00:0305 && fail "the GID of 10.0.3.5 stayed after deleting it"
+wait_for 30 not gid_of 0a00:0305 || fail "the GID of 10.0.3.5 stayed after deleting it"
 ip link set eth0 down
-sleep 1
-[ "$(state)" = PORT_DOWN ] || fail "port $(state) with eth0 down"
+wait_for 30 is_state PORT_DOWN || fail "port $(state) with eth0 down"
 ip link set eth0 up
-sleep 2
-[ "$(state)" = PORT_ACTIVE ] || fail "port $(state) after eth0 came back"
-gid_of 0a00:020f || fail "no GID for 10.0.2.15 after eth0 came back"
+wait_for 30 is_state PORT_ACTIVE || fail "port $(state) after eth0 came back"
+wait_for 30 gid_of 0a00:020f || fail "no GID for 10.0.2.15 after eth0 came back"
 kill $watch
 echo "port: ACTIVE, MTU 1024/4096 with eth0 MTU 1500/9000, GIDs follow addresses, DOWN and back"
 echo GUEST-OK

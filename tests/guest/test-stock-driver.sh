@@ -44,7 +44,12 @@ ip addr add 10.0.3.15/24 dev "$vmx"
 ip link set "$vmx" up
 lsmod | grep -q '^pvrdma ' && fail "our driver is loaded"
 insmod ./vmw_pvrdma.ko || fail "insmod vmw_pvrdma.ko"
-sleep 2
+# The port comes up and the address's GID is added after insmod returns.
+devinfo_ready() {
+    ibv_devinfo -v > /tmp/devinfo 2>&1 && grep -q PORT_ACTIVE /tmp/devinfo &&
+        grep -q "::ffff:10.0.3.15" /tmp/devinfo
+}
+wait_for 30 devinfo_ready || echo "(vmw_pvrdma0 not ready after 30 s)"
 ibv_devinfo -v > /tmp/devinfo || fail "ibv_devinfo"
 grep -E "hca_id|state:|link_layer|fw_ver|GID" /tmp/devinfo
 grep -q "hca_id:	vmw_pvrdma0" /tmp/devinfo || fail "no vmw_pvrdma0"

@@ -8,11 +8,14 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
 mv /etc/libibverbs.d/pvrdma.driver /tmp/
 cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
+listeners > /tmp/probe.before
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 > /tmp/probe.log 2>&1 &
-sleep 2
-grep -q libvmw_pvrdma "/proc/$(pidof ibv_rc_pingpong)/maps" ||
+probe=$!
+# It has loaded its provider once it listens for the client.
+wait_listening $probe /tmp/probe.before
+grep -q libvmw_pvrdma "/proc/$probe/maps" ||
     fail "the stock provider is not the one loaded"
-grep -q libpvrdma- "/proc/$(pidof ibv_rc_pingpong)/maps" &&
+grep -q libpvrdma- "/proc/$probe/maps" &&
     fail "our provider was loaded too"
 ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 127.0.0.1 || fail "probe client"
 wait || fail "probe server"

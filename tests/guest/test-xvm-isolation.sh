@@ -15,9 +15,10 @@ cat > "$TEST_OUT/guest-a.sh" <<'GUEST'
 . ./sync.sh
 gid=1
 # The server waits for a message that must never come: stopped after 15 s.
+listeners > /tmp/srv.before
 timeout 15 ibv_rc_pingpong -d pvrdma0 -g $gid -n 5 > /tmp/srv 2>&1 &
 spid=$!
-sleep 2
+wait_listening $spid /tmp/srv.before
 sync_signal isolated 120
 rc=0
 wait $spid || rc=$?

@@ -24,8 +24,9 @@ trap cleanup EXIT
 cat > "$work/guest-a1.sh" <<'GUEST'
 . ./sync.sh
 # Serves until it is killed.
+listeners > /tmp/srv.before
 ib_write_bw -d pvrdma0 -x 1 -F -n 100000000 > /tmp/srv 2>&1 &
-sleep 2
+wait_listening $! /tmp/srv.before
 sync_signal long 120
 sleep 600
 GUEST

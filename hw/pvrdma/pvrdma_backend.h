@@ -426,6 +426,15 @@ void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl, uint64_t off);
  */
 int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
                            uint64_t len, bool to_sgl);
+/*
+ * Move @len bytes from @src at byte @src_off to @dst at byte @dst_off,
+ * both SGLs of this process (each through its own core, possibly one
+ * guest): one memmove per piece both sides hold contiguously, with no
+ * staging and no peer callback.  PVRDMA_COPY_OK, PVRDMA_COPY_SRC_FAULT
+ * or PVRDMA_COPY_DST_FAULT.
+ */
+int pvrdma_sgl_copy(const PvrdmaSgl *dst, uint64_t dst_off,
+                    const PvrdmaSgl *src, uint64_t src_off, uint64_t len);
 /* Host buffer into an SGL at byte @off; 0 or -1 on a fault. */
 int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
                      uint64_t len);

@@ -15,12 +15,13 @@
  *    owns the destination (docs/fabric.md).
  * pvrdma_fabric_port.c is the PvrdmaBackendOps of one device's port.
  *
- * A message carries no pointer into another device's state: it is a
- * fixed header (PvrdmaFabricMsg) plus a payload the link provides as two
- * copy functions (PvrdmaFabricPayload).  In-process, the payload copies
- * straight from or into the requester's guest memory, mapped by the
- * requester's own core (zero staging); a link across processes backs it
- * with its receive buffer.
+ * A message carries no pointer into another device's state beyond its
+ * payload: a fixed header (PvrdmaFabricMsg) plus, in-process, the
+ * requester's resolved SGL (PvrdmaFabricPayload), which the responder
+ * copies to or from its own SGL piece by piece, each side through its
+ * own core (zero staging).  A link across processes feeds the responder
+ * the payload chunk by chunk from its receive buffer instead
+ * (pvrdma_fabric_rc_data()).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -81,15 +82,12 @@ typedef struct PvrdmaFabricAck {
 } PvrdmaFabricAck;
 
 /*
- * The data of a request, as the link presents it to the responder:
- * read copies bytes [off, off + n) of a SEND/WRITE payload into the
- * responder's host memory at buf; write copies a READ response from buf
- * into the payload.  Either returns -1 if the payload's memory faulted.
+ * The data of an in-process request: the requester's SGL (its own core's
+ * guest memory), the source of a SEND/WRITE payload and the destination
+ * of a READ response (pvrdma_sgl_copy()).
  */
 typedef struct PvrdmaFabricPayload {
-    PvrdmaPeerCopy read;
-    PvrdmaPeerCopy write;
-    void *opaque;
+    const PvrdmaSgl *sgl;
 } PvrdmaFabricPayload;
 
 /*

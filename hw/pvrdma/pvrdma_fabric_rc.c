@@ -26,32 +26,10 @@
 
 /* ---- requester ----------------------------------------------------------- */
 
-/*
- * The in-process payload: the requester's own SGL, read and written
- * through the requester's own core.  @buf is host memory of the
- * responder (possibly the same guest, hence memmove underneath).
- */
-static int pvrdma_fabric_payload_read(void *opaque, uint64_t off, void *buf,
-                                      uint64_t n)
-{
-    return pvrdma_sgl_cursor_copy(opaque, off, buf, n, false);
-}
-
-static int pvrdma_fabric_payload_write(void *opaque, uint64_t off, void *buf,
-                                       uint64_t n)
-{
-    return pvrdma_sgl_cursor_copy(opaque, off, buf, n, true);
-}
-
 bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
                              PvrdmaSendWr *wr)
 {
-    PvrdmaSglCursor cursor;
-    PvrdmaFabricPayload payload = {
-        .read = pvrdma_fabric_payload_read,
-        .write = pvrdma_fabric_payload_write,
-        .opaque = &cursor,
-    };
+    PvrdmaFabricPayload payload = { .sgl = &wr->local };
     PvrdmaFabricMsg msg = {
         .opcode = wr->opcode,
         .src_qpn = wr->src_qpn,
@@ -89,7 +67,6 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
             return false;
         }
     }
-    pvrdma_sgl_seek(&cursor, &wr->local, 0);
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
     pvrdma_fabric_deliver(rport, rqp, &msg, &payload, &ack);
@@ -576,8 +553,13 @@ void pvrdma_fabric_rc_abort(PvrdmaFabricExec *ex)
     pvrdma_fabric_answer(ex, PVRDMA_WC_RETRY_EXC_ERR);
 }
 
-int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
-                          PvrdmaPeerCopy peer, void *opaque)
+/*
+ * Bytes [off, off + n) of the payload between the responder's memory and
+ * the requester's: its SGL @psgl in this process, else the link's @peer.
+ */
+static int pvrdma_fabric_rc_move(PvrdmaFabricExec *ex, uint64_t off,
+                                 uint64_t n, const PvrdmaSgl *psgl,
+                                 PvrdmaPeerCopy peer, void *opaque)
 {
     bool out = pvrdma_fabric_rc_out(&ex->msg);
     int ret;
@@ -589,7 +571,14 @@ int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
         pvrdma_fabric_rc_abort(ex);
         return PVRDMA_COPY_OK;
     }
-    ret = pvrdma_sgl_xfer(ex->mem, ex->mem_off + off, n, !out, peer, opaque);
+    if (!psgl) {
+        ret = pvrdma_sgl_xfer(ex->mem, ex->mem_off + off, n, !out, peer,
+                              opaque);
+    } else if (out) {
+        ret = pvrdma_sgl_copy(psgl, off, ex->mem, ex->mem_off + off, n);
+    } else {
+        ret = pvrdma_sgl_copy(ex->mem, ex->mem_off + off, psgl, off, n);
+    }
     if (ret == (out ? PVRDMA_COPY_DST_FAULT : PVRDMA_COPY_SRC_FAULT)) {
         /* The requester's memory: nothing was placed, the WQE stays. */
         pvrdma_fabric_answer(ex, PVRDMA_WC_LOC_PROT_ERR);
@@ -605,6 +594,12 @@ int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
         }
     }
     return ret;
+}
+
+int pvrdma_fabric_rc_data(PvrdmaFabricExec *ex, uint64_t off, uint64_t n,
+                          PvrdmaPeerCopy peer, void *opaque)
+{
+    return pvrdma_fabric_rc_move(ex, off, n, NULL, peer, opaque);
 }
 
 void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex)
@@ -642,10 +637,8 @@ void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
     PvrdmaFabricExec ex PVRDMA_UNINIT;     /* rc_begin() sets it up */
 
     if (pvrdma_fabric_rc_begin(port, qp, msg, &ex)) {
-        pvrdma_fabric_rc_data(&ex, 0, msg->length,
-                              pvrdma_fabric_rc_out(msg) ? payload->write :
-                                                          payload->read,
-                              payload->opaque);
+        pvrdma_fabric_rc_move(&ex, 0, msg->length, payload->sgl, NULL,
+                              NULL);
         pvrdma_fabric_rc_end(&ex);
     }
     *ack = ex.ack;

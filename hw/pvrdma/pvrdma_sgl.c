@@ -231,6 +231,34 @@ int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
     return ret;
 }
 
+/*
+ * Up to @n bytes between bus address @bus of @core and @host, without a
+ * window: through a mapping (which may be shorter) or, where nothing maps
+ * (MMIO, a glue without dma_map), dma_read/dma_write of all @n.  The
+ * bytes moved, or 0 if that memory faulted.
+ */
+static uint64_t pvrdma_sgl_direct(PvrdmaCore *core, uint64_t bus,
+                                  uint64_t n, void *host, bool to_guest)
+{
+    uint64_t m = n;
+    void *p = pvrdma_core_dma_map(core, bus, &m, to_guest);
+
+    if (p) {
+        if (to_guest) {
+            memmove(p, host, m);
+        } else {
+            memmove(host, p, m);
+        }
+        pvrdma_core_dma_unmap(core, p, m, to_guest, m);
+        return m;
+    }
+    if ((to_guest ? pvrdma_core_dma_write(core, bus, host, n) :
+         pvrdma_core_dma_read(core, bus, host, n)) < 0) {
+        return 0;
+    }
+    return n;
+}
+
 int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
                            uint64_t len, bool to_sgl)
 {
@@ -249,9 +277,7 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
         void *p;
 
         if (!pvrdma_sgl_here(c, len - done, &bus, &run)) {
-            c->pos = UINT64_MAX;
-            pvrdma_win_flush(core, &win);
-            return -1;
+            break;
         }
         n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
         p = pvrdma_win_ptr(core, &win, bus, &n);
@@ -262,33 +288,97 @@ int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
             } else {
                 memmove(buf + done, p, n);
             }
-            done += n;
-            c->off += n;
-            continue;
-        }
-        n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
-        p = pvrdma_core_dma_map(core, bus, &n, to_sgl);
-        if (p) {
-            if (to_sgl) {
-                memmove(p, buf + done, n);
-            } else {
-                memmove(buf + done, p, n);
-            }
-            pvrdma_core_dma_unmap(core, p, n, to_sgl, n);
         } else {
-            n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
-            if ((to_sgl ? pvrdma_core_dma_write(core, bus, buf + done, n) :
-                 pvrdma_core_dma_read(core, bus, buf + done, n)) < 0) {
-                c->pos = UINT64_MAX;
-                pvrdma_win_flush(core, &win);
-                return -1;
+            n = pvrdma_sgl_direct(core, bus, n, buf + done, to_sgl);
+            if (!n) {
+                break;
             }
         }
         done += n;
         c->off += n;
     }
     pvrdma_win_flush(core, &win);
+    if (done < len) {
+        c->pos = UINT64_MAX;
+        return -1;
+    }
     return 0;
+}
+
+int pvrdma_sgl_copy(const PvrdmaSgl *dst, uint64_t dst_off,
+                    const PvrdmaSgl *src, uint64_t src_off, uint64_t len)
+{
+    PvrdmaCore *dcore = dst->core, *score = src->core;
+    uint8_t bounce[PVRDMA_SGL_BOUNCE] PVRDMA_UNINIT;
+    PvrdmaSglWin dw = { 0 }, sw = { 0 };
+    PvrdmaSglCursor d, s;
+    uint64_t done = 0, sbus = 0, srun = 0, dbus = 0, drun = 0;
+    int ret = PVRDMA_COPY_OK;
+
+    pvrdma_sgl_seek(&d, dst, dst_off);
+    pvrdma_sgl_seek(&s, src, src_off);
+    while (done < len) {
+        uint64_t n, m;
+        void *sp, *dp;
+
+        /*
+         * Each side's contiguous run is looked up once and used up over
+         * as many pieces as the other side needs (a long run against a
+         * scattered side is not walked again for every page).
+         */
+        if (!srun && !pvrdma_sgl_here(&s, len - done, &sbus, &srun)) {
+            ret = PVRDMA_COPY_SRC_FAULT;
+            break;
+        }
+        if (!drun && !pvrdma_sgl_here(&d, len - done, &dbus, &drun)) {
+            ret = PVRDMA_COPY_DST_FAULT;
+            break;
+        }
+        /* The piece both sides hold contiguously, cut to both windows. */
+        n = MIN(MIN(srun, drun), MIN(len - done, PVRDMA_SGL_MAP_CHUNK));
+        sp = pvrdma_win_ptr(score, &sw, sbus, &n);
+        dp = pvrdma_win_ptr(dcore, &dw, dbus, &n);
+        if (sp && dp) {
+            memmove(dp, sp, n);
+            pvrdma_win_wrote(dcore, &dw, dbus, n);
+        } else if (dp) {
+            m = pvrdma_sgl_direct(score, sbus, n, dp, false);
+            /* (a source that faulted may have written part: all reported) */
+            pvrdma_win_wrote(dcore, &dw, dbus, m ? m : n);
+            if (!m) {
+                ret = PVRDMA_COPY_SRC_FAULT;
+                break;
+            }
+            n = m;
+        } else if (sp) {
+            n = pvrdma_sgl_direct(dcore, dbus, n, sp, true);
+            if (!n) {
+                ret = PVRDMA_COPY_DST_FAULT;
+                break;
+            }
+        } else {
+            m = pvrdma_sgl_direct(score, sbus, MIN(n, sizeof(bounce)),
+                                  bounce, false);
+            if (!m) {
+                ret = PVRDMA_COPY_SRC_FAULT;
+                break;
+            }
+            n = pvrdma_sgl_direct(dcore, dbus, m, bounce, true);
+            if (!n) {
+                ret = PVRDMA_COPY_DST_FAULT;
+                break;
+            }
+        }
+        done += n;
+        s.off += n;
+        sbus += n;
+        srun -= n;
+        d.off += n;
+        dbus += n;
+        drun -= n;
+    }
+    pvrdma_win_flush(dcore, &dw);
+    return ret;
 }
 
 int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,

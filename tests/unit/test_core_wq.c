@@ -900,6 +900,108 @@ static void test_seg_runs(void **state)
     assert_false(pvrdma_seg_xlate(&seg, seg.len, &bus, &run));
 }
 
+/* A paged segment over @pages (MR at va 0x10000), bytes [off, off + len). */
+static PvrdmaSeg paged_seg(const uint64_t *pages, uint32_t npages,
+                           uint64_t off, uint64_t len)
+{
+    return (PvrdmaSeg){ .va = 0x10000 + off, .len = len, .pages = pages,
+                        .npages = npages, .base = 0x10000 };
+}
+
+static uint8_t sgl_byte(uint64_t i)
+{
+    return (uint8_t)(i * 7 + (i >> 12) + 1);
+}
+
+/*
+ * pvrdma_sgl_copy between two scattered SGLs of one guest (a paged
+ * segment then a DMA-MR segment, against one paged segment at another
+ * page offset): whole-RAM windows, 8 KiB windows, no windows with short
+ * mappings, nothing mappable (bounced).  Every byte arrives and nothing
+ * around it changes; with windows, exactly the destination's pages are
+ * reported dirty.  Then each side faulting: past its end, and in memory
+ * that is not RAM (with and without windows on the other side), which
+ * names that side.
+ */
+static void test_sgl_copy(void **state)
+{
+    const uint64_t len = 9 * 4096 + 300;
+    uint64_t spages[6], dpages[12], dma;
+    unsigned mode;
+
+    (void)state;
+    for (mode = 0; mode < 4; mode++) {
+        FakeGuest *fg = fg_new(NULL);
+        PvrdmaSgl src = { .core = fg->core, .nseg = 2 };
+        PvrdmaSgl dst = { .core = fg->core, .nseg = 1 };
+        uint8_t *d;
+        uint64_t i;
+
+        fg_setup(fg);
+        fg->windows = mode < 2;
+        fg->win_size = mode == 1 ? 8192 : 0;
+        fg->map_max = mode == 2 ? 77 : 0;
+        fg->map_refuse = mode == 3;
+        fg_alloc_paged(fg, 6, spages);
+        fg_alloc_paged(fg, 12, dpages);
+        dma = fg_alloc_pages(fg, 5);
+        /* source: 5 pages from offset 0x123, then the DMA pages */
+        src.seg[0] = paged_seg(spages, 6, 0x123, 5 * 4096);
+        src.seg[1] = (PvrdmaSeg){ .va = dma + 10, .len = 5 * 4096 - 10 };
+        src.total = src.seg[0].len + src.seg[1].len;
+        dst.seg[0] = paged_seg(dpages, 12, 0x800, 11 * 4096);
+        dst.total = dst.seg[0].len;
+        for (i = 0; i < len + 64; i++) {
+            uint64_t o = 0x123 + i, bus;
+
+            bus = i < src.seg[0].len ? spages[o >> 12] + (o & 4095) :
+                  dma + 10 + (i - src.seg[0].len);
+            *(uint8_t *)fg_ptr(fg, bus) = sgl_byte(i);
+        }
+        for (i = 0; i < 12; i++) {
+            memset(fg_ptr(fg, dpages[i]), 0xee, 4096);
+        }
+        memset(fg->dirty, 0, FG_MEM_SIZE / FG_PAGE);
+        /* source byte 64 on, to destination byte 1000 on */
+        assert_int_equal(pvrdma_sgl_copy(&dst, 1000, &src, 64, len),
+                         PVRDMA_COPY_OK);
+        for (i = 0; i < 11 * 4096 + 0x800; i++) {
+            uint64_t o = i >= 0x800 + 1000 && i < 0x800 + 1000 + len ?
+                         i - (0x800 + 1000) + 64 : UINT64_MAX;
+
+            d = fg_ptr(fg, dpages[i >> 12] + (i & 4095));
+            assert_int_equal(*d, o == UINT64_MAX ? 0xee : sgl_byte(o));
+        }
+        for (i = 0; i < FG_MEM_SIZE / FG_PAGE; i++) {
+            uint64_t pg = FG_MEM_BASE + i * FG_PAGE;
+            bool want = false;
+
+            for (unsigned k = 0; k < 12 && fg->windows; k++) {
+                uint64_t lo = k * 4096, hi = lo + 4096;
+
+                want |= dpages[k] == pg && hi > 0x800 + 1000 &&
+                        lo < 0x800 + 1000 + len;
+            }
+            assert_int_equal(fg->dirty[i], want);
+        }
+
+        /* past either end */
+        assert_int_equal(pvrdma_sgl_copy(&dst, 0, &src, src.total - 100,
+                                         200), PVRDMA_COPY_SRC_FAULT);
+        assert_int_equal(pvrdma_sgl_copy(&dst, dst.total - 100, &src, 0,
+                                         200), PVRDMA_COPY_DST_FAULT);
+        /* memory that is not RAM on one side */
+        src.seg[1].va = FG_BAD_ADDR;
+        assert_int_equal(pvrdma_sgl_copy(&dst, 0, &src, 0, src.total),
+                         PVRDMA_COPY_SRC_FAULT);
+        dst.seg[0] = (PvrdmaSeg){ .va = FG_BAD_ADDR, .len = 4096 };
+        dst.total = 4096;
+        assert_int_equal(pvrdma_sgl_copy(&dst, 0, &src, 0, 4096),
+                         PVRDMA_COPY_DST_FAULT);
+        fg_free(fg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -915,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_mr_pin),
         cmocka_unit_test(test_mr_pin_runs),
         cmocka_unit_test(test_seg_runs),
+        cmocka_unit_test(test_sgl_copy),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,14 +2,17 @@
  * PVRDMA device core: moving bytes in and out of resolved memory
  * (PvrdmaSgl), one core's guest memory at a time.
  *
- * A transfer maps a short-lived chunk of the SGL's guest memory through
- * its own core (a page of a user or fast-reg MR, at most 1 MiB of a DMA
- * MR), lets the peer copy to or from that host memory, and unmaps it at
- * once; no mapping outlives the call.  Where a chunk cannot be mapped
- * (MMIO, or a glue without dma_map) it bounces through a bounded stack
- * buffer with dma_read/dma_write.  The peer is whatever the backend puts
- * on the other side: the other device's SGL in this process (zero
- * staging), a receive buffer of a link, a host verbs buffer.
+ * In process, pvrdma_sgl_copy() moves a payload SGL to SGL: both sides
+ * walked together, each through its own core, one memmove per piece both
+ * hold contiguously.  pvrdma_sgl_xfer() moves one SGL's bytes to or from
+ * a peer that is not an SGL of this process (a link's receive buffer or
+ * send ring, a host verbs buffer), piece by piece through a callback.
+ * Either reaches guest RAM through a window of the glue (the RAM block,
+ * mapped once) where it can, else maps a short-lived chunk (a run of
+ * pages, at most 1 MiB) and unmaps it at once, so no mapping outlives
+ * the call; where a chunk cannot be mapped (MMIO, or a glue without
+ * dma_map) it bounces through a bounded stack buffer with
+ * dma_read/dma_write.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

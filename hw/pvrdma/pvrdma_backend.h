@@ -409,23 +409,6 @@ typedef int (*PvrdmaPeerCopy)(void *opaque, uint64_t off, void *buf,
  */
 int pvrdma_sgl_xfer(PvrdmaSgl *sgl, uint64_t off, uint64_t len,
                     bool into_sgl, PvrdmaPeerCopy peer, void *opaque);
-/* A position in an SGL: walking forward never rescans the segments. */
-typedef struct PvrdmaSglCursor {
-    const PvrdmaSgl *sgl;
-    uint32_t seg;
-    uint64_t off;               /* within seg */
-    uint64_t pos;               /* byte offset in the SGL */
-} PvrdmaSglCursor;
-
-void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl, uint64_t off);
-/*
- * Copy @len bytes between host memory at @host and the SGL at byte @off
- * (into the SGL when @to_sgl), moving the cursor; consecutive calls at
- * consecutive offsets continue where the last one stopped.  0, or -1 if
- * the SGL's memory faulted.
- */
-int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
-                           uint64_t len, bool to_sgl);
 /*
  * Move @len bytes from @src at byte @src_off to @dst at byte @dst_off,
  * both SGLs of this process (each through its own core, possibly one

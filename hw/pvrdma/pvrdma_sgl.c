@@ -74,11 +74,17 @@ bool pvrdma_seg_xlate_upto(const PvrdmaSeg *seg, uint64_t off, uint64_t want,
     return true;
 }
 
-void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl,
+/* A position in an SGL: walking forward never rescans the segments. */
+typedef struct PvrdmaSglCursor {
+    const PvrdmaSgl *sgl;
+    uint32_t seg;
+    uint64_t off;               /* within seg */
+} PvrdmaSglCursor;
+
+static void pvrdma_sgl_seek(PvrdmaSglCursor *c, const PvrdmaSgl *sgl,
                             uint64_t off)
 {
     c->sgl = sgl;
-    c->pos = off;
     for (c->seg = 0; c->seg < sgl->nseg && off >= sgl->seg[c->seg].len;
          c->seg++) {
         off -= sgl->seg[c->seg].len;
@@ -262,50 +268,38 @@ static uint64_t pvrdma_sgl_direct(PvrdmaCore *core, uint64_t bus,
     return n;
 }
 
-int pvrdma_sgl_cursor_copy(PvrdmaSglCursor *c, uint64_t off, void *host,
-                           uint64_t len, bool to_sgl)
+int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
+                     uint64_t len)
 {
-    PvrdmaCore *core = c->sgl->core;
+    PvrdmaCore *core = sgl->core;
     PvrdmaSglWin win = { 0 };
-    uint8_t *buf = host;
+    PvrdmaSglCursor c;
     uint64_t done = 0;
 
-    /* Sequential calls (a payload read chunk by chunk) never re-seek. */
-    if (off != c->pos) {
-        pvrdma_sgl_seek(c, c->sgl, off);
-    }
-    c->pos = off + len;
+    pvrdma_sgl_seek(&c, sgl, off);
     while (done < len) {
         uint64_t bus, run, n;
         void *p;
 
-        if (!pvrdma_sgl_here(c, len - done, &bus, &run)) {
+        if (!pvrdma_sgl_here(&c, len - done, &bus, &run)) {
             break;
         }
         n = MIN(MIN(run, len - done), PVRDMA_SGL_MAP_CHUNK);
         p = pvrdma_win_ptr(core, &win, bus, &n);
         if (p) {
-            if (to_sgl) {
-                memmove(p, buf + done, n);
-                pvrdma_win_wrote(core, &win, bus, n);
-            } else {
-                memmove(buf + done, p, n);
-            }
+            memmove(p, (const uint8_t *)buf + done, n);
+            pvrdma_win_wrote(core, &win, bus, n);
         } else {
-            n = pvrdma_sgl_direct(core, bus, n, buf + done, to_sgl);
+            n = pvrdma_sgl_direct(core, bus, n, (uint8_t *)buf + done, true);
             if (!n) {
                 break;
             }
         }
         done += n;
-        c->off += n;
+        c.off += n;
     }
     pvrdma_win_flush(core, &win);
-    if (done < len) {
-        c->pos = UINT64_MAX;
-        return -1;
-    }
-    return 0;
+    return done < len ? -1 : 0;
 }
 
 int pvrdma_sgl_copy(const PvrdmaSgl *dst, uint64_t dst_off,
@@ -382,15 +376,6 @@ int pvrdma_sgl_copy(const PvrdmaSgl *dst, uint64_t dst_off,
     }
     pvrdma_win_flush(dcore, &dw);
     return ret;
-}
-
-int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
-                     uint64_t len)
-{
-    PvrdmaSglCursor c;
-
-    pvrdma_sgl_seek(&c, sgl, off);
-    return pvrdma_sgl_cursor_copy(&c, off, (void *)buf, len, true);
 }
 
 /* ---- datagram headers ---------------------------------------------------- */

@@ -183,21 +183,53 @@ err_free_mr:
  * @ibpd: the PD the MR is to be in (the old one without IB_MR_REREG_PD)
  * @udata: none expected
  *
- * The device has no command to change an MR, so a new one is registered
- * with what changes and what stays; the IB core then replaces the old one
- * (DESTROY_MR) under the same user handle. The keys change, as ibverbs
- * allows; on an error the old MR is untouched.
+ * A change of access or PD alone is made in place where the device offers
+ * MODIFY_MR (extension PVRDMA_EX_CAP_MODIFY_MR) and the pages were pinned
+ * writable if the new access writes: the keys stay, so rkeys already
+ * handed to peers keep working. Otherwise (new pages, no extension) a new
+ * MR is registered with what changes and what stays, and the IB core
+ * replaces the old one (DESTROY_MR) under the same user handle: the keys
+ * change, as ibverbs allows. On an error the old MR is untouched.
  *
- * Return: the new MR or an ERR_PTR.
+ * Return: NULL (changed in place), the new MR, or an ERR_PTR.
  */
 struct ib_mr *pvrdma_rereg_user_mr(struct ib_mr *ibmr, int flags, u64 start,
 				   u64 length, u64 virt_addr, int access_flags,
 				   struct ib_pd *ibpd, struct ib_udata *udata)
 {
+	struct pvrdma_dev *dev = to_pvdev(ibmr->device);
 	struct pvrdma_mr *old = to_pmr(ibmr);
 
 	if (!old->umem)
 		return ERR_PTR(-EINVAL);
+	if (!(flags & IB_MR_REREG_TRANS) &&
+	    (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MODIFY_MR) &&
+	    (!(flags & IB_MR_REREG_ACCESS) || old->umem->writable ||
+	     !ib_access_writable(access_flags))) {
+		union pvrdma_cmd_req req = {};
+		int ret;
+
+		access_flags &= ~IB_ACCESS_OPTIONAL;
+		if ((flags & IB_MR_REREG_ACCESS) &&
+		    (access_flags & ~PVRDMA_MR_ACCESS_SUPPORTED))
+			return ERR_PTR(-EOPNOTSUPP);
+		req.modify_mr.hdr.cmd = PVRDMA_CMD_MODIFY_MR;
+		req.modify_mr.mr_handle = old->mr_handle;
+		if (flags & IB_MR_REREG_ACCESS) {
+			req.modify_mr.flags |= PVRDMA_MODIFY_MR_ACCESS;
+			req.modify_mr.access_flags = access_flags;
+		}
+		if (flags & IB_MR_REREG_PD) {
+			req.modify_mr.flags |= PVRDMA_MODIFY_MR_PD;
+			req.modify_mr.pd_handle = to_ppd(ibpd)->pd_handle;
+		}
+		ret = pvrdma_cmd_post(dev, &req, NULL);
+		if (ret)
+			return ERR_PTR(ret);
+		if (flags & IB_MR_REREG_ACCESS)
+			old->access = access_flags;
+		return NULL;
+	}
 	if (!(flags & IB_MR_REREG_TRANS)) {
 		start = old->start;
 		virt_addr = old->start;

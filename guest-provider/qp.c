@@ -216,8 +216,9 @@ static int pvrdma_qp_table_insert(struct pvrdma_context *ctx,
 	return err;
 }
 
-/* What ibv_create_qp_ex may ask of this device. */
+/* What ibv_create_qp_ex may ask of this device (create flags: none). */
 #define PVRDMA_QP_INIT_ATTR_MASK (IBV_QP_INIT_ATTR_PD | \
+				  IBV_QP_INIT_ATTR_CREATE_FLAGS | \
 				  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,

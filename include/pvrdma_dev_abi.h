@@ -229,6 +229,9 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
  * PVRDMA_RQ_DB_SKIP the device takes receive WQEs from the ring when
  * messages arrive, and a receive doorbell may be left out. */
 #define PVRDMA_EX_CAP_RQ_DB_HINT        (1u << 26)
+/* Command PVRDMA_CMD_MODIFY_MR (struct pvrdma_cmd_modify_mr): a user MR
+ * changes its access or PD in place, keeping its keys. */
+#define PVRDMA_EX_CAP_MODIFY_MR         (1u << 25)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -534,7 +537,8 @@ enum pvrdma_cmd_code {
     PVRDMA_CMD_MODIFY_SRQ = 18,
     PVRDMA_CMD_QUERY_SRQ = 19,
     PVRDMA_CMD_DESTROY_SRQ = 20,
-    PVRDMA_CMD_MAX = 21,
+    PVRDMA_CMD_MODIFY_MR = 21,          /* PVRDMA_EX_CAP_MODIFY_MR */
+    PVRDMA_CMD_MAX = 22,
 };
 
 /* Response code of command c. */
@@ -659,6 +663,18 @@ struct pvrdma_cmd_destroy_mr {
     uint8_t reserved[4];
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_destroy_mr, 24);
+
+/* Project extension PVRDMA_EX_CAP_MODIFY_MR; header-only response. */
+#define PVRDMA_MODIFY_MR_ACCESS         (1u << 0)
+#define PVRDMA_MODIFY_MR_PD             (1u << 1)
+struct pvrdma_cmd_modify_mr {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t mr_handle;         /* a user MR */
+    uint32_t flags;             /* PVRDMA_MODIFY_MR_ACCESS | _PD */
+    uint32_t access_flags;      /* with _ACCESS: PVRDMA_ACCESS_* */
+    uint32_t pd_handle;         /* with _PD: of the MR's context */
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_modify_mr, 32);
 
 struct pvrdma_cmd_create_cq {
     struct pvrdma_cmd_hdr hdr;
@@ -876,6 +892,7 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_destroy_pd destroy_pd;
     struct pvrdma_cmd_create_mr create_mr;
     struct pvrdma_cmd_destroy_mr destroy_mr;
+    struct pvrdma_cmd_modify_mr modify_mr;
     struct pvrdma_cmd_create_cq create_cq;
     struct pvrdma_cmd_resize_cq resize_cq;
     struct pvrdma_cmd_resize_cq_ex resize_cq_ex;

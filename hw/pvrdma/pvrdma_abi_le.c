@@ -241,6 +241,15 @@ static void pvrdma_le_cmd_destroy_mr(struct pvrdma_cmd_destroy_mr *p)
     p->mr_handle = PVRDMA_LE32(p->mr_handle);
 }
 
+static void pvrdma_le_cmd_modify_mr(struct pvrdma_cmd_modify_mr *p)
+{
+    pvrdma_le_cmd_hdr(&p->hdr);
+    p->mr_handle = PVRDMA_LE32(p->mr_handle);
+    p->flags = PVRDMA_LE32(p->flags);
+    p->access_flags = PVRDMA_LE32(p->access_flags);
+    p->pd_handle = PVRDMA_LE32(p->pd_handle);
+}
+
 static void pvrdma_le_cmd_create_cq(struct pvrdma_cmd_create_cq *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
@@ -441,6 +450,9 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         break;
     case PVRDMA_CMD_DESTROY_MR:
         pvrdma_le_cmd_destroy_mr(&req->destroy_mr);
+        break;
+    case PVRDMA_CMD_MODIFY_MR:
+        pvrdma_le_cmd_modify_mr(&req->modify_mr);
         break;
     case PVRDMA_CMD_CREATE_CQ:
         pvrdma_le_cmd_create_cq(&req->create_cq);

@@ -622,6 +622,65 @@ static int pvrdma_cmd_destroy_mr(PvrdmaCore *core,
     return 0;
 }
 
+/*
+ * MODIFY_MR (project extension PVRDMA_EX_CAP_MODIFY_MR): a user MR takes
+ * new access flags or another PD of its context in place, keeping its
+ * keys and pages, so rkeys already handed to peers stay valid.  Only
+ * where the backend keeps no registration of its own (the cap says so).
+ */
+static int pvrdma_cmd_modify_mr(PvrdmaCore *core,
+                                const union pvrdma_cmd_req *req,
+                                union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
+{
+    const struct pvrdma_cmd_modify_mr *c = &req->modify_mr;
+    PvrdmaMr *mr = pvrdma_table_lookup(&core->mr_tbl, c->mr_handle);
+    PvrdmaPd *old, *pd = NULL;
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_MODIFY_MR)) {
+        GERR(core, UNKNOWN_COMMAND, "unknown command %u",
+             PVRDMA_CMD_MODIFY_MR);
+        return -EINVAL;
+    }
+    if (!mr || mr->flags != 0 || !c->flags ||
+        (c->flags & ~(PVRDMA_MODIFY_MR_ACCESS | PVRDMA_MODIFY_MR_PD))) {
+        GERR(core, MODIFY_MR_BAD_MR_FLAGS,
+             "MODIFY_MR: bad user MR %u or flags 0x%x",
+             c->mr_handle, c->flags);
+        return -EINVAL;
+    }
+    if ((c->flags & PVRDMA_MODIFY_MR_ACCESS) &&
+        !pvrdma_access_ok(c->access_flags, PVRDMA_MR_ACCESS_VALID)) {
+        GERR(core, MODIFY_MR_ACCESS_FLAGS_NOT_ALLOWED,
+             "MODIFY_MR: access flags 0x%x not allowed", c->access_flags);
+        return -EINVAL;
+    }
+    old = pvrdma_table_lookup(&core->pd_tbl, mr->pd_handle);
+    if (c->flags & PVRDMA_MODIFY_MR_PD) {
+        pd = pvrdma_table_lookup(&core->pd_tbl, c->pd_handle);
+        if (!pd || !old || pd->ctx_handle != old->ctx_handle) {
+            GERR(core, MODIFY_MR_BAD_PD,
+                 "MODIFY_MR: bad PD %u for MR %u", c->pd_handle, mr->handle);
+            return -EINVAL;
+        }
+    }
+    /* As DESTROY_MR (IBA 11.2.8.4): not while windows are bound to it. */
+    if (mr->mw_binds) {
+        GERR(core, MODIFY_MR_MEMORY_WINDOWS_BOUND,
+             "MODIFY_MR: MR %u has %u memory windows bound",
+             mr->handle, mr->mw_binds);
+        return -EBUSY;
+    }
+    if (c->flags & PVRDMA_MODIFY_MR_ACCESS) {
+        mr->access = c->access_flags & ~PVRDMA_ACCESS_OPTIONAL_RANGE;
+    }
+    if (pd && pd != old) {
+        old->refs--;
+        pd->refs++;
+        mr->pd_handle = pd->handle;
+    }
+    return 0;
+}
+
 /* ---- completion queues --------------------------------------------------- */
 
 /*
@@ -1131,11 +1190,6 @@ static bool pvrdma_qp_attr_values_ok(PvrdmaCore *core,
     if ((mask & PVRDMA_QP_PKEY_INDEX) && a->pkey_index >= 1) {
         return false;
     }
-    if ((mask & PVRDMA_QP_ACCESS_FLAGS) &&
-        (a->qp_access_flags & ~PVRDMA_ACCESS_OPTIONAL_RANGE &
-         ~PVRDMA_QP_ACCESS_VALID)) {
-        return false;
-    }
     if ((mask & PVRDMA_QP_EN_SQD_ASYNC_NOTIFY) && a->en_sqd_async_notify > 1) {
         return false;
     }
@@ -1188,9 +1242,13 @@ static void pvrdma_qp_attr_store(PvrdmaQp *qp, const struct pvrdma_qp_attr *a,
     if (mask & PVRDMA_QP_EN_SQD_ASYNC_NOTIFY) {
         s->en_sqd_async_notify = a->en_sqd_async_notify;
     }
+    /*
+     * Bits beyond remote write/read/atomic (flush, relaxed ordering, ...)
+     * grant nothing this device does: applications set them freely, so
+     * they are dropped, not refused.
+     */
     if (mask & PVRDMA_QP_ACCESS_FLAGS) {
-        s->qp_access_flags = a->qp_access_flags &
-                             ~PVRDMA_ACCESS_OPTIONAL_RANGE;
+        s->qp_access_flags = a->qp_access_flags & PVRDMA_QP_ACCESS_VALID;
     }
     if (mask & PVRDMA_QP_PKEY_INDEX) {
         s->pkey_index = a->pkey_index;
@@ -1613,6 +1671,7 @@ static const PvrdmaCmdDesc pvrdma_cmd_table[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_QUERY_SRQ] = {
         pvrdma_cmd_query_srq, sizeof(struct pvrdma_cmd_query_srq_resp) },
     [PVRDMA_CMD_DESTROY_SRQ] = { pvrdma_cmd_destroy_srq, RESP_HDR },
+    [PVRDMA_CMD_MODIFY_MR] = { pvrdma_cmd_modify_mr, RESP_HDR },
 };
 
 int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,

@@ -709,7 +709,10 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                        0) |
                       (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0) |
                       (core->be_ops->rq_read_on_arrival &&
-                       !cfg->no_rq_db_hint ? PVRDMA_EX_CAP_RQ_DB_HINT : 0);
+                       !cfg->no_rq_db_hint ? PVRDMA_EX_CAP_RQ_DB_HINT : 0) |
+                      /* MR access and PD are then the core's alone. */
+                      (!core->be_ops->mr_register ? PVRDMA_EX_CAP_MODIFY_MR :
+                       0);
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;
     /* Only what the core and the coming data path honour. */

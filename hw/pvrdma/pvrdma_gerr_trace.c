@@ -77,6 +77,18 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_DESTROY_MR_MR_MEMORY_WINDOWS_BOUND:
         trace_pvrdma_err_destroy_mr_mr_memory_windows_bound(a[0].u, a[1].u);
         break;
+    case PVRDMA_GERR_MODIFY_MR_BAD_MR_FLAGS:
+        trace_pvrdma_err_modify_mr_bad_mr_flags(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_MODIFY_MR_ACCESS_FLAGS_NOT_ALLOWED:
+        trace_pvrdma_err_modify_mr_access_flags_not_allowed(a[0].u);
+        break;
+    case PVRDMA_GERR_MODIFY_MR_BAD_PD:
+        trace_pvrdma_err_modify_mr_bad_pd(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_MODIFY_MR_MEMORY_WINDOWS_BOUND:
+        trace_pvrdma_err_modify_mr_memory_windows_bound(a[0].u, a[1].u);
+        break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
         trace_pvrdma_err_create_cq_bad_context(a[0].u, a[1].u);
         break;

@@ -725,7 +725,8 @@ static uint32_t pvrdma_wq_bind_mw(PvrdmaCore *core, PvrdmaQp *qp,
     uint64_t len = GUINT64_FROM_LE(b->length);
     uint32_t rkey = GUINT32_FROM_LE(b->rkey);
     uint32_t lkey = GUINT32_FROM_LE(b->mr_lkey);
-    uint32_t access = GUINT32_FROM_LE(b->access);
+    /* Local write means nothing for a window: ignored, as IBA lets it be. */
+    uint32_t access = GUINT32_FROM_LE(b->access) & ~PVRDMA_ACCESS_LOCAL_WRITE;
     PvrdmaMr *mw = pvrdma_wq_mw(core, rkey);
     PvrdmaMwBind bind = {
         .rkey = rkey, .addr = addr, .len = len, .access = access,

@@ -205,8 +205,23 @@ ud_srv=$!
     exit 1
 ) > /tmp/ud-cli.out 2>&1 &
 ud_cli=$!
-INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900 ||
+# What each native server said, for a failure of the inner guest.
+servers_said() {
+    local f
+    for f in native.out bw.out bw1m.out agent.out rping-srv.out \
+             rping-cli.out ud-srv.out ud-cli.out; do
+        [ -s /tmp/$f ] && sed "s/^/[${f%.out}] /" /tmp/$f
+    done
+    return 0
+}
+if ! INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900; then
+    kill $agent 2>/dev/null
+    servers_said
     fail "the inner guest failed"
+fi
+# The agent waits for its client without a limit: one the inner guest
+# never reached is stopped here (its rc_verify has failed by then).
+grep -q "agent: client .* connected" /tmp/agent.out || kill $agent 2>/dev/null
 wait $native || { cat /tmp/native.out; fail "native ibv_rc_pingpong failed"; }
 sed 's/^/[native] /' /tmp/native.out
 wait $bw && wait $bw1m ||

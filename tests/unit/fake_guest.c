@@ -577,6 +577,18 @@ int fg_destroy_mr(FakeGuest *fg, uint32_t mr)
     return fg_cmd(fg, &c, sizeof(c), NULL);
 }
 
+int fg_modify_mr(FakeGuest *fg, uint32_t mr, uint32_t flags,
+                 uint32_t access, uint32_t pd)
+{
+    struct pvrdma_cmd_modify_mr c = { .hdr.cmd = PVRDMA_CMD_MODIFY_MR };
+
+    c.mr_handle = mr;
+    c.flags = flags;
+    c.access_flags = access;
+    c.pd_handle = pd;
+    return fg_cmd(fg, &c, sizeof(c), NULL);
+}
+
 static uint32_t fg_pow2_ceil(uint32_t v)
 {
     uint32_t p = 1;

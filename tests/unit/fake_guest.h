@@ -148,6 +148,9 @@ int fg_create_user_mr(FakeGuest *fg, uint32_t pd, uint64_t start,
                       uint64_t length, uint32_t access, uint32_t *mr,
                       uint32_t *lkey, uint32_t *rkey);
 int fg_destroy_mr(FakeGuest *fg, uint32_t mr);
+/* MODIFY_MR (PVRDMA_EX_CAP_MODIFY_MR): PVRDMA_MODIFY_MR_* @flags. */
+int fg_modify_mr(FakeGuest *fg, uint32_t mr, uint32_t flags,
+                 uint32_t access, uint32_t pd);
 
 /* CREATE_QP request with consistent sizes, ready to tweak. */
 void fg_qp_req(FakeGuest *fg, struct pvrdma_cmd_create_qp *c, uint8_t type,

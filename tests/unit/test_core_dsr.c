@@ -200,11 +200,12 @@ static void test_dsr_valid_caps(void **state)
     /*
      * RESIZE_CQ and UC always, windows on a backend whose remote keys the
      * core checks (this one), CQE timestamps with a clock (the fake
-     * guest's); no CQ_POLL hint without peers elsewhere
+     * guest's), MODIFY_MR on a backend that keeps no MRs of its own; no
+     * CQ_POLL hint without peers elsewhere
      */
     assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -245,7 +246,7 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);
@@ -270,7 +271,25 @@ static void test_dsr_caps_no_mw(void **state)
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
+    fg_free(fg);
+}
+
+/*
+ * A backend that registers MRs itself (mr_register): no MODIFY_MR, and the
+ * command is unknown there.
+ */
+static void test_dsr_caps_no_modify_mr(void **state)
+{
+    FakeGuest *fg = fg_new(NULL);
+
+    (void)state;
+    fg_use_recording_backend(fg);
+    assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
+    assert_false(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_MODIFY_MR);
+    fg_reg_write(fg, PVRDMA_REG_CTL, PVRDMA_DEVICE_CTL_ACTIVATE);
+    assert_int_equal(fg_modify_mr(fg, 1, PVRDMA_MODIFY_MR_ACCESS, 0, 0),
+                     -EINVAL);
     fg_free(fg);
 }
 
@@ -971,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_regs_reset_values),
         cmocka_unit_test(test_dsr_valid_caps),
         cmocka_unit_test(test_dsr_caps_no_mw),
+        cmocka_unit_test(test_dsr_caps_no_modify_mr),
         cmocka_unit_test(test_dsr_bad_num_pages),
         cmocka_unit_test(test_dsr_ring_page_bounds),
         cmocka_unit_test(test_dsr_bad_addresses),

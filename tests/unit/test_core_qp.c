@@ -863,16 +863,12 @@ typedef void (*AttrBreaker)(struct pvrdma_qp_attr *a);
 static void v_port(struct pvrdma_qp_attr *a) { a->port_num = 2; }
 static void v_port0(struct pvrdma_qp_attr *a) { a->port_num = 0; }
 static void v_pkey(struct pvrdma_qp_attr *a) { a->pkey_index = 1; }
-static void v_access(struct pvrdma_qp_attr *a)
-{
-    a->qp_access_flags = PVRDMA_ACCESS_MW_BIND;
-}
 static void v_reserved(struct pvrdma_qp_attr *a) { a->reserved[4] = 1; }
 
 static void test_modify_values_init(void **state)
 {
     static const AttrBreaker breakers[] = {
-        v_port, v_port0, v_pkey, v_access, v_reserved,
+        v_port, v_port0, v_pkey, v_reserved,
     };
     Env *e = env_new();
     uint32_t qp, i;
@@ -892,6 +888,34 @@ static void test_modify_values_init(void **state)
         assert_int_equal(fg_modify_qp(e->fg, qp, mask, &a), -EINVAL);
         assert_int_equal(qp_state(e, qp), PVRDMA_QPS_RESET);
     }
+    env_free(e);
+}
+
+/*
+ * Access bits the device does not implement (MW_BIND, ibverbs' FLUSH_GLOBAL
+ * and FLUSH_PERSISTENT, the optional range) are dropped, not refused: the
+ * QP keeps remote write/read/atomic.
+ */
+static void test_modify_access_extra_bits(void **state)
+{
+    Env *e = env_new();
+    struct pvrdma_qp_attr a, q;
+    uint32_t qp;
+
+    (void)state;
+    assert_int_equal(fg_create_qp(e->fg, PVRDMA_QPT_RC, e->pd, e->cq, &qp,
+                                  NULL), 0);
+    memset(&a, 0, sizeof(a));
+    a.qp_state = PVRDMA_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = 0x30e | PVRDMA_ACCESS_MW_BIND | (1u << 20);
+    assert_int_equal(fg_modify_qp(e->fg, qp, PVRDMA_QP_STATE |
+                                  PVRDMA_QP_PKEY_INDEX | PVRDMA_QP_PORT |
+                                  PVRDMA_QP_ACCESS_FLAGS, &a), 0);
+    assert_int_equal(qp_state(e, qp), PVRDMA_QPS_INIT);
+    assert_int_equal(fg_query_qp(e->fg, qp, &q), 0);
+    assert_int_equal(q.qp_access_flags, PVRDMA_ACCESS_REMOTE_WRITE |
+                     PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC);
     env_free(e);
 }
 
@@ -1328,6 +1352,7 @@ int main(void)
         cmocka_unit_test(test_modify_missing_required),
         cmocka_unit_test(test_modify_cur_state),
         cmocka_unit_test(test_modify_values_init),
+        cmocka_unit_test(test_modify_access_extra_bits),
         cmocka_unit_test(test_modify_values_rtr_rts),
         cmocka_unit_test(test_modify_query_bad_handles),
         cmocka_unit_test(test_modify_backend_failure),

@@ -2171,6 +2171,34 @@ static void do_mw(bool two)
     g_free(w);
 }
 
+/*
+ * Local write asked of a window is ignored (it grants nothing there): the
+ * bind succeeds, READ works, and a WRITE without REMOTE_WRITE is refused.
+ */
+static void test_mw_local_write_ignored(void **state)
+{
+    Pair *p = pair_new(true);
+    FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+    uint32_t h1, k1;
+
+    (void)state;
+    assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE1,
+                               &h1, &k1), 0);
+    k1 = (k1 & ~0xffu) | 0x31;
+    mw_bind_ok(p, 1, k1, w, VA_W, 4096,
+               PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_READ);
+    fv_mr_fill(w, VA_W + 0x80, 200, 41);
+    mw_rdma(p, 2, PVRDMA_WR_RDMA_READ, k1, VA_W + 0x80, 0, 200);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 200);
+    assert_true(fv_mr_check(p->ma, VA_A, 200, 41));
+    fv_mr_fill(p->ma, VA_A, 100, 42);
+    mw_rdma(p, 3, PVRDMA_WR_RDMA_WRITE, k1, VA_W + 0x80, 0, 100);
+    expect_send_cqe(p, 3, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    assert_true(fv_mr_check(w, VA_W + 0x80, 200, 41));
+    pair_free(p);
+    g_free(w);
+}
+
 static void test_mw_loopback(void **state)
 {
     (void)state;
@@ -2361,7 +2389,7 @@ static void test_mw_bind_refused(void **state)
     unsigned kind;
 
     (void)state;
-    for (kind = 0; kind < 8; kind++) {
+    for (kind = 0; kind < 7; kind++) {
         Pair *p = pair_new(false);
         FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
         FvMr *ro = fv_mr_new(p->fb, p->pdb, VA_W + MR_LEN + 4096, 4096,
@@ -2397,10 +2425,7 @@ static void test_mw_bind_refused(void **state)
             lkey = ro->lkey;
             addr = VA_W + MR_LEN + 4096;
             break;
-        case 6:
-            access |= PVRDMA_ACCESS_LOCAL_WRITE;  /* not a window right */
-            break;
-        case 7:                             /* type 2: length 0 */
+        case 6:                             /* type 2: length 0 */
             key = k2;
             len = 0;
             break;
@@ -2413,6 +2438,93 @@ static void test_mw_bind_refused(void **state)
         g_free(w);
         g_free(ro);
     }
+}
+
+/* ---- MODIFY_MR (PVRDMA_EX_CAP_MODIFY_MR) --------------------------------- */
+
+/*
+ * An MR's access and PD change in place: the rkey a peer holds keeps
+ * working with the new rights (and only those), and the PD follows.
+ */
+static void test_modify_mr_in_place(void **state)
+{
+    Pair *p = pair_new(true);
+    FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN,
+                        PVRDMA_ACCESS_LOCAL_WRITE);
+    uint32_t pd2, ctx, pdx, rkey = w->rkey;
+
+    (void)state;
+    assert_true(p->fb->core->caps.ex_comp_mask & PVRDMA_EX_CAP_MODIFY_MR);
+    /* local-only, then remote write: the same rkey writes */
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_ACCESS,
+                                  ALL_ACCESS, 0), 0);
+    fv_mr_fill(p->ma, VA_A, 3000, 51);
+    mw_rdma(p, 1, PVRDMA_WR_RDMA_WRITE, rkey, VA_W + 0x40, 0, 3000);
+    expect_send_cqe(p, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 3000);
+    assert_true(fv_mr_check(w, VA_W + 0x40, 3000, 51));
+    /* read-only now: READ works with it, WRITE does not */
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_ACCESS,
+                                  PVRDMA_ACCESS_REMOTE_READ, 0), 0);
+    mw_rdma(p, 2, PVRDMA_WR_RDMA_READ, rkey, VA_W + 0x40, 4000, 3000);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 3000);
+    assert_true(fv_mr_check(p->ma, VA_A + 4000, 3000, 51));
+
+    /* refused: each leaves the MR as it was */
+    assert_int_equal(fg_modify_mr(p->fb, 0xdead, PVRDMA_MODIFY_MR_ACCESS,
+                                  ALL_ACCESS, 0), -EINVAL);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, 0, ALL_ACCESS, 0),
+                     -EINVAL);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, 4, ALL_ACCESS, 0),
+                     -EINVAL);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_ACCESS,
+                                  PVRDMA_ACCESS_REMOTE_WRITE, 0), -EINVAL);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_PD,
+                                  0, 0xbeef), -EINVAL);
+    assert_int_equal(fg_create_uc(p->fb, 3, &ctx), 0);
+    assert_int_equal(fg_create_pd(p->fb, ctx, &pdx), 0);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_PD,
+                                  0, pdx), -EINVAL);    /* other context */
+    assert_int_equal(fg_modify_mr(p->fb, p->mb->handle + 0x100,
+                                  PVRDMA_MODIFY_MR_ACCESS, ALL_ACCESS, 0),
+                     -EINVAL);
+    mw_rdma(p, 3, PVRDMA_WR_RDMA_READ, rkey, VA_W + 0x40, 8000, 100);
+    expect_send_cqe(p, 3, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 100);
+
+    /* another PD: the old one can go, the QP's PD no longer matches */
+    assert_int_equal(fg_create_pd(p->fb, 0, &pd2), 0);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_PD |
+                                  PVRDMA_MODIFY_MR_ACCESS, ALL_ACCESS, pd2),
+                     0);
+    assert_int_equal(fg_destroy_pd(p->fb, pd2), -EBUSY);
+    mw_rdma(p, 4, PVRDMA_WR_RDMA_READ, rkey, VA_W + 0x40, 8000, 100);
+    expect_send_cqe(p, 4, PVRDMA_WC_RDMA_READ, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    assert_int_equal(fg_destroy_mr(p->fb, w->handle), 0);
+    assert_int_equal(fg_destroy_pd(p->fb, pd2), 0);
+    pair_free(p);
+    g_free(w);
+}
+
+/* Not while windows are bound to the MR, nor on MRs that are not user MRs. */
+static void test_modify_mr_refused(void **state)
+{
+    Pair *p = pair_new(false);
+    FvMr *w = fv_mr_new(p->fb, p->pdb, VA_W, MR_LEN, MW_ACCESS);
+    uint32_t h1, k1, dma, lkey;
+
+    (void)state;
+    assert_int_equal(fv_mw_new(p->fb, p->pdb, PVRDMA_MR_FLAG_MW_TYPE1,
+                               &h1, &k1), 0);
+    k1 = (k1 & ~0xffu) | 0x41;
+    mw_bind_ok(p, 1, k1, w, VA_W, 4096, PVRDMA_ACCESS_REMOTE_READ);
+    assert_int_equal(fg_modify_mr(p->fb, w->handle, PVRDMA_MODIFY_MR_ACCESS,
+                                  ALL_ACCESS, 0), -EBUSY);
+    assert_int_equal(fg_modify_mr(p->fb, h1, PVRDMA_MODIFY_MR_ACCESS,
+                                  ALL_ACCESS, 0), -EINVAL);   /* a window */
+    assert_int_equal(fg_create_dma_mr(p->fb, p->pdb, &dma, &lkey), 0);
+    assert_int_equal(fg_modify_mr(p->fb, dma, PVRDMA_MODIFY_MR_ACCESS,
+                                  PVRDMA_ACCESS_LOCAL_WRITE, 0), -EINVAL);
+    pair_free(p);
+    g_free(w);
 }
 
 /* ---- CQE timestamps (PVRDMA_EX_CAP_CQE_TIMESTAMP) ------------------------ */
@@ -2849,6 +2961,9 @@ int main(void)
         cmocka_unit_test(test_fast_reg_bad),
         cmocka_unit_test(test_mw_loopback),
         cmocka_unit_test(test_mw_two_devices),
+        cmocka_unit_test(test_mw_local_write_ignored),
+        cmocka_unit_test(test_modify_mr_in_place),
+        cmocka_unit_test(test_modify_mr_refused),
         cmocka_unit_test(test_mw_remote_refused),
         cmocka_unit_test(test_mw_bind_refused),
         cmocka_unit_test(test_mw_local),

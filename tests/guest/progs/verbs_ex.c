@@ -15,7 +15,10 @@
  *    the SRQ_LIMIT_REACHED event, disarmed after it);
  *  - QP state transitions: the attribute masks the IBA requires and
  *    allows (refusals included), RTS -> SQD with the SQ_DRAINED event,
- *    SQD -> SQD, SQD -> RTS with data flowing after, ERR -> RESET.
+ *    SQD -> SQD, SQD -> RTS with data flowing after, ERR -> RESET;
+ *  - what applications set freely: IBV_QP_INIT_ATTR_CREATE_FLAGS with no
+ *    flag, QP access bits the device does not implement (flush), window
+ *    binds asking for LOCAL_WRITE; ibv_rereg_mr keeping the keys.
  *
  *   verbs_ex -d DEV [-D PEER_DEV] [-g GID_INDEX] [-t TIMEOUT_S]
  *
@@ -214,6 +217,13 @@ static struct ibv_cq_ex *cq_ex_create(struct dev *d)
  * A side: its CQ, QP (extended with @ops when non-zero), buffer and MR.
  * @srq: receive from it.
  */
+/*
+ * For t_qp_extras: QPs made with IBV_QP_INIT_ATTR_CREATE_FLAGS (no flags),
+ * and INIT access bits beyond the four every RC QP here gets.
+ */
+static bool with_create_flags;
+static unsigned int extra_qp_access;
+
 static int side_create(struct side *s, struct dev *d, enum ibv_qp_type type,
 		       uint64_t ops, struct ibv_srq *srq)
 {
@@ -240,6 +250,8 @@ static int side_create(struct side *s, struct dev *d, enum ibv_qp_type type,
 		qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
 		qa.send_ops_flags = ops;
 	}
+	if (with_create_flags)
+		qa.comp_mask |= IBV_QP_INIT_ATTR_CREATE_FLAGS;
 	s->qp = ibv_create_qp_ex(d->ctx, &qa);
 	if (!s->qp)
 		return bad("%s: ibv_create_qp_ex: %s", d->name,
@@ -278,7 +290,7 @@ static int to_init(struct side *s)
 {
 	struct ibv_qp_attr a = {
 		.qp_state = IBV_QPS_INIT, .port_num = PORT,
-		.qp_access_flags = ALL_ACCESS, .qkey = QKEY,
+		.qp_access_flags = ALL_ACCESS | extra_qp_access, .qkey = QKEY,
 	};
 	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
 
@@ -823,17 +835,44 @@ static int write_one(struct side *a, uint32_t rkey, uint64_t raddr,
 	return 0;
 }
 
+/* FETCH_AND_ADD of @add at @raddr, which held @was: both checked. */
+static int fetch_add_one(struct side *a, uint32_t rkey, uint64_t raddr,
+			 uint64_t add, uint64_t wr_id, uint64_t was)
+{
+	uint64_t got, now;
+	struct cqe e;
+
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = wr_id;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_fetch_add(a->qpx, rkey, raddr, add);
+	ibv_wr_set_sge(a->qpx, a->mr->lkey, (uintptr_t)a->buf + READ_TO, 8);
+	if (ibv_wr_complete(a->qpx))
+		return bad("ibv_wr_complete: %s", strerror(errno));
+	if (poll_n(a, &e, 1) ||
+	    check_cqe(&e, wr_id, IBV_WC_FETCH_ADD, a->qp->qp_num))
+		return -1;
+	memcpy(&got, a->buf + READ_TO, 8);
+	memcpy(&now, (void *)(uintptr_t)raddr, 8);
+	if (got != was || now != was + add)
+		return bad("FETCH_AND_ADD: got %" PRIu64 " (want %" PRIu64
+			   "), memory %" PRIu64 " (want %" PRIu64 ")", got,
+			   was, now, was + add);
+	return 0;
+}
+
 /*
- * ibv_rereg_mr: a local-only MR gets remote write access, and (on this
- * device; Soft-RoCE cannot change a translation) moves to other pages;
- * WRITEs through the keys it has then land where it now is, and only
- * there; a change of PD.
+ * ibv_rereg_mr: a local-only MR gets remote write access, keeping its keys
+ * (a peer's rkey keeps working, also after local-only and back: an atomic),
+ * and (on this device; Soft-RoCE cannot change a translation) moves to
+ * other pages; WRITEs through the keys it has then land where it now is,
+ * and only there; a change of PD, keeping the keys.
  */
 static int t_rereg(struct side *a, struct side *b)
 {
 	uint8_t *x = b->buf + WRITE_AT, *y = b->buf + READ_FROM;
 	struct ibv_pd *pd2;
-	struct ibv_mr *mr;
+	struct ibv_mr *mr, k0;
 	int err, rc = -1;
 
 	fill(a->buf + SRC, 8192, 0xc9);
@@ -842,6 +881,7 @@ static int t_rereg(struct side *a, struct side *b)
 	mr = ibv_reg_mr(b->dev->pd, x, 4096, IBV_ACCESS_LOCAL_WRITE);
 	if (!mr)
 		return bad("ibv_reg_mr: %s", strerror(errno));
+	k0 = *mr;
 	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			   ALL_ACCESS);
 	if (err && errno == EOPNOTSUPP && !is_pvrdma(b->dev)) {
@@ -856,6 +896,31 @@ static int t_rereg(struct side *a, struct side *b)
 	}
 	if (write_one(a, mr->rkey, (uintptr_t)x + 100, 0, 1000, 1300) ||
 	    check_bytes(x + 100, a->buf + SRC, 1000, "WRITE after the access change"))
+		goto out;
+	/*
+	 * A peer may still hold the first keys: on this device an access or
+	 * PD change keeps them (the pages stay), as Soft-RoCE does. Local
+	 * only, then remote access again: an atomic with the first rkey.
+	 */
+	if (is_pvrdma(b->dev) && (mr->lkey != k0.lkey || mr->rkey != k0.rkey)) {
+		bad("access change moved the keys %#x/%#x to %#x/%#x",
+		    k0.lkey, k0.rkey, mr->lkey, mr->rkey);
+		goto out;
+	}
+	if (ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			 IBV_ACCESS_LOCAL_WRITE) ||
+	    ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+			 ALL_ACCESS)) {
+		bad("access changes back and forth: %s", strerror(errno));
+		goto out;
+	}
+	if (is_pvrdma(b->dev) && mr->rkey != k0.rkey) {
+		bad("access back to remote: rkey %#x, was %#x", mr->rkey,
+		    k0.rkey);
+		goto out;
+	}
+	memcpy(x + 2048, &(uint64_t){ 1000 }, 8);
+	if (fetch_add_one(a, mr->rkey, (uintptr_t)x + 2048, 7, 1302, 1000))
 		goto out;
 
 	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, y, 4096,
@@ -884,11 +949,19 @@ static int t_rereg(struct side *a, struct side *b)
 		bad("ibv_alloc_pd: %s", strerror(errno));
 		goto out;
 	}
+	k0 = *mr;
 	err = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
 	if (err || mr->pd != pd2) {
 		bad("PD change: %d (%s)", err, strerror(errno));
 		ibv_dealloc_pd(pd2);
 		goto out;
+	}
+	if (is_pvrdma(b->dev) && (mr->lkey != k0.lkey || mr->rkey != k0.rkey)) {
+		bad("PD change moved the keys %#x/%#x to %#x/%#x", k0.lkey,
+		    k0.rkey, mr->lkey, mr->rkey);
+		ibv_dereg_mr(mr);
+		ibv_dealloc_pd(pd2);
+		return -1;
 	}
 	if (ibv_dereg_mr(mr) || ibv_dealloc_pd(pd2))
 		return bad("dereg / dealloc after the PD change: %s",
@@ -1453,6 +1526,194 @@ out:
 	return rc;
 }
 
+/*
+ * Memory-window binds that ask for LOCAL_WRITE (which means nothing for a
+ * window) succeed, type 1 through ibv_bind_mw and type 2 through
+ * IBV_WR_BIND_MW; READ goes through, and a WRITE through a window bound
+ * without REMOTE_WRITE fails with REM_ACCESS_ERR, writing nothing.
+ */
+static int t_mw_local_write(struct dev *da, struct dev *db)
+{
+	struct ibv_send_wr wr = {}, *bad_wr;
+	struct ibv_mw *mw1 = NULL, *mw2 = NULL;
+	struct ibv_mw_bind b1 = {};
+	struct ibv_mr *mr = NULL;
+	struct side a = {}, b = {};
+	uint8_t *w;
+	uint32_t k2;
+	struct cqe e;
+	int rc = -1;
+
+	if (side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	    side_create(&b, db, IBV_QPT_RC,
+			IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_BIND_MW, NULL) ||
+	    rc_connect(&a, &b))
+		goto out;
+	w = b.buf + MW_AT;
+	mr = ibv_reg_mr(db->pd, w, 8192, ALL_ACCESS | IBV_ACCESS_MW_BIND);
+	mw1 = ibv_alloc_mw(db->pd, IBV_MW_TYPE_1);
+	mw2 = ibv_alloc_mw(db->pd, IBV_MW_TYPE_2);
+	if (!mr || !mw1 || !mw2) {
+		bad("ibv_reg_mr / ibv_alloc_mw: %s", strerror(errno));
+		goto out;
+	}
+	fill(w, 8192, 0x5a);
+	fill(a.buf + SRC, 4096, 0x6b);
+	b1.wr_id = 1500;
+	b1.send_flags = IBV_SEND_SIGNALED;
+	b1.bind_info.mr = mr;
+	b1.bind_info.addr = (uintptr_t)w;
+	b1.bind_info.length = 4096;
+	b1.bind_info.mw_access_flags = IBV_ACCESS_LOCAL_WRITE |
+				       IBV_ACCESS_REMOTE_READ;
+	if (ibv_bind_mw(b.qp, mw1, &b1)) {
+		bad("ibv_bind_mw: %s", strerror(errno));
+		goto out;
+	}
+	if (bind_done(&b, 1500) ||
+	    read_one(&a, mw1->rkey, (uintptr_t)w + 100, 200, 1501) ||
+	    check_bytes(a.buf + READ_TO, w + 100, 200, "READ through window 1"))
+		goto out;
+	k2 = ibv_inc_rkey(mw2->rkey);
+	wr.wr_id = 1502;
+	wr.opcode = IBV_WR_BIND_MW;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.bind_mw.mw = mw2;
+	wr.bind_mw.rkey = k2;
+	wr.bind_mw.bind_info.mr = mr;
+	wr.bind_mw.bind_info.addr = (uintptr_t)w + 4096;
+	wr.bind_mw.bind_info.length = 4096;
+	wr.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_LOCAL_WRITE |
+					       IBV_ACCESS_REMOTE_READ;
+	if (ibv_post_send(b.qp, &wr, &bad_wr)) {
+		bad("ibv_post_send (bind): %s", strerror(errno));
+		goto out;
+	}
+	mw2->rkey = k2;
+	if (bind_done(&b, 1502) ||
+	    read_one(&a, k2, (uintptr_t)w + 4096 + 8, 300, 1503) ||
+	    check_bytes(a.buf + READ_TO, w + 4096 + 8, 300,
+			"READ through window 2"))
+		goto out;
+	/* No REMOTE_WRITE on window 1: a WRITE is refused, nothing moves. */
+	ibv_wr_start(a.qpx);
+	a.qpx->wr_id = 1504;
+	a.qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(a.qpx, mw1->rkey, (uintptr_t)w + 100);
+	ibv_wr_set_sge(a.qpx, a.mr->lkey, (uintptr_t)a.buf + SRC, 64);
+	if (ibv_wr_complete(a.qpx) || poll_n(&a, &e, 1)) {
+		if (!why[0])
+			bad("%s", strerror(errno));
+		goto out;
+	}
+	if (e.wr_id != 1504 || e.status != IBV_WC_REM_ACCESS_ERR) {
+		bad("WRITE through a read-only window: wr_id %" PRIu64
+		    " status %s, expected REM_ACCESS_ERR", e.wr_id,
+		    ibv_wc_status_str(e.status));
+		goto out;
+	}
+	fill(a.buf + READ_TO, 8192, 0x5a);	/* what w held */
+	rc = check_bytes(w, a.buf + READ_TO, 8192,
+			 "window memory after the refused WRITE");
+out:
+	if (mw1)
+		ibv_dealloc_mw(mw1);
+	if (mw2)
+		ibv_dealloc_mw(mw2);
+	if (mr)
+		ibv_dereg_mr(mr);
+	side_destroy(&a);
+	side_destroy(&b);
+	return rc;
+}
+
+/*
+ * What applications set freely: QPs made through ibv_create_qp_ex with
+ * IBV_QP_INIT_ATTR_CREATE_FLAGS and no flag (as without the bit), and
+ * through ibv_create_qp, taken to INIT with access bits beyond remote
+ * write/read/atomic (IBV_ACCESS_FLUSH_GLOBAL and _PERSISTENT, 0x100 and
+ * 0x200; Debian 12's headers may lack the names); WRITE, READ and an
+ * atomic then work. On this device a nonzero create flag is refused.
+ */
+static int t_qp_extras(struct dev *da, struct dev *db)
+{
+	struct ibv_qp_init_attr qi = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 1, .max_recv_wr = 1,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr qa = {
+		.qp_state = IBV_QPS_INIT, .port_num = PORT,
+		.qp_access_flags = 0x30e,
+	};
+	struct ibv_cq *cq = NULL;
+	struct ibv_qp *qp = NULL;
+	struct side a = {}, b = {};
+	int rc = -1;
+
+	with_create_flags = true;
+	extra_qp_access = 0x300;
+	rc = side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	     side_create(&b, db, IBV_QPT_RC, 0, NULL) || rc_connect(&a, &b);
+	with_create_flags = false;
+	extra_qp_access = 0;
+	if (rc)
+		goto out;
+	rc = -1;
+	fill(a.buf + SRC, 4096, 0x2c);
+	memset(b.buf + ATOMIC_AT, 0, 8);
+	if (write_one(&a, b.mr->rkey, (uintptr_t)b.buf + WRITE_AT, 0, 4096,
+		      1600) ||
+	    check_bytes(b.buf + WRITE_AT, a.buf + SRC, 4096, "WRITE") ||
+	    read_one(&a, b.mr->rkey, (uintptr_t)b.buf + WRITE_AT + 10, 500,
+		     1601) ||
+	    check_bytes(a.buf + READ_TO, b.buf + WRITE_AT + 10, 500, "READ") ||
+	    fetch_add_one(&a, b.mr->rkey, (uintptr_t)b.buf + ATOMIC_AT, 5,
+			  1602, 0))
+		goto out;
+
+	cq = ibv_create_cq(da->ctx, 4, NULL, NULL, 0);
+	qi.send_cq = qi.recv_cq = cq;
+	qp = cq ? ibv_create_qp(da->pd, &qi) : NULL;
+	if (!qp) {
+		bad("ibv_create_qp: %s", strerror(errno));
+		goto out;
+	}
+	if (ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		bad("RESET -> INIT with access %#x: %s", qa.qp_access_flags,
+		    strerror(errno));
+		goto out;
+	}
+	if (is_pvrdma(da)) {
+		struct ibv_qp_init_attr_ex qx = {
+			.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq,
+			.cap = qi.cap, .pd = da->pd,
+			.comp_mask = IBV_QP_INIT_ATTR_PD |
+				     IBV_QP_INIT_ATTR_CREATE_FLAGS,
+			.create_flags = IBV_QP_CREATE_BLOCK_SELF_MCAST_LB,
+		};
+		struct ibv_qp *q2 = ibv_create_qp_ex(da->ctx, &qx);
+
+		if (q2 || errno != EOPNOTSUPP) {
+			bad("create flag %#x: %s, expected EOPNOTSUPP",
+			    qx.create_flags, q2 ? "made" : strerror(errno));
+			if (q2)
+				ibv_destroy_qp(q2);
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	if (qp)
+		ibv_destroy_qp(qp);
+	if (cq)
+		ibv_destroy_cq(cq);
+	side_destroy(&a);
+	side_destroy(&b);
+	return rc;
+}
+
 /* Wait for one async event of @type on @d's context, within the timeout. */
 static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
 {
@@ -1938,6 +2199,10 @@ int main(int argc, char **argv)
 	       t_uc(&da, &db));
 	report("mw: type 1 and 2 windows: bind, access, invalidation",
 	       t_mw(&da, &db));
+	report("mw: LOCAL_WRITE in a bind is ignored, no REMOTE_WRITE refuses",
+	       t_mw_local_write(&da, &db));
+	report("qp: create flags none, access bits beyond the device's",
+	       t_qp_extras(&da, &db));
 	report("srq: limit set, read back, event, disarmed",
 	       t_srq_limit(&da, &db));
 	report("qp: transitions and their attribute masks",

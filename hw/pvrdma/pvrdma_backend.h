@@ -272,9 +272,18 @@ typedef struct PvrdmaBackendOps {
      * the event loop has not read yet), so that the guest need not wait
      * for the event loop to be scheduled.  @qp: a send doorbell found the
      * previous request of @qp still outstanding.  NULL: the guest polled
-     * an empty CQ (CQ_POLL doorbell); anything may arrive.
+     * an empty CQ (CQ_POLL doorbell); anything may arrive.  @cq: that CQ
+     * when it is not armed, so its poller goes on polling until a CQE
+     * comes (the backend may count on it for a while and set
+     * cq->poll_watch to hear of the end, poll_end); NULL otherwise.
      */
-    void (*poll)(void *be, PvrdmaQp *qp);
+    void (*poll)(void *be, PvrdmaQp *qp, PvrdmaCq *cq);
+    /*
+     * The polling of @cq that poll() watched has ended: a CQE was written
+     * to it, it was armed, or it goes away.  The core clears
+     * cq->poll_watch before the call.
+     */
+    void (*poll_end)(void *be, PvrdmaCq *cq);
 } PvrdmaBackendOps;
 
 /*

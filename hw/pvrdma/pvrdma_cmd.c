@@ -149,6 +149,7 @@ static void pvrdma_mr_free(PvrdmaCore *core, PvrdmaMr *mr)
 
 static void pvrdma_cq_free(PvrdmaCore *core, PvrdmaCq *cq)
 {
+    pvrdma_wq_cq_poll_end(core, cq);
     if (core->be_ops->cq_destroy) {
         core->be_ops->cq_destroy(core->be, cq);
     }

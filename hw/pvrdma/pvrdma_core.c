@@ -1153,7 +1153,12 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         pvrdma_core_trace_doorbell(core, offset, val);
         /* Flush first, so completions already made don't use the arm. */
         if (flags & PVRDMA_DB_CQ_POLL) {
-            pvrdma_wq_cq_poll(core, cq);
+            pvrdma_wq_cq_poll(core, cq, cq->arm != PVRDMA_CQ_ARM_NONE ||
+                                        (flags & (PVRDMA_DB_CQ_ARM |
+                                                  PVRDMA_DB_CQ_ARM_SOL)));
+        }
+        if (flags & (PVRDMA_DB_CQ_ARM | PVRDMA_DB_CQ_ARM_SOL)) {
+            pvrdma_wq_cq_poll_end(core, cq);
         }
         if (flags & PVRDMA_DB_CQ_ARM) {
             cq->arm = PVRDMA_CQ_ARM_NEXT;

@@ -199,6 +199,7 @@ struct PvrdmaCq {
     uint8_t arm;                /* PVRDMA_CQ_ARM_* */
     bool overrun;               /* CQ_ERR reported, CQEs are dropped */
     bool timestamps;            /* CQEs carry the clock (extension) */
+    bool poll_watch;            /* the backend hears when its polling ends */
     uint32_t refs;              /* QPs */
     void *be;
 };
@@ -465,7 +466,9 @@ void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp);
 /* Write @qp's receive doorbell hint (@init: whatever was written before). */
 void pvrdma_wq_rq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool skip, bool init);
 void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq);
-void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq);
+void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq, bool armed);
+/* The polling of @cq the backend watched ended (CQE, arm, destroy). */
+void pvrdma_wq_cq_poll_end(PvrdmaCore *core, PvrdmaCq *cq);
 void pvrdma_wq_timer_expired(PvrdmaCore *core);
 /* Object life: after a committed MODIFY_QP (@old: state before). */
 void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old);

@@ -354,6 +354,24 @@ void pvrdma_fabric_kick(PvrdmaFabric *fab)
 }
 
 
+/* Links whose peer may have written frames without a kick, read again. */
+static void pvrdma_fabric_recheck(PvrdmaFabric *fab)
+{
+    g_autoptr(GList) links = NULL;
+    GList *e;
+
+    while (fab->recheck) {
+        fab->recheck = false;
+        g_clear_pointer(&links, g_list_free);
+        links = g_list_copy(fab->links);
+        for (e = links; e; e = e->next) {
+            if (pvrdma_link_pending_in(e->data)) {
+                pvrdma_link_poll(e->data, -1);
+            }
+        }
+    }
+}
+
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 {
     int64_t now = fab->host.clock_ns(fab->host.opaque);
@@ -364,6 +382,7 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
     fab->in_timer = true;
     fab->timer_at = -1;
     links = g_list_copy(fab->links);
+    fab->draining++;
     for (e = links; e; e = e->next) {
         /* Frames a kick was spared for, once a polling guest stopped. */
         if (pvrdma_link_pending_in(e->data)) {
@@ -371,6 +390,8 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
         }
         pvrdma_link_tick(e->data, now, &busy);
     }
+    fab->draining--;
+    pvrdma_fabric_recheck(fab);
     if (fab->poll_until > now) {
         pvrdma_fabric_timer_arm(fab, fab->poll_until);
     }
@@ -399,7 +420,12 @@ void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
                             bool writable)
 {
     if (*(uint32_t *)tag == PVRDMA_FABRIC_FD_LINK) {
+        fab->draining++;
         pvrdma_link_io(tag, readable, writable);
+        fab->draining--;
+        if (!fab->draining) {
+            pvrdma_fabric_recheck(fab);
+        }
     } else {
         pvrdma_fabric_net_ready(fab, tag, readable, writable);
     }
@@ -529,14 +555,83 @@ void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
  * timer looks once more when that ends); otherwise (a send doorbell
  * behind an outstanding request) only the links with requests of ours.
  */
-void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming)
+/*
+ * @cq's poller is counted on until @until: its entry, or a free or
+ * expired one, or the one that ends first.
+ */
+static void pvrdma_fabric_poll_note(PvrdmaFabric *fab, PvrdmaCq *cq,
+                                    int64_t until)
+{
+    unsigned i, pick = 0;
+
+    for (i = 0; i < PVRDMA_FABRIC_POLLED_CQS; i++) {
+        if (fab->polled[i].cq == cq) {
+            pick = i;
+            break;
+        }
+        if (fab->polled[i].until < fab->polled[pick].until ||
+            (!fab->polled[i].cq && fab->polled[pick].cq)) {
+            pick = i;
+        }
+    }
+    if (fab->polled[pick].cq && fab->polled[pick].cq != cq) {
+        /* Evicted: its end no longer matters. */
+        fab->polled[pick].cq->poll_watch = false;
+    }
+    fab->polled[pick].cq = cq;
+    fab->polled[pick].until = until;
+    cq->poll_watch = true;
+}
+
+void pvrdma_fabric_poll_end(PvrdmaFabric *fab, PvrdmaCq *cq)
+{
+    int64_t now, left = 0;
+    bool pending = false;
+    unsigned i;
+    GList *e;
+
+    now = fab->has_host ? fab->host.clock_ns(fab->host.opaque) : 0;
+    for (i = 0; i < PVRDMA_FABRIC_POLLED_CQS; i++) {
+        if (fab->polled[i].cq == cq) {
+            fab->polled[i].cq = NULL;
+            fab->polled[i].until = 0;
+        } else if (fab->polled[i].cq && fab->polled[i].until > now) {
+            left = MAX(left, fab->polled[i].until);
+        }
+    }
+    if (left >= fab->poll_until) {
+        return;
+    }
+    /*
+     * The promise shrinks to what other pollers still hold (none: 0).
+     * A peer that wrote frames and then read the old promise did not
+     * kick: after the new one is published, look at the rings again.
+     */
+    fab->poll_until = left;
+    for (e = fab->links; e; e = e->next) {
+        pvrdma_link_promise(e->data, left);
+    }
+    if (fab->draining) {
+        fab->recheck = true;
+        return;
+    }
+    for (e = fab->links; e && !pending; e = e->next) {
+        pending = pvrdma_link_pending_in(e->data);
+    }
+    if (pending) {
+        pvrdma_fabric_kick(fab);
+    }
+}
+
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming, PvrdmaCq *cq)
 {
     int64_t until = -1;
     GList *busy = NULL, *e;
 
-    if (incoming && fab->has_host) {
+    if (incoming && cq && fab->has_host) {
         until = fab->host.clock_ns(fab->host.opaque) +
                 PVRDMA_LINK_POLL_WINDOW_NS;
+        pvrdma_fabric_poll_note(fab, cq, until);
         fab->poll_until = until;
         /* Re-arms only if no earlier expiry is armed: once per window. */
         pvrdma_fabric_timer_arm(fab, until);
@@ -547,10 +642,15 @@ void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming)
             busy = g_list_prepend(busy, e->data);
         }
     }
+    fab->draining++;
     for (e = busy; e; e = e->next) {
         pvrdma_link_poll(e->data, until);
     }
+    fab->draining--;
     g_list_free(busy);
+    if (!fab->draining) {
+        pvrdma_fabric_recheck(fab);
+    }
 }
 
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)

@@ -167,15 +167,20 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
                               qp->attr.dest_qp_num);
 }
 
-static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp)
+static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp, PvrdmaCq *cq)
 {
     PvrdmaFabricPort *port = be;
 
     if (!qp) {
-        pvrdma_fabric_poll_links(port->fabric, true);
+        pvrdma_fabric_poll_links(port->fabric, true, cq);
     } else if (((PvrdmaFabricQp *)qp->be)->req) {
-        pvrdma_fabric_poll_links(port->fabric, false);
+        pvrdma_fabric_poll_links(port->fabric, false, NULL);
     }
+}
+
+static void pvrdma_fabric_poll_end_op(void *be, PvrdmaCq *cq)
+{
+    pvrdma_fabric_poll_end(((PvrdmaFabricPort *)be)->fabric, cq);
 }
 
 /*
@@ -197,4 +202,5 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .cancel = pvrdma_fabric_cancel,
     .recv_posted = pvrdma_fabric_recv_posted_op,
     .poll = pvrdma_fabric_poll,
+    .poll_end = pvrdma_fabric_poll_end_op,
 };

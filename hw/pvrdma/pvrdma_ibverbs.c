@@ -1927,7 +1927,8 @@ static void pvrdma_ibv_srq_destroy(void *be G_GNUC_UNUSED, PvrdmaSrq *srq)
     srq->be = NULL;
 }
 
-static void pvrdma_ibv_poll(void *be, PvrdmaQp *qp G_GNUC_UNUSED)
+static void pvrdma_ibv_poll(void *be, PvrdmaQp *qp G_GNUC_UNUSED,
+                            PvrdmaCq *cq G_GNUC_UNUSED)
 {
     pvrdma_ibv_process(be);
 }

@@ -1509,6 +1509,13 @@ void pvrdma_link_poll(PvrdmaLink *l, int64_t until)
     pvrdma_link_input_done(l);
 }
 
+void pvrdma_link_promise(PvrdmaLink *l, int64_t until)
+{
+    if (!l->dead && l->up && l->shm) {
+        __atomic_store_n(&l->my->poll_until, until, __ATOMIC_SEQ_CST);
+    }
+}
+
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable)
 {
     if (readable && !l->dead) {

@@ -61,8 +61,13 @@ enum {
 #define PVRDMA_LINK_RING_MAP        (PVRDMA_LINK_RING_SIZE + \
                                      PVRDMA_LINK_FRAME_RING + \
                                      PVRDMA_LINK_RING_TAIL)
-/* How long a guest's poll of an empty CQ promises to look again. */
+/*
+ * How long a guest's poll of an empty CQ promises to look again, at most:
+ * the promise ends sooner when that CQ gets a CQE or is armed.
+ */
 #define PVRDMA_LINK_POLL_WINDOW_NS  (1000 * 1000LL)
+/* CQs whose pollers a process's promise counts on (the latest ones). */
+#define PVRDMA_FABRIC_POLLED_CQS    8
 
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
 
@@ -94,6 +99,17 @@ struct PvrdmaFabric {
     int64_t timer_at;           /* armed expiry, -1 = not armed */
     bool in_timer;
     int64_t poll_until;         /* latest promise to peers to look */
+    /*
+     * The CQs whose polling the promise stands on: until a CQE lands in
+     * one, it is armed or gone (poll_end), or its time runs out.  The
+     * promise on the links is the latest time left among them.
+     */
+    struct {
+        PvrdmaCq *cq;
+        int64_t until;
+    } polled[PVRDMA_FABRIC_POLLED_CQS];
+    unsigned draining;          /* inside a pass over the links */
+    bool recheck;               /* a promise ended during that pass */
 };
 
 /*
@@ -144,6 +160,8 @@ bool pvrdma_link_pending_in(PvrdmaLink *l);
  * look without being woken (shm links; an inline link reads its socket).
  */
 void pvrdma_link_poll(PvrdmaLink *l, int64_t until);
+/* Tell the peer of a shm link until when we look without a kick (0: no). */
+void pvrdma_link_promise(PvrdmaLink *l, int64_t until);
 /* The fd of @l is ready. */
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
 /* Close @l (the peer is gone or broke the protocol): fail its requests. */
@@ -214,8 +232,15 @@ void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr);
 /* Reset or removal: every exec and link request of @port ends. */
 void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port);
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port);
-/* Read what the links with requests outstanding have received. */
-void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming);
+/*
+ * Read what the links with requests outstanding have received; @incoming
+ * (a guest polled an empty CQ): every link, and if @cq (not armed) its
+ * poller is counted on to look again until a CQE comes.
+ */
+void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming,
+                              PvrdmaCq *cq);
+/* The polling of @cq ended: the promise it held is taken back. */
+void pvrdma_fabric_poll_end(PvrdmaFabric *fab, PvrdmaCq *cq);
 
 
 #endif /* HW_PVRDMA_LINK_H */

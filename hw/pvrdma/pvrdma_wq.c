@@ -361,6 +361,7 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
         }
         return;
     }
+    pvrdma_wq_cq_poll_end(core, cq);
     pvrdma_core_notify_cq(core, cq->handle,
                           solicited || cqe->status != PVRDMA_WC_SUCCESS);
 }
@@ -1694,7 +1695,7 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp)
     }
     pvrdma_wq_enter(core);
     if (qp->wq.nout && core->be_ops->poll) {
-        core->be_ops->poll(core->be, qp);
+        core->be_ops->poll(core->be, qp, NULL);
     }
     pvrdma_wq_process_sq(core, qp);
     pvrdma_wq_leave(core);
@@ -1780,20 +1781,29 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
     pvrdma_wq_leave(core);
 }
 
-void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq G_GNUC_UNUSED)
+void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq, bool armed)
 {
     /*
      * Completions are written as they happen; what remains is what the
-     * backend has not taken in yet, and due retries.
+     * backend has not taken in yet, and due retries.  A poller that arms
+     * the CQ is about to sleep, not to poll on.
      */
     pvrdma_wq_enter(core);
     if (core->be_ops->poll) {
-        core->be_ops->poll(core->be, NULL);
+        core->be_ops->poll(core->be, NULL, armed ? NULL : cq);
     }
     if (core->rnr_qps.length) {
         pvrdma_wq_run_timers(core);
     }
     pvrdma_wq_leave(core);
+}
+
+void pvrdma_wq_cq_poll_end(PvrdmaCore *core, PvrdmaCq *cq)
+{
+    if (cq->poll_watch) {
+        cq->poll_watch = false;
+        core->be_ops->poll_end(core->be, cq);
+    }
 }
 
 void pvrdma_wq_timer_expired(PvrdmaCore *core)

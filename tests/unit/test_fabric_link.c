@@ -735,6 +735,120 @@ static void test_cq_poll_takes_in(void **state)
     net_free(n);
 }
 
+/* Whether the peer woke the process behind @fd (a kick byte waits). */
+static bool kicked(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+
+    return poll(&p, 1, 0) == 1;
+}
+
+/* A sends 16 bytes to B (a receive posted first), without any event loop. */
+static void send_one(Net *n, uint64_t id)
+{
+    struct pvrdma_sge sa = sge(n->ma, VA_A, 16), sb = sge(n->mb, VA_B, 16);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_SEND, 1);
+
+    fv_post_recv(n->b, id + 100, &sb, 1);
+    fv_ring_rq(n->b);
+    fv_post_send(n->a, &h, &sa, 1);
+    fv_ring_sq(n->a);
+}
+
+static void cq_arm(FvCq *cq)
+{
+    pvrdma_core_uar_write(cq->fg->core, PVRDMA_UAR_CQ_OFFSET,
+                          PVRDMA_DB_CQ_ARM | cq->handle);
+}
+
+/* Run both event loops until neither has a kick left to read. */
+static void settle(Net *n)
+{
+    unsigned i;
+
+    for (i = 0; i < 50 && (kicked(n->sv[0]) || kicked(n->sv[1])); i++) {
+        run(n->ha, n->hb, 1);
+    }
+    assert_false(kicked(n->sv[0]) || kicked(n->sv[1]));
+}
+
+/*
+ * A poll of an empty CQ promises the peer that this side looks without
+ * a kick, but only while that polling goes on: a CQE landing in the CQ
+ * (its poller got what it waited for), an arm (its poller goes to
+ * sleep) end it, and an armed CQ's poll promises nothing.  While another
+ * CQ polled within the window still waits, the promise stands.  The kick
+ * is what a peer writes on the socket when no promise holds.
+ */
+static void test_cq_poll_promise_ends(void **state)
+{
+    Net *n = net_new(true);
+    FvCq *idle = fv_cq_new(n->fb, 0, 16);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    /* polled, empty: A's SEND goes without a kick, B's next poll takes it */
+    fv_cq_poll_doorbell(n->cqb);
+    send_one(n, 1);
+    assert_false(kicked(n->sv[1]));
+    fv_cq_poll_doorbell(n->cqb);
+    assert_true(fv_cq_poll(n->cqb, &c));
+    expect(c, 101, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    /* that CQE ended the promise: the next SEND kicks */
+    send_one(n, 2);
+    assert_true(kicked(n->sv[1]));
+    expect(wait_cqe(n, n->cqb), 102, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    settle(n);
+
+    /* polled, then armed: the arm ends the promise */
+    fv_cq_poll_doorbell(n->cqb);
+    cq_arm(n->cqb);
+    send_one(n, 3);
+    assert_true(kicked(n->sv[1]));
+    expect(wait_cqe(n, n->cqb), 103, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 3, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    settle(n);
+
+    /* armed, then polled empty: no promise */
+    cq_arm(n->cqb);
+    fv_cq_poll_doorbell(n->cqb);
+    send_one(n, 4);
+    assert_true(kicked(n->sv[1]));
+    expect(wait_cqe(n, n->cqb), 104, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 4, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    settle(n);
+
+    /*
+     * Two CQs polled: a CQE in one leaves the other's promise; once that
+     * one's window has passed, the promise is gone.
+     */
+    fv_cq_poll_doorbell(idle);
+    fv_cq_poll_doorbell(n->cqb);
+    send_one(n, 5);
+    assert_false(kicked(n->sv[1]));
+    fv_cq_poll_doorbell(n->cqb);
+    expect(wait_cqe(n, n->cqb), 105, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    send_one(n, 6);
+    assert_false(kicked(n->sv[1]));
+    fv_cq_poll_doorbell(idle);
+    expect(wait_cqe(n, n->cqb), 106, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 5, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 6, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    settle(n);
+    n->ha->now += PVRDMA_LINK_POLL_WINDOW_NS + 1;   /* one host clock */
+    n->hb->now += PVRDMA_LINK_POLL_WINDOW_NS + 1;
+    run(n->ha, n->hb, 2);
+    send_one(n, 7);
+    assert_true(kicked(n->sv[1]));
+    expect(wait_cqe(n, n->cqb), 107, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 16);
+    expect(wait_cqe(n, n->cqa), 7, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 16);
+    settle(n);
+    g_free(idle);
+    net_free(n);
+}
+
 /*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
@@ -1487,6 +1601,7 @@ int main(void)
         cmocka_unit_test(test_ud_link_shm),
         cmocka_unit_test(test_ud_link_inline),
         cmocka_unit_test(test_cq_poll_takes_in),
+        cmocka_unit_test(test_cq_poll_promise_ends),
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),

@@ -133,7 +133,11 @@ typedef struct PvrdmaSendWr {
 /* What became of a PvrdmaSendWr (the responder's ACK or NAK). */
 typedef struct PvrdmaSendResult {
     uint32_t status;            /* PVRDMA_WC_* for the requester */
-    /* RNR NAK: the core retries later (only with one request out). */
+    /*
+     * RNR NAK of the oldest request: the core retries it later, and the
+     * ones after it, which the backend has dropped (no send_done follows
+     * for them; the responder did not execute them).
+     */
     bool rnr;
     uint8_t rnr_timer;          /* responder's min_rnr_timer encoding */
     uint64_t atomic_orig;       /* host order; the core writes it back */

@@ -445,17 +445,46 @@ bool pvrdma_fabric_sgl_uses(const PvrdmaSgl *sgl, const PvrdmaMr *mr)
     return false;
 }
 
-void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
-                            bool fatal)
+void pvrdma_fabric_req_free(PvrdmaFabricReq *req)
+{
+    PvrdmaFabricQp *fqp = req->qp->be;
+
+    g_queue_unlink(&fqp->reqs, &req->qnode);
+    if (pvrdma_fabric_op_reads(req->wr->opcode)) {
+        fqp->nrd--;
+    }
+    g_free(req);
+}
+
+void pvrdma_fabric_qp_drop_reqs(PvrdmaQp *qp)
+{
+    PvrdmaFabricQp *fqp = qp->be;
+
+    while (!g_queue_is_empty(&fqp->reqs)) {
+        PvrdmaFabricReq *req = fqp->reqs.head->data;
+
+        if (req->answered) {
+            pvrdma_fabric_req_free(req);
+        } else {
+            pvrdma_link_req_cancel(req);
+        }
+    }
+    fqp->gen++;
+}
+
+/* Complete the oldest request of its QP with its answer (the core's). */
+static void pvrdma_fabric_req_complete(PvrdmaFabricReq *req)
 {
     PvrdmaFabricPort *port = req->port;
-    PvrdmaFabricQp *fqp = req->qp->be;
+    PvrdmaQp *qp = req->qp;
+    PvrdmaFabricQp *fqp = qp->be;
+    const PvrdmaFabricAck *ack = &req->ack;
     PvrdmaSendResult res = {
         .status = ack->status,
         .rnr = ack->rnr,
         .rnr_timer = ack->rnr_timer,
         .atomic_orig = ack->atomic_orig,
-        .fatal = fatal,
+        .fatal = req->fatal,
     };
 
     if (req->wr->ud) {
@@ -469,14 +498,42 @@ void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
                       ack->status : PVRDMA_WC_SUCCESS,
         };
     }
-
-    pvrdma_core_enter(port->core);
-    if (ack->rnr && !fqp->rnr) {
-        fqp->rnr = true;
-        pvrdma_fabric_rnr_note(port->fabric, true);
+    pvrdma_fabric_req_free(req);
+    if (res.rnr) {
+        /*
+         * The responder drops what we sent after the NAKed request (its
+         * generation): the core sends them again after the retry.
+         */
+        pvrdma_fabric_qp_drop_reqs(qp);
+        if (!fqp->rnr) {
+            fqp->rnr = true;
+            pvrdma_fabric_rnr_note(port->fabric, true);
+        }
     }
-    pvrdma_core_send_done(port->core, req->qp, &res);
+    pvrdma_core_enter(port->core);
+    pvrdma_core_send_done(port->core, qp, &res);
     pvrdma_core_leave(port->core);
+}
+
+void pvrdma_fabric_req_answered(PvrdmaFabricReq *req,
+                                const PvrdmaFabricAck *ack, bool fatal)
+{
+    PvrdmaFabricQp *fqp = req->qp->be;
+    GList *head;
+
+    req->answered = true;
+    req->ack = *ack;
+    req->fatal = fatal;
+    if (fqp->delivering) {
+        return;                 /* the loop below takes it in its turn */
+    }
+    fqp->delivering = true;
+    /* Each completion may submit, or cancel the rest: look again. */
+    while ((head = fqp->reqs.head) &&
+           ((PvrdmaFabricReq *)head->data)->answered) {
+        pvrdma_fabric_req_complete(head->data);
+    }
+    fqp->delivering = false;
 }
 
 void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex)

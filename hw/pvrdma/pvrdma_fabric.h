@@ -71,7 +71,37 @@ typedef struct PvrdmaFabricMsg {
     uint32_t flow_label;
     uint8_t tclass;
     uint8_t hop_limit;
+    /*
+     * The requester QP's generation (links only): it moves on whenever
+     * that QP's outstanding requests are dropped (an RNR NAK, an error,
+     * a cancel), so a responder that NAKed one request of generation g
+     * drops the later ones of g still in flight and takes the next g+1.
+     */
+    uint32_t gen;
 } PvrdmaFabricMsg;
+
+/* Does @opcode carry its payload to the responder (SENDs, WRITEs)? */
+static inline bool pvrdma_fabric_op_has_payload(uint32_t opcode)
+{
+    switch (opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Is @opcode a READ or an atomic (counted against max_rd_atomic)? */
+static inline bool pvrdma_fabric_op_reads(uint32_t opcode)
+{
+    return opcode == PVRDMA_WR_RDMA_READ ||
+           opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP ||
+           opcode == PVRDMA_WR_ATOMIC_FETCH_AND_ADD;
+}
 
 /* The responder's answer: an ACK, a NAK with a status, or an RNR NAK. */
 typedef struct PvrdmaFabricAck {
@@ -230,9 +260,22 @@ typedef struct PvrdmaFabricReq PvrdmaFabricReq;
 /* Per-QP state of the port (qp->be). */
 typedef struct PvrdmaFabricQp {
     bool rnr;                   /* counted in the fabric's rnr_waiting */
-    PvrdmaFabricReq *req;       /* outstanding on a link */
     uint64_t rnr_link;          /* serial of a link we RNR-NAKed, or 0 */
+    /* Requester: requests outstanding on links, oldest first. */
+    GQueue reqs;
+    unsigned nrd;               /* of them READs and atomics */
+    uint32_t gen;               /* PvrdmaFabricMsg.gen of the next ones */
+    bool delivering;            /* completing answered requests in order */
+    /* Responder: after a NAK of generation drop_gen, its later ones. */
+    bool dropping;
+    uint32_t drop_gen;
 } PvrdmaFabricQp;
+
+/*
+ * Requests a QP may have outstanding on links: its send queue's depth, at
+ * most this (the core's window, PVRDMA_MAX_OUTSTANDING).
+ */
+#define PVRDMA_FABRIC_WINDOW            PVRDMA_MAX_OUTSTANDING
 
 extern const PvrdmaBackendOps pvrdma_fabric_backend_ops;
 /* The port index of a core on the fabric backend, for tests. */
@@ -242,10 +285,13 @@ int pvrdma_fabric_port_index(void *be);
 
 /*
  * Requester: carry @wr of @qp over the fabric, report the result.
- * Returns true if the answer was an RNR NAK.
+ * Returns 1 if the answer was an RNR NAK (a port of this process answers
+ * at once), 0, or -EAGAIN if @wr must wait until the requests of @qp
+ * outstanding on a link complete (a destination in this process, or an
+ * order the link cannot keep otherwise).
  */
-bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
-                             PvrdmaSendWr *wr);
+int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                            PvrdmaSendWr *wr);
 /* Responder in steps (PvrdmaFabricExec); begin: true if payload moves. */
 bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex);

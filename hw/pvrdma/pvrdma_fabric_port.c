@@ -41,6 +41,8 @@ static int pvrdma_fabric_qp_create(void *be, PvrdmaQp *qp)
     PvrdmaFabricPort *port = be;
 
     qp->be = g_new0(PvrdmaFabricQp, 1);
+    /* Requests on links pipeline up to the send queue's depth. */
+    qp->max_outstanding = MIN(qp->attr.cap.max_send_wr, PVRDMA_FABRIC_WINDOW);
 
     /* Wire QPN: the port index in bits 16..23 (pvrdma_fabric.c). */
     if (port->index && qp->type != PVRDMA_QPT_GSI &&
@@ -55,10 +57,14 @@ static int pvrdma_fabric_qp_modify(void *be, PvrdmaQp *qp,
                                    const struct pvrdma_qp_attr *attr,
                                    uint32_t mask)
 {
-    /* A message arriving in steps loses its QP state and receive WQE. */
+    /*
+     * A message arriving in steps loses its QP state and receive WQE; a
+     * QP made anew takes every request of its peer again.
+     */
     if ((mask & PVRDMA_QP_STATE) && (attr->qp_state == PVRDMA_QPS_RESET ||
                                       attr->qp_state == PVRDMA_QPS_ERR)) {
         pvrdma_fabric_port_abort(be, qp, NULL);
+        ((PvrdmaFabricQp *)qp->be)->dropping = false;
     }
     return 0;
 }
@@ -69,10 +75,8 @@ static void pvrdma_fabric_qp_destroy(void *be, PvrdmaQp *qp)
 
     pvrdma_fabric_qp_rnr_done(be, qp);
     pvrdma_fabric_port_abort(be, qp, NULL);
-    if (fqp->req) {
-        pvrdma_link_req_cancel(fqp->req);
-    }
-    g_free(qp->be);
+    pvrdma_fabric_qp_drop_reqs(qp);
+    g_free(fqp);
     qp->be = NULL;
 }
 
@@ -113,9 +117,14 @@ static void pvrdma_fabric_gid_unbind(void *be, uint32_t index)
 static int pvrdma_fabric_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
 {
     PvrdmaFabricQp *fqp = qp->be;
+    int ret;
 
+    ret = pvrdma_fabric_rc_submit(be, qp, wr);
+    if (ret < 0) {
+        return ret;
+    }
     pvrdma_fabric_qp_rnr_done(be, qp);
-    if (pvrdma_fabric_rc_submit(be, qp, wr)) {
+    if (ret) {
         fqp->rnr = true;
         pvrdma_fabric_rnr_note(((PvrdmaFabricPort *)be)->fabric, true);
     }
@@ -124,12 +133,8 @@ static int pvrdma_fabric_submit(void *be, PvrdmaQp *qp, PvrdmaSendWr *wr)
 
 static void pvrdma_fabric_cancel(void *be, PvrdmaQp *qp)
 {
-    PvrdmaFabricQp *fqp = qp->be;
-
     pvrdma_fabric_qp_rnr_done(be, qp);
-    if (fqp->req) {
-        pvrdma_link_req_cancel(fqp->req);
-    }
+    pvrdma_fabric_qp_drop_reqs(qp);
 }
 
 static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
@@ -173,7 +178,7 @@ static void pvrdma_fabric_poll(void *be, PvrdmaQp *qp, PvrdmaCq *cq)
 
     if (!qp) {
         pvrdma_fabric_poll_links(port->fabric, true, cq);
-    } else if (((PvrdmaFabricQp *)qp->be)->req) {
+    } else if (!g_queue_is_empty(&((PvrdmaFabricQp *)qp->be)->reqs)) {
         pvrdma_fabric_poll_links(port->fabric, false, NULL);
     }
 }

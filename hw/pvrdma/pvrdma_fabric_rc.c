@@ -26,9 +26,12 @@
 
 /* ---- requester ----------------------------------------------------------- */
 
-bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
-                             PvrdmaSendWr *wr)
+int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                            PvrdmaSendWr *wr)
 {
+    PvrdmaFabricQp *fqp = qp->be;
+    const PvrdmaFabricReq *last = fqp->reqs.tail ? fqp->reqs.tail->data :
+                                  NULL;
     PvrdmaFabricPayload payload = { .sgl = &wr->local };
     PvrdmaFabricMsg msg = {
         .opcode = wr->opcode,
@@ -61,11 +64,31 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         PvrdmaLink *l = pvrdma_fabric_route(port->fabric, wr->dgid,
                                             wr->dst_qpn);
 
+        if (l && last) {
+            /*
+             * Behind requests still out, on the same link only (it keeps
+             * their order); READs and atomics within max_rd_atomic; and
+             * a request without payload goes out as a control frame at
+             * once, so not while an earlier payload of the QP is still
+             * being sent (those are the newest ones).
+             */
+            if (last->link != l ||
+                (pvrdma_fabric_op_reads(wr->opcode) &&
+                 fqp->nrd >= MAX(qp->attr.max_rd_atomic, 1)) ||
+                (last->tx && !(pvrdma_fabric_op_has_payload(wr->opcode) &&
+                               wr->length))) {
+                return -EAGAIN;
+            }
+        }
         if (l) {
             /* Another process: the answer comes with the link's ACK. */
             pvrdma_link_submit(l, port, qp, wr);
-            return false;
+            return 0;
         }
+    }
+    if (last) {
+        /* Answered at once: only with nothing else out. */
+        return -EAGAIN;
     }
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
@@ -85,7 +108,7 @@ bool pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         ack.rnr = false;
     }
     pvrdma_core_send_done(port->core, qp, &res);
-    return ack.rnr;
+    return ack.rnr ? 1 : 0;
 }
 
 /* ---- responder ----------------------------------------------------------- */

@@ -430,8 +430,10 @@ static int pvrdma_link_sink_put(void *opaque, uint64_t off, void *buf,
     return 0;
 }
 
-static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaSendWr *wr)
+static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaFabricReq *req)
 {
+    const PvrdmaSendWr *wr = req->wr;
+
     memset(b, 0, PVRDMA_LINK_REQ_SIZE);
     wr32(b, wr->opcode);
     wr32(b + 4, wr->src_qpn);
@@ -443,6 +445,7 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaSendWr *wr)
     wr32(b + 48, wr->imm_data);
     wr32(b + 52, wr->inv_rkey);
     wr32(b + 56, wr->rkey);
+    wr32(b + 60, req->gen);
     wr64(b + 64, wr->remote_addr);
     wr64(b + 72, wr->compare_add);
     wr64(b + 80, wr->swap);
@@ -466,6 +469,25 @@ static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
     b[5] = ack->rnr_timer;
     wr16(b + 6, 0);
     wr64(b + 8, ack->atomic_orig);
+}
+
+/*
+ * The answer to a request executed here.  A NAK of an RC request (an
+ * error, RNR) leaves the requester's later requests of its generation,
+ * already on their way, unexecuted (as a responder drops what follows a
+ * NAKed PSN): the requester sends them again under a new generation.
+ */
+static void pvrdma_link_ack_exec(PvrdmaLink *l, uint32_t id,
+                                 PvrdmaFabricExec *ex)
+{
+    if (ex->qp && !ex->msg.ud && !ex->msg.uc &&
+        (ex->ack.rnr || ex->ack.status != PVRDMA_WC_SUCCESS)) {
+        PvrdmaFabricQp *fqp = ex->qp->be;
+
+        fqp->dropping = true;
+        fqp->drop_gen = ex->msg.gen;
+    }
+    pvrdma_link_send_ack(l, id, &ex->ack);
 }
 
 static void pvrdma_link_tx_free(PvrdmaLink *l, PvrdmaLinkTx *tx)
@@ -500,22 +522,21 @@ static void pvrdma_link_tx_end(PvrdmaLink *l, PvrdmaLinkTx *tx, bool abort)
             pvrdma_fabric_rc_end(tx->ex);
             pvrdma_core_leave(core);
         }
-        pvrdma_link_send_ack(l, tx->id, &tx->ex->ack);
+        pvrdma_link_ack_exec(l, tx->id, tx->ex);
     }
     pvrdma_link_tx_free(l, tx);
 }
 
 static void pvrdma_link_req_unlink(PvrdmaFabricReq *req);
 
-/* @req is over: off the link, completed, freed. */
+/* @req is over: off the link, completed in its QP's order. */
 static void pvrdma_link_req_finish(PvrdmaFabricReq *req, uint32_t status,
                                    bool fatal)
 {
     PvrdmaFabricAck ack = { .status = status };
 
     pvrdma_link_req_unlink(req);
-    pvrdma_fabric_req_done(req, &ack, fatal);
-    g_free(req);
+    pvrdma_fabric_req_answered(req, &ack, fatal);
 }
 
 /*
@@ -545,7 +566,7 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
                 }
                 b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, tx->id,
                                       PVRDMA_LINK_REQ_SIZE);
-                pvrdma_link_encode_req(b, tx->req->wr);
+                pvrdma_link_encode_req(b, tx->req);
                 tx->req->since = pvrdma_fabric_host(l->fab)->clock_ns(
                                      pvrdma_fabric_host(l->fab)->opaque);
             } else {
@@ -662,19 +683,6 @@ static PvrdmaLinkTx *pvrdma_link_tx_add(PvrdmaLink *l, uint8_t type,
 
 /* ---- requester ----------------------------------------------------------- */
 
-static bool pvrdma_link_has_payload(uint32_t opcode)
-{
-    switch (opcode) {
-    case PVRDMA_WR_SEND:
-    case PVRDMA_WR_SEND_WITH_IMM:
-    case PVRDMA_WR_SEND_WITH_INV:
-    case PVRDMA_WR_RDMA_WRITE:
-    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
-        return true;
-    default:
-        return false;
-    }
-}
 
 /*
  * IBA local ACK timeout: 4.096 us << timeout, times (retry_cnt + 1)
@@ -719,9 +727,14 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
     req->wr = wr;
     req->timeout_ns = pvrdma_link_qp_timeout(qp);
     req->since = h->clock_ns(h->opaque);
-    fqp->req = req;
+    req->gen = fqp->gen;
+    req->qnode.data = req;
+    g_queue_push_tail_link(&fqp->reqs, &req->qnode);
+    if (pvrdma_fabric_op_reads(wr->opcode)) {
+        fqp->nrd++;
+    }
     g_hash_table_insert(l->reqs, GUINT_TO_POINTER(req->id), req);
-    if (pvrdma_link_has_payload(wr->opcode) && wr->length) {
+    if (pvrdma_fabric_op_has_payload(wr->opcode) && wr->length) {
         req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
                                      wr->length);
         req->tx->req = req;
@@ -730,7 +743,7 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
         uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, req->id,
                                        PVRDMA_LINK_REQ_SIZE);
 
-        pvrdma_link_encode_req(b, wr);
+        pvrdma_link_encode_req(b, req);
         pvrdma_link_flush(l);
     }
     /* Only for its timeout: no main-loop wakeup per request. */
@@ -750,7 +763,6 @@ static void pvrdma_link_req_unlink(PvrdmaFabricReq *req)
     if (l->rx.req == req) {
         l->rx.req = NULL;       /* the rest of its response is dropped */
     }
-    ((PvrdmaFabricQp *)req->qp->be)->req = NULL;
 }
 
 void pvrdma_link_req_cancel(PvrdmaFabricReq *req)
@@ -758,7 +770,7 @@ void pvrdma_link_req_cancel(PvrdmaFabricReq *req)
     PvrdmaLink *l = req->link;
 
     pvrdma_link_req_unlink(req);
-    g_free(req);
+    pvrdma_fabric_req_free(req);
     pvrdma_link_pump(l);
 }
 
@@ -780,34 +792,36 @@ static void pvrdma_link_answer(PvrdmaLink *l, PvrdmaFabricReq *req,
         ack->status = req->fail;
         ack->rnr = false;
     }
-    pvrdma_fabric_req_done(req, ack, false);
-    g_free(req);
+    pvrdma_fabric_req_answered(req, ack, false);
     pvrdma_link_pump(l);
 }
 
 void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
 {
     GHashTableIter it;
-    gpointer v;
+    gpointer k, v;
     GSList *expired = NULL, *e;
 
     g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
+    while (g_hash_table_iter_next(&it, &k, &v)) {
         PvrdmaFabricReq *req = v;
         int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
 
         if (req->timeout_ns && now - since >= req->timeout_ns) {
-            expired = g_slist_prepend(expired, req);
+            expired = g_slist_prepend(expired, k);
         } else {
             *busy = true;
         }
     }
+    /* By id: completing one may cancel others of its QP. */
     for (e = expired; e; e = e->next) {
-        PvrdmaFabricReq *req = e->data;
+        PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, e->data);
 
         /* A peer that went silent: retries exhausted, QP fatal. */
-        pvrdma_link_req_finish(req, req->fail ? req->fail :
-                               PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
+        if (req) {
+            pvrdma_link_req_finish(req, req->fail ? req->fail :
+                                   PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
+        }
     }
     g_slist_free(expired);
     /*
@@ -941,6 +955,7 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     msg->imm_data = rd32(b + 48);
     msg->inv_rkey = rd32(b + 52);
     msg->rkey = rd32(b + 56);
+    msg->gen = rd32(b + 60);
     msg->remote_addr = rd64(b + 64);
     msg->compare_add = rd64(b + 72);
     msg->swap = rd64(b + 80);
@@ -998,12 +1013,21 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     if (!pvrdma_link_decode_req(b, &msg)) {
         return false;
     }
-    payload = pvrdma_link_has_payload(msg.opcode) && msg.length;
+    payload = pvrdma_fabric_op_has_payload(msg.opcode) && msg.length;
     if (payload && l->rx.open) {
         return false;           /* one stream at a time */
     }
     ex = g_new0(PvrdmaFabricExec, 1);
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
+    if (port && !msg.ud) {
+        PvrdmaFabricQp *fqp = qp->be;
+
+        if (fqp->dropping && msg.gen == fqp->drop_gen) {
+            port = NULL;        /* after a NAK of its generation */
+        } else {
+            fqp->dropping = false;
+        }
+    }
     if (port) {
         pvrdma_core_enter(port->core);
         moves = pvrdma_fabric_rc_begin(port, qp, &msg, ex);
@@ -1043,7 +1067,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
         if (l->txq_len >= PVRDMA_LINK_MAX_QUEUED) {
             /* More READs than any honest peer has QPs: drop it. */
             pvrdma_fabric_rc_abort(ex);
-            pvrdma_link_send_ack(l, id, &ex->ack);
+            pvrdma_link_ack_exec(l, id, ex);
             pvrdma_fabric_exec_free(ex);
             return true;
         }
@@ -1051,7 +1075,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
         tx->ex = ex;
         return true;
     }
-    pvrdma_link_send_ack(l, id, &ex->ack);
+    pvrdma_link_ack_exec(l, id, ex);
     pvrdma_fabric_exec_free(ex);
     return true;
 }
@@ -1127,7 +1151,7 @@ static void pvrdma_link_rx_end(PvrdmaLink *l, bool aborted)
         pvrdma_fabric_rc_end(ex);
         pvrdma_core_leave(ex->port->core);
     }
-    pvrdma_link_send_ack(l, l->rx.id, &ex->ack);
+    pvrdma_link_ack_exec(l, l->rx.id, ex);
     pvrdma_fabric_exec_free(ex);
 }
 
@@ -1602,7 +1626,6 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     GHashTableIter it;
     gpointer v;
-    GList *reqs = NULL, *e;
     unsigned i;
 
     if (l->dead) {
@@ -1634,18 +1657,21 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
     while (!g_queue_is_empty(&l->txq)) {
         pvrdma_link_tx_free(l, l->txq.head->data);
     }
-    /* Our requests: RETRY_EXC_ERR, as when a real peer stops answering. */
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        reqs = g_list_prepend(reqs, v);
-    }
-    for (e = reqs; e; e = e->next) {
-        PvrdmaFabricReq *req = e->data;
+    /*
+     * Our requests: RETRY_EXC_ERR, as when a real peer stops answering.
+     * One at a time: completing one may cancel others of its QP.
+     */
+    for (;;) {
+        PvrdmaFabricReq *req;
 
+        g_hash_table_iter_init(&it, l->reqs);
+        if (!g_hash_table_iter_next(&it, NULL, &v)) {
+            break;
+        }
+        req = v;
         pvrdma_link_req_finish(req, req->fail ? req->fail :
                                PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
     }
-    g_list_free(reqs);
     pvrdma_fabric_kick(l->fab);
 }
 
@@ -1777,7 +1803,7 @@ void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port)
     }
     for (e = reqs; e; e = e->next) {
         pvrdma_link_req_unlink(e->data);
-        g_free(e->data);
+        pvrdma_fabric_req_free(e->data);
     }
     g_list_free(reqs);
     if (!l->dead) {

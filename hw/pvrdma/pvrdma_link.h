@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         2
+#define PVRDMA_LINK_VERSION         3
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -142,6 +142,16 @@ struct PvrdmaFabricReq {
     uint64_t got;               /* READ response bytes placed */
     bool resp_open;             /* its READ response stream is open */
     struct PvrdmaLinkTx *tx;    /* its payload stream, queued or sending */
+    uint32_t gen;               /* its QP's generation when sent */
+    GList qnode;                /* on its QP's fqp->reqs */
+    /*
+     * Answered (or failed, timed out) and off the link, but completed only
+     * once every earlier request of its QP is: the core completes a QP's
+     * requests in order, and a READ's answer may follow later ones'.
+     */
+    bool answered;
+    bool fatal;
+    PvrdmaFabricAck ack;
 };
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
@@ -182,6 +192,8 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
                         PvrdmaSendWr *wr);
 /* Forget @req (cancelled): no completion follows. */
 void pvrdma_link_req_cancel(PvrdmaFabricReq *req);
+/* Forget every request @qp has outstanding; its generation moves on. */
+void pvrdma_fabric_qp_drop_reqs(PvrdmaQp *qp);
 /* @req's memory went away: it completes with @status soon. */
 void pvrdma_link_req_fail(PvrdmaFabricReq *req, uint32_t status);
 /* Fail requests whose peer has been silent past their timeout. */
@@ -214,9 +226,14 @@ void pvrdma_fabric_kick(PvrdmaFabric *fab);
 void pvrdma_fabric_arm_tick(PvrdmaFabric *fab);
 /* Is @mr's memory part of @sgl? */
 bool pvrdma_fabric_sgl_uses(const PvrdmaSgl *sgl, const PvrdmaMr *mr);
-/* Complete @req with @ack (enter/leave the core around it). */
-void pvrdma_fabric_req_done(PvrdmaFabricReq *req, const PvrdmaFabricAck *ack,
-                            bool fatal);
+/*
+ * @req (off its link) has its answer: complete it, and the answered
+ * requests of its QP after it, once the ones before it are complete.
+ */
+void pvrdma_fabric_req_answered(PvrdmaFabricReq *req,
+                                const PvrdmaFabricAck *ack, bool fatal);
+/* @req leaves its QP's list and is freed (it is off its link). */
+void pvrdma_fabric_req_free(PvrdmaFabricReq *req);
 /* A link exec ended: off its port's list. */
 void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex);
 /* The link whose peer owns (@gid, @qpn), or NULL. */

@@ -1486,17 +1486,17 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
     pvrdma_wq_enter(core);
     if (qp->type == PVRDMA_QPT_UC) {
         status = pvrdma_wq_uc_status(status);
-    } else if (res->rnr && wq->nout == 1) {
+    } else if (res->rnr) {
+        /*
+         * The backend dropped the requests after the NAKed one (the
+         * responder does not execute them): the head stays, the timer or
+         * a peer's receive retries it, and they follow it again.
+         */
         if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
-            /* The head stays; the timer or a peer's receive retries it. */
             wq->nout = 0;
             wq->sq_next = wq->sq_cons;
             goto out;
         }
-        status = PVRDMA_WC_RNR_RETRY_EXC_ERR;
-    } else if (res->rnr) {
-        /* A backend bug: an RNR with later requests out cannot be redone. */
-        g_warn_if_reached();
         status = PVRDMA_WC_RNR_RETRY_EXC_ERR;
     }
     pvrdma_wq_retire(core, qp, status, res);

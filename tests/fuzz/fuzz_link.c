@@ -2,8 +2,9 @@
  * libFuzzer harness of a fabric link (hw/pvrdma/pvrdma_link.c, no QEMU):
  * the input is what a hostile peer writes on a TCP-style link (inline
  * data) to a fabric whose one device has an RC QP connected to that
- * peer, with receives posted and a SEND and a READ of its own
- * outstanding (so that answers, READ responses and DATA for them have
+ * peer, with receives posted and four requests of its own outstanding
+ * at once (a SEND, a READ, a WRITE, an atomic: answers, READ responses,
+ * DATA, RNR NAKs that drop the ones behind, answers out of order have
  * something to hit).  Before the input the harness plays the peer's
  * HELLO and a GIDS frame announcing the QP's partner; the input follows
  * in chunks, each followed by the link's I/O and, every few chunks, a
@@ -90,12 +91,13 @@ static GByteArray *preamble(void)
 
 #ifdef FUZZ_LINK_SEEDS
 
-static void req(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
-                uint32_t rkey, uint64_t len)
+static void req_gen(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
+                    uint32_t rkey, uint64_t len, uint32_t gen)
 {
     uint8_t r[PVRDMA_LINK_REQ_SIZE] = { 0 };
 
     put32(r, op);
+    put32(r + 60, gen);
     put32(r + 4, FL_PEER_QPN);
     put32(r + 8, FL_OUR_QPN);
     fg_test_gid(0, r + 12);
@@ -107,6 +109,12 @@ static void req(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
     g_byte_array_append(b, r, sizeof(r));
 }
 
+static void req(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
+                uint32_t rkey, uint64_t len)
+{
+    req_gen(b, id, op, addr, rkey, len, 0);
+}
+
 static void data(GByteArray *b, uint32_t id, uint32_t n)
 {
     uint8_t *z = g_malloc0(n);
@@ -116,13 +124,20 @@ static void data(GByteArray *b, uint32_t id, uint32_t n)
     g_free(z);
 }
 
-static void ack(GByteArray *b, uint32_t id, uint32_t status)
+static void ack_rnr(GByteArray *b, uint32_t id, uint32_t status, bool rnr)
 {
     uint8_t a[PVRDMA_LINK_ACK_SIZE] = { 0 };
 
     put32(a, status);
+    a[4] = rnr;
+    a[5] = 1;
     put_hdr(b, PVRDMA_LINK_ACK, 0, sizeof(a), id);
     g_byte_array_append(b, a, sizeof(a));
+}
+
+static void ack(GByteArray *b, uint32_t id, uint32_t status)
+{
+    ack_rnr(b, id, status, false);
 }
 
 static void save(const char *dir, const char *name, GByteArray *b)
@@ -162,6 +177,35 @@ int main(int argc, char **argv)
     data(b, 2, 4096);
     ack(b, 2, 0);
     save(argv[1], "answers", b);
+    /* Later answers first: held until the earlier ones come. */
+    ack(b, 4, 0);
+    ack(b, 3, 0);
+    ack(b, 1, 0);
+    put_hdr(b, PVRDMA_LINK_RESP, 0, 8, 2);
+    g_byte_array_append(b, resp, 8);
+    data(b, 2, 4096);
+    ack(b, 2, 0);
+    save(argv[1], "answers-out-of-order", b);
+    /* RNR NAK of our SEND: the three behind it are dropped, late acks. */
+    ack_rnr(b, 1, 0, true);
+    ack(b, 3, 0);
+    ack(b, 4, 0);
+    save(argv[1], "rnr-window", b);
+    /*
+     * Three SENDs to our QP with two receives: the third is NAKed (RNR),
+     * a WRITE of its generation is dropped, one of the next executes.
+     */
+    req(b, 5, PVRDMA_WR_SEND, 0, 0, 10);
+    data(b, 5, 10);
+    req(b, 6, PVRDMA_WR_SEND, 0, 0, 10);
+    data(b, 6, 10);
+    req(b, 7, PVRDMA_WR_SEND, 0, 0, 10);
+    data(b, 7, 10);
+    req_gen(b, 8, PVRDMA_WR_RDMA_WRITE, FL_VA + 100, 0x100, 10, 0);
+    data(b, 8, 10);
+    req_gen(b, 9, PVRDMA_WR_RDMA_WRITE, FL_VA + 100, 0x100, 10, 1);
+    data(b, 9, 10);
+    save(argv[1], "rnr-generations", b);
     g_byte_array_free(b, true);
     return 0;
 }
@@ -287,7 +331,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     feed(fab, l, sv[1], pre->data, pre->len);
     g_byte_array_free(pre, true);
 
-    /* Our own requests: a SEND (id 1) and a READ (id 2 once it goes). */
+    /*
+     * Our own requests, all out at once: a SEND (id 1), a READ (id 2), a
+     * WRITE (id 3), a FETCH_AND_ADD (id 4).
+     */
     memset(&h, 0, sizeof(h));
     h.wr_id = 10;
     h.opcode = PVRDMA_WR_SEND;
@@ -300,6 +347,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h.wr.rdma.remote_addr = 0x1000;
     h.wr.rdma.rkey = 0x100;
     s.length = 4096;
+    fv_post_send(qp, &h, &s, 1);
+    h.wr_id = 12;
+    h.opcode = PVRDMA_WR_RDMA_WRITE;
+    s.length = 100;
+    fv_post_send(qp, &h, &s, 1);
+    h.wr_id = 13;
+    h.opcode = PVRDMA_WR_ATOMIC_FETCH_AND_ADD;
+    h.wr.atomic.remote_addr = 0x2000;
+    h.wr.atomic.rkey = 0x100;
+    h.wr.atomic.compare_add = 1;
+    s.length = 8;
     fv_post_send(qp, &h, &s, 1);
     fv_ring_sq(qp);
     poke(fab, l, sv[1]);

@@ -849,6 +849,298 @@ static void test_cq_poll_promise_ends(void **state)
     net_free(n);
 }
 
+/* ---- several requests of a QP in flight -------------------------------- */
+
+/* The requests @qp of @fg has out at its backend (the core's window). */
+static uint32_t nout(FakeGuest *fg, FvQp *qp)
+{
+    return ((PvrdmaQp *)pvrdma_table_lookup(&fg->core->qp_tbl,
+                                            qp->handle))->wq.nout;
+}
+
+/* Post (not ring) a WRITE of @len bytes from VA_A + @off to VA_B + @off. */
+static void post_write(Net *n, uint64_t id, uint64_t off, uint32_t len,
+                       uint32_t rkey)
+{
+    struct pvrdma_sge s = sge(n->ma, VA_A + off, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_RDMA_WRITE, 1);
+
+    h.wr.rdma.remote_addr = VA_B + off;
+    h.wr.rdma.rkey = rkey;
+    fv_post_send(n->a, &h, &s, 1);
+}
+
+/*
+ * One doorbell puts every WQE of a batch on the link at once (up to the
+ * send queue's depth): WRITEs, SENDs, READs within max_rd_atomic (4 in
+ * these tests) and atomics; they complete in order, every byte checked;
+ * a READ behind a WRITE to the same bytes (no fence needed: the WRITE's
+ * payload precedes the READ on the link) reads what the WRITE wrote.
+ */
+static void do_window(bool shm)
+{
+    Net *n = net_new(shm);
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_cqe c;
+    uint64_t v = 100, i;
+
+    fv_mr_fill(n->ma, VA_A, 16 * 4096, 21);
+    for (i = 0; i < 8; i++) {
+        post_write(n, i, i * 4096, 3000 + i, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 8);
+    for (i = 0; i < 8; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 3000 + i);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 3000 + i);
+    }
+
+    /* SENDs, a WRITE, READs of it, atomics: a full queue of 16 */
+    memcpy(fv_mr_ptr(n->mb, VA_B + 40 * 4096), &v, 8);
+    for (i = 0; i < 4; i++) {
+        r = sge(n->mb, VA_B + (20 + i) * 4096, 4096);
+        fv_post_recv(n->b, 0xb0 + i, &r, 1);
+    }
+    fv_ring_rq(n->b);
+    fv_mr_fill(n->ma, VA_A + 8 * 4096, 8 * 4096, 22);
+    for (i = 0; i < 4; i++) {
+        s = sge(n->ma, VA_A + (8 + i) * 4096, 1000 * (i + 1));
+        h = wqe(0x10 + i, PVRDMA_WR_SEND, 1);
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    post_write(n, 0x14, 12 * 4096, 4096, n->mb->rkey);
+    for (i = 0; i < 6; i++) {
+        s = sge(n->ma, VA_A + (24 + i) * 4096, 2048);
+        h = wqe(0x15 + i, PVRDMA_WR_RDMA_READ, 1);
+        h.wr.rdma.remote_addr = VA_B + 12 * 4096 + i * 256;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    for (i = 0; i < 5; i++) {
+        s = sge(n->ma, VA_A + 31 * 4096 + i * 8, 8);
+        h = wqe(0x1b + i, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, 1);
+        h.wr.atomic.remote_addr = VA_B + 40 * 4096;
+        h.wr.atomic.rkey = n->mb->rkey;
+        h.wr.atomic.compare_add = i + 1;
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    fv_ring_sq(n->a);
+    /* the READs wait behind the payloads that are not out yet, or count */
+    assert_true(nout(n->fa, n->a) >= 5 && nout(n->fa, n->a) <= 16);
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), 0x10 + i, PVRDMA_WC_SEND,
+               PVRDMA_WC_SUCCESS, 1000 * (i + 1));
+        expect(wait_cqe(n, n->cqb), 0xb0 + i, PVRDMA_WC_RECV,
+               PVRDMA_WC_SUCCESS, 1000 * (i + 1));
+        expect_same(n->ma, VA_A + (8 + i) * 4096, n->mb,
+                    VA_B + (20 + i) * 4096, 1000 * (i + 1));
+    }
+    expect(wait_cqe(n, n->cqa), 0x14, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_SUCCESS, 4096);
+    for (i = 0; i < 6; i++) {
+        expect(wait_cqe(n, n->cqa), 0x15 + i, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, 2048);
+        expect_same(n->ma, VA_A + (24 + i) * 4096, n->ma,
+                    VA_A + 12 * 4096 + i * 256, 2048);
+    }
+    for (i = 0; i < 5; i++) {
+        c = wait_cqe(n, n->cqa);
+        expect(c, 0x1b + i, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_SUCCESS, 8);
+        memcpy(&v, fv_mr_ptr(n->ma, VA_A + 31 * 4096 + i * 8), 8);
+        assert_int_equal(v, 100 + i * (i + 1) / 2);
+    }
+    memcpy(&v, fv_mr_ptr(n->mb, VA_B + 40 * 4096), 8);
+    assert_int_equal(v, 115);
+    assert_int_equal(n->fa->guest_errors, 0);
+    assert_int_equal(n->fb->guest_errors, 0);
+    net_free(n);
+}
+
+static void test_window_shm(void **state)
+{
+    (void)state;
+    do_window(true);
+}
+
+static void test_window_inline(void **state)
+{
+    (void)state;
+    do_window(false);
+}
+
+/* READs and atomics out at once: at most max_rd_atomic (4 here). */
+static void test_window_rd_atomic(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->mb, VA_B, 16 * 512, 23);
+    for (i = 0; i < 12; i++) {
+        s = sge(n->ma, VA_A + i * 512, 512);
+        h = wqe(i, PVRDMA_WR_RDMA_READ, 1);
+        h.wr.rdma.remote_addr = VA_B + i * 512;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    for (i = 0; i < 12; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, 512);
+        assert_true(nout(n->fa, n->a) <= 4);
+    }
+    expect_same(n->ma, VA_A, n->mb, VA_B, 12 * 512);
+    net_free(n);
+}
+
+/*
+ * RNR with a window: the second of three SENDs finds no receive; the
+ * responder drops what follows it (the third SEND and a WRITE: never
+ * executed, the WRITE's bytes not written), the requester sends them all
+ * again once receives are posted: each message lands once, in order.
+ */
+static void test_window_rnr(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 4 * 4096, 24);
+    fv_mr_fill(n->mb, VA_B + 3 * 4096, 4096, 28);
+    r = sge(n->mb, VA_B, 4096);
+    fv_post_recv(n->b, 0xb0, &r, 1);
+    fv_ring_rq(n->b);
+    for (i = 0; i < 3; i++) {
+        s = sge(n->ma, VA_A + i * 4096, 100 + i);
+        h = wqe(i, PVRDMA_WR_SEND, 1);
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    post_write(n, 3, 3 * 4096, 4096, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    expect(wait_cqe(n, n->cqa), 0, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 100);
+    expect(wait_cqe(n, n->cqb), 0xb0, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 100);
+    run(n->ha, n->hb, 50);
+    assert_false(fv_cq_poll(n->cqa, &(struct pvrdma_cqe){ 0 }));
+    assert_false(fv_cq_poll(n->cqb, &(struct pvrdma_cqe){ 0 }));
+    assert_true(pvrdma_core_rnr_waiting(pvrdma_table_lookup(
+                    &n->fa->core->qp_tbl, n->a->handle)));
+    assert_int_equal(nout(n->fa, n->a), 0);
+    assert_true(fv_mr_check(n->mb, VA_B + 3 * 4096, 4096, 28));
+    for (i = 1; i < 3; i++) {
+        r = sge(n->mb, VA_B + i * 4096, 4096);
+        fv_post_recv(n->b, 0xb0 + i, &r, 1);
+    }
+    fv_ring_rq(n->b);
+    for (i = 1; i < 3; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS,
+               100 + i);
+        expect(wait_cqe(n, n->cqb), 0xb0 + i, PVRDMA_WC_RECV,
+               PVRDMA_WC_SUCCESS, 100 + i);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100 + i);
+    }
+    expect(wait_cqe(n, n->cqa), 3, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           4096);
+    expect_same(n->ma, VA_A + 3 * 4096, n->mb, VA_B + 3 * 4096, 4096);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqb, &(struct pvrdma_cqe){ 0 }));
+    assert_int_equal(n->fa->rnr_waits, 1);
+    net_free(n);
+}
+
+/*
+ * An error with requests behind it: the second of four WRITEs has a bad
+ * rkey; the first completes, the second with REM_ACCESS_ERR, the others
+ * are flushed and their bytes never reach the responder.
+ */
+static void test_window_error(void **state)
+{
+    Net *n = net_new(true);
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 4 * 4096, 25);
+    fv_mr_fill(n->mb, VA_B + 4096, 3 * 4096, 26);
+    for (i = 0; i < 4; i++) {
+        post_write(n, i, i * 4096, 2000, i == 1 ? n->mb->rkey ^ 0x100 :
+                                                 n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    expect(wait_cqe(n, n->cqa), 0, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           2000);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_REM_ACCESS_ERR, 0);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect(wait_cqe(n, n->cqa), 3, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    run(n->ha, n->hb, 20);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 2000);
+    assert_true(fv_mr_check(n->mb, VA_B + 4096, 3 * 4096, 26));
+    net_free(n);
+}
+
+/*
+ * Requests outstanding when the QP goes to ERR, or when the peer dies:
+ * every WQE completes once (RETRY_EXC_ERR for the oldest when the peer
+ * is gone, WR_FLUSH_ERR after), late answers are ignored.
+ */
+static void test_window_teardown(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cqe c;
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 8 * 4096, 27);
+    for (i = 0; i < 4; i++) {
+        post_write(n, i, i * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    assert_int_equal(fv_qp_modify_state(n->a, PVRDMA_QPS_ERR), 0);
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    }
+    run(n->ha, n->hb, 30);
+    assert_false(fv_cq_poll(n->cqa, &c));
+
+    /* a new pair of QPs; the peer dies with four out */
+    g_free(n->a);
+    g_free(n->b);
+    n->a = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL, 16,
+                     4, false);
+    n->b = fv_qp_new(n->fb, PVRDMA_QPT_RC, n->pdb, n->cqb, n->cqb, NULL, 16,
+                     4, false);
+    fv_connect(n->a, n->b, &conn_opts);
+    n->hb->frozen = true;
+    for (i = 0; i < 4; i++) {
+        post_write(n, 10 + i, i * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    close(n->sv[1]);
+    c = wait_cqe(n, n->cqa);
+    expect(c, 10, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_RETRY_EXC_ERR, 0);
+    for (i = 1; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), 10 + i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    }
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 1);
+    n->hb->frozen = false;
+    net_free(n);
+}
+
 /*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
@@ -1596,6 +1888,12 @@ int main(void)
         cmocka_unit_test(test_remote_errors),
         cmocka_unit_test(test_uc_link),
         cmocka_unit_test(test_rnr_then_recv),
+        cmocka_unit_test(test_window_shm),
+        cmocka_unit_test(test_window_inline),
+        cmocka_unit_test(test_window_rd_atomic),
+        cmocka_unit_test(test_window_rnr),
+        cmocka_unit_test(test_window_error),
+        cmocka_unit_test(test_window_teardown),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_ud_link_shm),

@@ -271,6 +271,7 @@ static bool pvrdma_link_fr_room(PvrdmaLink *l, uint64_t *room)
 static bool pvrdma_link_flush_ring(PvrdmaLink *l)
 {
     uint8_t *ring = l->tx_ring + PVRDMA_LINK_RING_SIZE;
+    uint64_t before = l->fr_head;
     bool wrote = false;
 
     while (l->opos < l->obuf->len) {
@@ -303,13 +304,18 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
         __atomic_store_n(&l->my->want_space, 0, __ATOMIC_RELAXED);
     }
     /*
-     * Kick unless the peer promised to look on its own; the frames are
-     * published before the promise is read (a peer that stops polling
-     * looks once more when its promise ends).
+     * Kick unless the peer promised to look on its own, or has not yet
+     * taken what we wrote before (a kick or a look is under way: its
+     * reader loads our counter again after publishing what it took, so
+     * it finds these frames too).  The frames are published before the
+     * peer's counters are read (a peer that stops polling looks once
+     * more when its promise ends).
      */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (wrote && __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
-                 pvrdma_link_now(l)) {
+    if (wrote &&
+        __atomic_load_n(&l->peer->peer_frames, __ATOMIC_RELAXED) >= before &&
+        __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
+        pvrdma_link_now(l)) {
         pvrdma_link_kick(l);
     }
     return true;

@@ -321,8 +321,13 @@ void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
     cqe->port_num = 1;
 }
 
+/*
+ * Write @cqe to @cq.  @more: completions of the same QP's send queue are
+ * still to come, so a poller of @cq waiting for them goes on polling.
+ */
 static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
-                               const struct pvrdma_cqe *cqe, bool solicited)
+                               const struct pvrdma_cqe *cqe, bool solicited,
+                               bool more)
 {
     struct pvrdma_cqe wire = *cqe;
     PvrdmaQp *qp;
@@ -361,7 +366,9 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
         }
         return;
     }
-    pvrdma_wq_cq_poll_end(core, cq);
+    if (!more) {
+        pvrdma_wq_cq_poll_end(core, cq);
+    }
     pvrdma_core_notify_cq(core, cq->handle,
                           solicited || cqe->status != PVRDMA_WC_SUCCESS);
 }
@@ -398,7 +405,7 @@ static void pvrdma_wq_flush_ring(PvrdmaCore *core, PvrdmaQp *qp,
                              sq ? pvrdma_wq_wc_opcode(
                                       GUINT32_FROM_LE(hdr.opcode)) :
                              PVRDMA_WC_RECV, PVRDMA_WC_WR_FLUSH_ERR);
-        pvrdma_wq_post_cqe(core, cq, &cqe, false);
+        pvrdma_wq_post_cqe(core, cq, &cqe, false, false);
     }
 }
 
@@ -1087,7 +1094,8 @@ void pvrdma_core_recv_done(PvrdmaCore *core, PvrdmaQp *qp,
                            const struct pvrdma_cqe *cqe, bool solicited)
 {
     pvrdma_wq_recv_consume(core, qp);
-    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited);
+    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited,
+                       false);
 }
 
 int pvrdma_core_recv_take(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
@@ -1103,7 +1111,8 @@ int pvrdma_core_recv_take(PvrdmaCore *core, PvrdmaQp *qp, PvrdmaRecvWr *rwr)
 void pvrdma_core_recv_complete(PvrdmaCore *core, PvrdmaQp *qp,
                                const struct pvrdma_cqe *cqe, bool solicited)
 {
-    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited);
+    pvrdma_wq_post_cqe(core, pvrdma_qp_recv_cq(core, qp), cqe, solicited,
+                       false);
 }
 
 void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp)
@@ -1395,7 +1404,8 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
         qp->wq.sq_next = qp->wq.sq_cons;
     }
     if (cqe->status != PVRDMA_WC_SUCCESS || qp->sq_sig_all || signaled) {
-        pvrdma_wq_post_cqe(core, pvrdma_qp_send_cq(core, qp), cqe, false);
+        pvrdma_wq_post_cqe(core, pvrdma_qp_send_cq(core, qp), cqe, false,
+                           qp->wq.nout != 0);
     }
     pvrdma_wq_sq_drained(core, qp);
     if (cqe->status == PVRDMA_WC_SUCCESS) {

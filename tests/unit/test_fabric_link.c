@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -958,6 +959,81 @@ static void do_window(bool shm)
     net_free(n);
 }
 
+/* Bytes waiting to be read on @fd (kick bytes on a shm link's socket). */
+static int queued(int fd)
+{
+    int n = 0;
+
+    assert_int_equal(ioctl(fd, FIONREAD, &n), 0);
+    return n;
+}
+
+/*
+ * A sender kicks only a peer that took in everything before: frames
+ * written while earlier ones still wait for the peer's event loop (one
+ * kick is on its way) go without a kick of their own.
+ */
+static void test_kick_once(void **state)
+{
+    Net *n = net_new(true);
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 4 * 4096, 30);
+    for (i = 0; i < 4; i++) {
+        post_write(n, i, i * 4096, 100, n->mb->rkey);
+        fv_ring_sq(n->a);
+    }
+    assert_int_equal(nout(n->fa, n->a), 4);
+    assert_int_equal(queued(n->sv[1]), 1);
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 100);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100);
+    }
+    settle(n);
+    post_write(n, 4, 0, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(queued(n->sv[1]), 1);
+    expect(wait_cqe(n, n->cqa), 4, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           100);
+    net_free(n);
+}
+
+/*
+ * A send completion with more of the QP's requests still out keeps the
+ * poller's promise (it polls on for them); the last one ends it.
+ */
+static void test_cq_poll_promise_more(void **state)
+{
+    Net *n = net_new(true);
+    uint32_t big = 200 * 1024;       /* its stream waits for credit */
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, big + 4096, 31);
+    post_write(n, 1, 0, 100, n->mb->rkey);
+    post_write(n, 2, 4096, big, n->mb->rkey);
+    fv_ring_sq(n->a);
+    fv_cq_poll_doorbell(n->cqa);
+    for (i = 0; i < 100 && !fv_cq_poll(n->cqa, &c); i++) {
+        run(n->hb, NULL, 1);
+        fv_cq_poll_doorbell(n->cqa);
+    }
+    expect(c, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 100);
+    assert_int_equal(nout(n->fa, n->a), 1);
+    assert_true(n->ha->fab->poll_until > n->ha->now);
+    for (i = 0; i < 2000 && !fv_cq_poll(n->cqa, &c); i++) {
+        run(n->hb, NULL, 1);
+        fv_cq_poll_doorbell(n->cqa);
+    }
+    expect(c, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, big);
+    expect_same(n->ma, VA_A + 4096, n->mb, VA_B + 4096, big);
+    assert_int_equal(n->ha->fab->poll_until, 0);
+    net_free(n);
+}
+
 static void test_window_shm(void **state)
 {
     (void)state;
@@ -1889,6 +1965,8 @@ int main(void)
         cmocka_unit_test(test_uc_link),
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_window_shm),
+        cmocka_unit_test(test_kick_once),
+        cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),
         cmocka_unit_test(test_window_rnr),

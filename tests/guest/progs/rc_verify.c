@@ -2690,6 +2690,130 @@ static int rnr_then_receive(struct pair *p, uint8_t rnr_retry,
 			    "data sent after RNR corrupted");
 }
 
+/*
+ * Requests in flight behind an RNR NAK: one chain of three 64-byte SENDs
+ * and a WRITE, one receive posted.  The first SEND completes; the second
+ * waits for a receive, and the SEND and WRITE behind it wait with it (the
+ * WRITE's bytes do not land before it); once receives are posted all
+ * complete, in order, each message received once.
+ */
+static int rnr_in_window(struct pair *p)
+{
+	const size_t wtarget = SPARE_OFF + 4096;
+	struct ibv_sge sge[4];
+	struct ibv_send_wr wr[4];
+	uint64_t base = next_wr_id;
+	struct expect e;
+	int i;
+
+	next_wr_id += 4;
+	if (reconnect(p, 7, RNR_TIMER_1MS))
+		return annotate("setting up the RNR case");
+	fill_pattern(p->a.buf + SPARE_OFF, 4 * 256, (uint32_t)base);
+	if (buf_set(&p->b, SPARE_OFF, 0, 3 * 256) ||
+	    buf_set(&p->b, wtarget, CANARY, 256))
+		return -1;
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 4; i++) {
+		sge[i] = (struct ibv_sge){ .addr = p->a.addr + SPARE_OFF + i * 256,
+					   .length = 64, .lkey = p->a.lkey };
+		wr[i] = (struct ibv_send_wr){ .wr_id = base + i,
+					      .sg_list = &sge[i], .num_sge = 1,
+					      .opcode = IBV_WR_SEND,
+					      .send_flags = IBV_SEND_SIGNALED,
+					      .next = i < 3 ? &wr[i + 1] : NULL };
+	}
+	wr[3].opcode = IBV_WR_RDMA_WRITE;
+	wr[3].wr.rdma.remote_addr = p->b.addr + wtarget;
+	wr[3].wr.rdma.rkey = p->b.rkey;
+	if (post_recv_buf(&p->b, base, SPARE_OFF, 64) || post_send(&p->a, wr))
+		return -1;
+	e = send_ok(&p->a, base, IBV_WC_SEND);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	sleep_us(15000);
+	if (expect_quiet_cq(&p->a))
+		return annotate("a send without a receive completed");
+	if (verify_canary(&p->b, wtarget, 256))
+		return annotate("a WRITE behind an RNR-NAKed SEND landed first");
+	for (i = 1; i < 3; i++)
+		if (post_recv_buf(&p->b, base + i, SPARE_OFF + i * 256, 64))
+			return -1;
+	for (i = 1; i < 4; i++) {
+		e = send_ok(&p->a, base + i, i < 3 ? IBV_WC_SEND :
+						     IBV_WC_RDMA_WRITE);
+		if (expect_wc(&p->a, &e))
+			return -1;
+	}
+	for (i = 0; i < 3; i++) {
+		e = (struct expect){ .wr_id = base + i, .status = IBV_WC_SUCCESS,
+				     .opcode = IBV_WC_RECV, .byte_len = 64,
+				     .qp_num = p->b.qpn, .recv = true,
+				     .src_qp = p->a.qpn };
+		if (expect_wc(&p->b, &e) ||
+		    expect_bytes(&p->b, SPARE_OFF + i * 256,
+				 p->a.buf + SPARE_OFF + i * 256, 64,
+				 "a SEND after RNR corrupted"))
+			return -1;
+	}
+	if (expect_quiet_cq(&p->b))
+		return annotate("a message was received twice");
+	return expect_bytes(&p->b, wtarget, p->a.buf + SPARE_OFF + 3 * 256, 64,
+			    "the WRITE behind the RNR corrupted");
+}
+
+/*
+ * Requests in flight behind an error: four WRITEs in one chain, the
+ * second with a bad rkey.  The first completes, the second with
+ * REM_ACCESS_ERR, the others are flushed and none of their bytes land.
+ */
+static int error_in_window(struct pair *p)
+{
+	const size_t target = SPARE_OFF + 2048;
+	struct ibv_sge sge[4];
+	struct ibv_send_wr wr[4];
+	uint64_t base = next_wr_id;
+	uint32_t lkey, rkey;
+	struct expect e;
+	int i;
+
+	next_wr_id += 4;
+	if (stale_key(&p->b, &lkey, &rkey))
+		return -1;
+	fill_pattern(p->a.buf + SPARE_OFF, 4 * 256, (uint32_t)base);
+	if (buf_set(&p->b, target, CANARY, 4 * 256))
+		return -1;
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < 4; i++) {
+		sge[i] = (struct ibv_sge){ .addr = p->a.addr + SPARE_OFF + i * 256,
+					   .length = 256, .lkey = p->a.lkey };
+		wr[i] = (struct ibv_send_wr){ .wr_id = base + i,
+					      .sg_list = &sge[i], .num_sge = 1,
+					      .opcode = IBV_WR_RDMA_WRITE,
+					      .send_flags = IBV_SEND_SIGNALED,
+					      .next = i < 3 ? &wr[i + 1] : NULL };
+		wr[i].wr.rdma.remote_addr = p->b.addr + target + i * 256;
+		wr[i].wr.rdma.rkey = i == 1 ? rkey : p->b.rkey;
+	}
+	if (post_send(&p->a, wr))
+		return -1;
+	e = send_ok(&p->a, base, IBV_WC_RDMA_WRITE);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	e = wc_error(&p->a, base + 1, IBV_WC_REM_ACCESS_ERR);
+	if (expect_wc(&p->a, &e))
+		return -1;
+	for (i = 2; i < 4; i++) {
+		e = wc_error(&p->a, base + i, IBV_WC_WR_FLUSH_ERR);
+		if (expect_wc(&p->a, &e))
+			return -1;
+	}
+	if (expect_bytes(&p->b, target, p->a.buf + SPARE_OFF, 256,
+			 "the WRITE before the error"))
+		return -1;
+	return verify_canary(&p->b, target + 256, 3 * 256);
+}
+
 /* ---- the fast path costs nothing when idle ------------------------------ */
 
 struct idle_poll {
@@ -2845,6 +2969,12 @@ static void test_errors(struct pair *p)
 	error_case(p, rnr_then_receive(p, 6, RNR_TIMER_245MS),
 		   "RNR with 6 timed retries completes once a receive is "
 		   "posted");
+	error_case(p, rnr_in_window(p),
+		   "RNR of a SEND with a SEND and a WRITE behind it: they "
+		   "wait, then all complete in order, each once");
+	error_case(p, error_in_window(p),
+		   "REM_ACCESS_ERR of a WRITE with two behind it: flushed, "
+		   "their bytes never land");
 	error_case(p, flush_recv(p),
 		   "WR_FLUSH_ERR for receives and sends of a QP in ERR");
 	error_case(p, flush_send(p),

@@ -518,7 +518,8 @@ static void pvrdma_fabric_req_complete(PvrdmaFabricReq *req)
 void pvrdma_fabric_req_answered(PvrdmaFabricReq *req,
                                 const PvrdmaFabricAck *ack, bool fatal)
 {
-    PvrdmaFabricQp *fqp = req->qp->be;
+    PvrdmaQp *qp = req->qp;
+    PvrdmaFabricQp *fqp = qp->be;
     GList *head;
 
     req->answered = true;
@@ -531,6 +532,16 @@ void pvrdma_fabric_req_answered(PvrdmaFabricReq *req,
     /* Each completion may submit, or cancel the rest: look again. */
     while ((head = fqp->reqs.head) &&
            ((PvrdmaFabricReq *)head->data)->answered) {
+        if (qp->state == PVRDMA_QPS_ERR) {
+            /*
+             * An error completion moved the QP to ERR; its flush may wait
+             * for the core's outermost leave (we may be inside a doorbell
+             * that polled the link): what is still out is flushed, not
+             * completed with the answers that came for it.
+             */
+            pvrdma_fabric_qp_drop_reqs(qp);
+            break;
+        }
         pvrdma_fabric_req_complete(head->data);
     }
     fqp->delivering = false;

@@ -1165,6 +1165,42 @@ static void test_window_error(void **state)
 }
 
 /*
+ * The same, with every answer taken in at once by a guest's poll of its
+ * CQ (inside the doorbell, where the core flushes the QP only when the
+ * doorbell ends): the answers that came for the requests behind the error
+ * do not complete them.
+ */
+static void test_window_error_polled(void **state)
+{
+    Net *n = net_new(true);
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 4 * 4096, 25);
+    fv_mr_fill(n->mb, VA_B + 4096, 3 * 4096, 26);
+    fv_cq_poll_doorbell(n->cqa);         /* A promises: no kicks for it */
+    for (i = 0; i < 4; i++) {
+        post_write(n, i, i * 4096, 2000, i == 1 ? n->mb->rkey ^ 0x100 :
+                                                 n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    run(n->hb, NULL, 50);                /* B answers all four */
+    fv_cq_poll_doorbell(n->cqa);
+    expect(wait_cqe(n, n->cqa), 0, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           2000);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_REM_ACCESS_ERR, 0);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect(wait_cqe(n, n->cqa), 3, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 2000);
+    assert_true(fv_mr_check(n->mb, VA_B + 4096, 3 * 4096, 26));
+    net_free(n);
+}
+
+/*
  * Requests outstanding when the QP goes to ERR, or when the peer dies:
  * every WQE completes once (RETRY_EXC_ERR for the oldest when the peer
  * is gone, WR_FLUSH_ERR after), late answers are ignored.
@@ -1971,6 +2007,7 @@ int main(void)
         cmocka_unit_test(test_window_rd_atomic),
         cmocka_unit_test(test_window_rnr),
         cmocka_unit_test(test_window_error),
+        cmocka_unit_test(test_window_error_polled),
         cmocka_unit_test(test_window_teardown),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Our verification program (tests/guest/progs/rc_verify.c) across two VMs
-# on one fabric (fabric-path): guest A runs its agent (rc_verify -s), which
+# on one fabric, joined by shared memory (fabric-path) and then by TCP
+# over the loopback (fabric-listen / fabric-peer, payload inline in the
+# stream): guest A runs its agent (rc_verify -s), which
 # holds the responder QPs, SRQ and buffers; guest B runs the checks with
 # the requester there and every responder action sent to A (rc_verify -c):
 # every opcode, byte, completion field and error status of the one-VM run.
@@ -30,24 +32,32 @@ sed 's/^/[rc_verify local] /' /tmp/local.out
 xpair_client rc_verify 400 "./rc_verify -d pvrdma0 -g 1 -G 1 -P -c $PEER_IP"
 echo GUEST-OK
 GUEST
-vmpair_run "$TEST_NAME" 600 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
-    --arg -d --arg ",fabric-path=$fdir" --arg --add --arg "$rc_verify"
-
-log_b=$PVRDMA_OUT/vm/$TEST_NAME-b.log
-result() {
-    sed -n "s/^\[rc_verify $1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
-        "$log_b"
+# One pair of guests joined by the fabric options given ($2...), named $1.
+check_pair() {
+    local name=$1 log_b one one_failed two two_failed
+    shift
+    vmpair_run "$name" 600 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
+        --arg --add --arg "$rc_verify" "$@"
+    log_b=$PVRDMA_OUT/vm/$name-b.log
+    result() {
+        sed -n "s/^\[rc_verify $1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
+            "$log_b"
+    }
+    read -r one one_failed <<< "$(result local)"
+    read -r two two_failed <<< "$(result client)"
+    [ -n "$one" ] || fail "$name: no RESULT from the run within guest B (log $log_b)"
+    [ -n "$two" ] || fail "$name: no RESULT from the cross-VM run (log $log_b)"
+    echo "  $name: within one VM: passed=$one failed=$one_failed; across two VMs: passed=$two failed=$two_failed"
+    if [ "$one_failed" -ne 0 ] || [ "$two_failed" -ne 0 ]; then
+        fail "$name: failed checks (log $log_b)"
+    fi
+    if [ "$one" -eq 0 ] || [ "$two" -ne "$one" ]; then
+        fail "$name: the cross-VM run passed $two checks, the one-VM run $one"
+    fi
+    CHECKS=$two
 }
-read -r one one_failed <<< "$(result local)"
-read -r two two_failed <<< "$(result client)"
-[ -n "$one" ] || fail "no RESULT from the run within guest B (log $log_b)"
-[ -n "$two" ] || fail "no RESULT from the cross-VM run (log $log_b)"
-echo "  within one VM:  passed=$one failed=$one_failed"
-echo "  across two VMs: passed=$two failed=$two_failed"
-if [ "$one_failed" -ne 0 ] || [ "$two_failed" -ne 0 ]; then
-    fail "failed checks (log $log_b)"
-fi
-if [ "$one" -eq 0 ] || [ "$two" -ne "$one" ]; then
-    fail "the cross-VM run passed $two checks, the one-VM run $one"
-fi
-pass "rc_verify across two VMs: all $two checks of the one-VM run"
+check_pair "$TEST_NAME" --arg -d --arg ",fabric-path=$fdir"
+# TCP: a port of the loopback that nothing of the test suite else uses.
+check_pair "$TEST_NAME-tcp" --a-arg -d --a-arg ",fabric-listen=127.0.0.1:7591" \
+    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591"
+pass "rc_verify across two VMs, shared memory and TCP: all $CHECKS checks of the one-VM run"

@@ -53,10 +53,11 @@ pick='case $f in
     esac
     echo "RES $k $v"'
 cat > "$work/one.sh" <<GUEST
+. ./pair.sh
 for t in $tests; do
     $split
-    env \$e \$tool \$o \$args > /tmp/\$k.s 2>&1 & sleep 1
-    env \$e \$tool \$o \$args 127.0.0.1 > /tmp/\$k.c 2>&1; wait
+    start_server \$k 600 "env \$e \$tool \$o \$args"
+    env \$e \$tool \$o \$args 127.0.0.1 > /tmp/\$k.c 2>&1; wait \$spid
     set -- /tmp/\$k.c
     $pick
 done
@@ -79,13 +80,14 @@ done
 GUEST
 
 res() { # LOG SETUP: append "SETUP KEY VALUE" lines to $work/all
-    sed -n 's/^RES \([a-z0-9]*\) \([0-9.]*\)$/\1 \2/p' "$1" |
+    sed -n 's/^RES \([a-z0-9]*\) \([0-9.][0-9.]*\)$/\1 \2/p' "$1" |
         while read -r k v; do echo "$2 $k $v"; done >> "$work/all"
 }
 for ((r = 1; r <= rounds; r++)); do
     log "round $r/$rounds: in-VM"
     "$PVRDMA_TOP/scripts/vm.sh" --name bench-one --timeout 1800 --smp 2 \
-        --add "$work/one.sh" -- sh ./one.sh > /dev/null || die "in-VM run failed"
+        --add "$TESTS_TOP/tests/guest/pair.sh" --add "$work/one.sh" \
+        -- sh ./one.sh > /dev/null || die "in-VM run failed"
     res "$PVRDMA_OUT/vm/bench-one.log" invm
     log "round $r/$rounds: cross-VM (shared memory)"
     mkdir -p "$work/fab"

@@ -1254,6 +1254,44 @@ static void test_window_teardown(void **state)
 }
 
 /*
+ * A QP destroyed with four requests out: its requests leave the link, the
+ * answers that come are late and ignored, and a new QP of the same peer
+ * works (its responder takes requests of the new generation).
+ */
+static void test_window_destroy(void **state)
+{
+    Net *n = net_new(true);
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 8 * 4096, 32);
+    for (i = 0; i < 4; i++) {
+        post_write(n, i, i * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 4);
+    assert_int_equal(fg_destroy_qp(n->fa, n->a->handle), 0);
+    run(n->ha, n->hb, 50);
+    assert_false(fv_cq_poll(n->cqa, &(struct pvrdma_cqe){ 0 }));
+    g_free(n->a);
+    n->a = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL, 16,
+                     4, false);
+    assert_int_equal(fv_qp_modify_state(n->b, PVRDMA_QPS_RESET), 0);
+    fv_connect(n->a, n->b, &conn_opts);
+    for (i = 0; i < 4; i++) {
+        post_write(n, 10 + i, (4 + i) * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), 10 + i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 4096);
+        expect_same(n->ma, VA_A + (4 + i) * 4096, n->mb,
+                    VA_B + (4 + i) * 4096, 4096);
+    }
+    net_free(n);
+}
+
+/*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
  */
@@ -2009,6 +2047,7 @@ int main(void)
         cmocka_unit_test(test_window_error),
         cmocka_unit_test(test_window_error_polled),
         cmocka_unit_test(test_window_teardown),
+        cmocka_unit_test(test_window_destroy),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_ud_link_shm),

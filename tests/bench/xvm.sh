@@ -25,6 +25,9 @@
 # a process.
 #
 #   tests/bench/xvm.sh [-r ROUNDS]
+# XVM_ONLY="wr64 sd64" runs only those measurements, XVM_SETUPS="xvm"
+# only those setups (invm, xvm, tcp), to look at one figure quickly;
+# XVM_N sets the message count of wr64 and sd64 (200000).
 set -euo pipefail
 . "$(dirname "$0")/../guest/lib.sh"
 . "$TESTS_TOP/tests/guest/vmpair.sh"
@@ -37,8 +40,15 @@ trap 'rm -rf "$work"' EXIT
 # KEY:ENV:TOOL:ARGS:FIELD, with _ for spaces in ARGS; ENV is - or
 # VAR=VALUE; FIELD says what to read: lat (typical usec of the 2-byte
 # row), pp (usec/iter), mbs (average MB/s), mps (million messages/s).
-tests='lat:-:ib_send_lat:-n_5000:lat lat0:PVRDMA_CQ_POLL_EVERY=0:ib_send_lat:-n_5000:lat wlat:-:ib_write_lat:-n_5000:lat ppe:-:ibv_rc_pingpong:-e_-s_64_-n_500:pp sbwe:-:ib_send_bw:-e_-s_65536_-n_2000:mbs sbw:-:ib_send_bw:-s_65536_-n_2000:mbs wr64:-:ib_write_bw:-s_64_-n_200000:mps sd64:-:ib_send_bw:-s_64_-n_200000:mps rd64:-:ib_read_bw:-s_64_-n_200000:mps bw1m:-:ib_write_bw:-s_1048576_-n_500:mbs'
+tests="lat:-:ib_send_lat:-n_5000:lat lat0:PVRDMA_CQ_POLL_EVERY=0:ib_send_lat:-n_5000:lat wlat:-:ib_write_lat:-n_5000:lat ppe:-:ibv_rc_pingpong:-e_-s_64_-n_500:pp sbwe:-:ib_send_bw:-e_-s_65536_-n_2000:mbs sbw:-:ib_send_bw:-s_65536_-n_2000:mbs wr64:-:ib_write_bw:-s_64_-n_${XVM_N:-200000}:mps sd64:-:ib_send_bw:-s_64_-n_${XVM_N:-200000}:mps rd64:-:ib_read_bw:-s_64_-n_200000:mps bw1m:-:ib_write_bw:-s_1048576_-n_500:mbs"
 keys="lat lat0 wlat ppe sbwe sbw wr64 sd64 rd64 bw1m"
+setups=${XVM_SETUPS:-invm xvm tcp}
+if [ -n "${XVM_ONLY:-}" ]; then
+    keys=$XVM_ONLY
+    tests=$(for t in $tests; do
+        case " $keys " in *" ${t%%:*} "*) echo "$t" ;; esac
+    done | xargs)
+fi
 # Sets k, e (env assignment or empty), tool, args, field and the device
 # options o from one entry $t.
 split='k=${t%%:*}; r=${t#*:}; e=${r%%:*}; r=${r#*:}; [ "$e" = - ] && e=
@@ -84,22 +94,25 @@ res() { # LOG SETUP: append "SETUP KEY VALUE" lines to $work/all
         while read -r k v; do echo "$2 $k $v"; done >> "$work/all"
 }
 for ((r = 1; r <= rounds; r++)); do
+    case " $setups " in *" invm "*)
     log "round $r/$rounds: in-VM"
     "$PVRDMA_TOP/scripts/vm.sh" --name bench-one --timeout 1800 --smp 2 \
         --add "$TESTS_TOP/tests/guest/pair.sh" --add "$work/one.sh" \
         -- sh ./one.sh > /dev/null || die "in-VM run failed"
-    res "$PVRDMA_OUT/vm/bench-one.log" invm
+    res "$PVRDMA_OUT/vm/bench-one.log" invm ;; esac
+    case " $setups " in *" xvm "*)
     log "round $r/$rounds: cross-VM (shared memory)"
     mkdir -p "$work/fab"
     vmpair_run bench-xvm 1800 "$work/a.sh" "$work/b.sh" --arg --smp --arg 1 \
         --arg -d --arg ",fabric-path=$work/fab" > /dev/null
-    res "$PVRDMA_OUT/vm/bench-xvm-b.log" xvm
+    res "$PVRDMA_OUT/vm/bench-xvm-b.log" xvm ;; esac
+    case " $setups " in *" tcp "*)
     log "round $r/$rounds: cross-VM (TCP over loopback)"
     port=$((7500 + r))
     vmpair_run bench-tcp 1800 "$work/a.sh" "$work/b.sh" --arg --smp --arg 1 \
         --a-arg -d --a-arg ",fabric-listen=127.0.0.1:$port" \
         --b-arg -d --b-arg ",fabric-peer=127.0.0.1:$port" > /dev/null
-    res "$PVRDMA_OUT/vm/bench-tcp-b.log" tcp
+    res "$PVRDMA_OUT/vm/bench-tcp-b.log" tcp ;; esac
 done
 
 # The host's own floor for a hop between processes (no guest at all).

@@ -9,21 +9,27 @@
 #     the traffic) on one host, joined by one software fabric
 #     (fabric-path=) and by a virtio-net link: pvrdma0 to pvrdma0;
 #     Soft-RoCE over the link; TCP over the link
+#   two VMs as on two hosts (1 vCPU each): each QEMU in its own network
+#     namespace, the two joined by a veth pair, their fabrics linked by
+#     TCP over it (fabric-listen= / fabric-peer=; needs root): pvrdma0 to
+#     pvrdma0 only (the guests' own link is the harness's, not the veth)
 #   series: ib_{send,write,read}_lat 2 B - 64 KiB (typical usec),
 #     ib_{write,send,read}_bw 64 B - 4 MiB (MB/s and million messages/s),
-#     ibv_rc_pingpong 64 B polling and with completion events, qperf
+#     ibv_rc_pingpong 64 B polling and with completion events, 64 KiB
+#     streams waiting for completion events (ib_send_bw -e, and WRITE with
+#     tests/guest/progs/ev_bw.c, events and polling), qperf
 #     tcp_lat / tcp_bw at the same sizes; BENCH_REPS rounds (3): median,
 #     min and max
 #
 # Output in $PVRDMA_OUT/bench (or BENCH_OUT): results.txt (every
 # measurement), results.json, results.md (tables with ratios), latency.png
 # and bandwidth.png (gnuplot).  BENCH_QUICK=1: one size per series, one
-# round (a few minutes).  BENCH_SETUPS="vm 2vm" chooses the setups.
+# round (a few minutes).  BENCH_SETUPS="vm 2vm 2tcp" chooses the setups.
 . "$(dirname "$0")/../guest/lib.sh"
 . "$TESTS_TOP/tests/guest/vmpair.sh"
 
 out=${BENCH_OUT:-$PVRDMA_OUT/bench}
-setups=${BENCH_SETUPS:-vm 2vm}
+setups=${BENCH_SETUPS:-vm 2vm 2tcp}
 mkdir -p "$out"
 command -v gnuplot > /dev/null ||
     fail "gnuplot is missing: run scripts/install-deps.sh (apt-get install gnuplot-nox)"
@@ -32,6 +38,7 @@ command -v python3 > /dev/null ||
 env="BENCH_REPS=${BENCH_REPS:-3} BENCH_QUICK=${BENCH_QUICK:-0}"
 start=$SECONDS
 
+evbw=$(build_prog ev_bw)
 gcc -O2 -Wall -Wextra -Werror -o "$TEST_OUT/memcpy_bw" \
     "$TESTS_TOP/tests/bench/memcpy_bw.c" || fail "cannot build memcpy_bw"
 # Host memcpy at the guests' bandwidth sizes (tests/bench/guest-bench.sh).
@@ -45,9 +52,12 @@ rm -f "$TEST_OUT/memcpy.port"
 "$TEST_OUT/memcpy_bw" --serve "$TEST_OUT/memcpy.port" &
 memcpy_pid=$!
 fdir=
+nsa=pvrdma-ba-$$ nsb=pvrdma-bb-$$
 cleanup() {
     kill "$memcpy_pid" 2> /dev/null || true
     [ -z "$fdir" ] || rm -rf "$fdir"
+    ip netns del "$nsa" 2> /dev/null || true
+    ip netns del "$nsb" 2> /dev/null || true
 }
 trap cleanup EXIT
 for _ in $(seq 50); do
@@ -81,6 +91,14 @@ bench_tcp 2vm
 if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP" end 600; fi
 echo BENCH-OK
 GUEST
+cat > "$TEST_OUT/bench-2tcp.sh" <<GUEST
+$env
+. ./sync.sh
+. ./guest-bench.sh
+bench_rdma 2tcp pvrdma pvrdma0 1
+if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP" end 600; fi
+echo BENCH-OK
+GUEST
 
 : > "$TEST_OUT/guests.txt"
 : > "$TEST_OUT/missing.txt"
@@ -98,7 +116,8 @@ for s in $setups; do
             --add "$TESTS_TOP/tests/guest/pair.sh" \
             --add "$TESTS_TOP/tests/guest/rxe.sh" \
             --add "$TESTS_TOP/tests/bench/guest-bench.sh" \
-            --add "$TEST_OUT/bench-vm.sh" -- sh ./bench-vm.sh > /dev/null ||
+            --add "$TEST_OUT/bench-vm.sh" --add "$evbw" \
+            -- sh ./bench-vm.sh > /dev/null ||
             fail "the one-VM run failed: see $PVRDMA_OUT/vm/bench-vm.log"
         collect vm "$PVRDMA_OUT/vm/bench-vm.log" ;;
     2vm)
@@ -107,12 +126,35 @@ for s in $setups; do
             "$TEST_OUT/bench-2vm.sh" \
             --arg --add --arg "$TESTS_TOP/tests/guest/rxe.sh" \
             --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
-            --arg --smp --arg 1 \
+            --arg --add --arg "$evbw" --arg --smp --arg 1 \
             --arg -d --arg ",fabric-path=$fdir" > /dev/null
         rm -rf "$fdir"
         fdir=
         collect 2vm "$PVRDMA_OUT/vm/bench-2vm-b.log" ;;
-    *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm)" ;;
+    2tcp)
+        # As tests/guest/test-xhost.sh: a veth pair between two namespaces.
+        ip netns add "$nsa" && ip netns add "$nsb" ||
+            fail "cannot create network namespaces for the 2tcp setup (needs root; BENCH_SETUPS=\"vm 2vm\" leaves it out)"
+        ip link add pvrdma-bv$$ type veth peer name pvrdma-bw$$ &&
+            ip link set pvrdma-bv$$ netns "$nsa" &&
+            ip link set pvrdma-bw$$ netns "$nsb" &&
+            ip -n "$nsa" addr add 192.168.78.1/24 dev pvrdma-bv$$ &&
+            ip -n "$nsb" addr add 192.168.78.2/24 dev pvrdma-bw$$ &&
+            ip -n "$nsa" link set pvrdma-bv$$ up &&
+            ip -n "$nsb" link set pvrdma-bw$$ up &&
+            ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
+            fail "cannot make the veth pair between $nsa and $nsb"
+        vmpair_run bench-2tcp 5400 "$TEST_OUT/bench-2tcp.sh" \
+            "$TEST_OUT/bench-2tcp.sh" \
+            --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
+            --arg --add --arg "$evbw" --arg --smp --arg 1 \
+            --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
+            --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481" \
+            --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481" > /dev/null
+        ip netns del "$nsa"
+        ip netns del "$nsb"
+        collect 2tcp "$PVRDMA_OUT/vm/bench-2tcp-b.log" ;;
+    *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm, 2tcp)" ;;
     esac
     log "bench: setup $s done ($((SECONDS - start)) s)"
 done

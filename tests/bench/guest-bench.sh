@@ -11,9 +11,10 @@
 #   bench_rdma SETUP TRANSPORT DEVICE GID_INDEX
 #   bench_tcp SETUP
 #
-# SETUP is "vm" (server and client in this guest, on 127.0.0.1) or "2vm"
-# (tests/guest/vmpair.sh: guest A serves, guest B measures and prints;
-# sync.sh pairs each run).  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
+# SETUP is "vm" (server and client in this guest, on 127.0.0.1), or "2vm"
+# or "2tcp" (tests/guest/vmpair.sh: guest A serves, guest B measures and
+# prints; sync.sh pairs each run).  bench_rdma needs ev_bw
+# (tests/guest/progs/ev_bw.c) in the current directory.  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
 # size of each series and one round (a smoke run).  BENCH_MEMCPY_PORT (in
 # "vm"): the host's memcpy server (tests/bench/memcpy_bw.c --serve),
 # reached through the user-mode network's gateway, measures its memcpy of
@@ -32,7 +33,7 @@ _bench_seq=0
 
 # _bench_run SETUP SERVER_CMD CLIENT_CMD OUT: the pair once (shell
 # commands; @PEER@ in CLIENT_CMD is the server's address); the client's
-# output in OUT.  In "2vm" only guest B's OUT is filled.
+# output in OUT.  Between two VMs only guest B's OUT is filled.
 _bench_run() {
     local setup=$1 srv=$2 cli=$3 out=$4 pid
     _bench_seq=$((_bench_seq + 1))
@@ -59,7 +60,7 @@ _bench_run() {
 # A pvrdma point without a result fails the run; another transport's is
 # left out of that round (see _bench_cmd).
 _bench_emit() {
-    [ "$1" = 2vm ] && [ "$VMPAIR_ROLE" = a ] && return 0
+    [ "$1" != vm ] && [ "$VMPAIR_ROLE" = a ] && return 0
     if [ -z "$6" ]; then
         [ "$2" != pvrdma ] || fail "bench: no result for $2 $3 $4"
         echo "bench: no result for $2 $3 $4 in round $5: left out"
@@ -149,6 +150,26 @@ bench_rdma() {
                 "$(_bench_cmd "$tr" "ibv_rc_pingpong $o @PEER@")" "$out"
             _bench_emit "$setup" "$tr" "$t" 64 "$rep" \
                 "$(sed -n 's/.*= \([0-9.]*\) usec\/iter.*/\1/p' "$out")" usec
+        done
+        # Streaming 64 KiB, the completions waited for on a channel (-e)
+        # and, for ev_bw's WRITE, by polling with the same tool
+        # (perftest's send_bw polling is the series above).
+        s=65536
+        n=$(_bench_iters "$s" "$tr" "$setup")
+        [ "$n" -gt 20000 ] && n=20000
+        for t in send_bw_event write_bw_event write_bw_evpoll; do
+            case $t in
+            send_bw_event) c="ib_send_bw -d $dev -x $gidx -F -e -s $s -n $n" ;;
+            write_bw_event) c="./ev_bw -d $dev -g $gidx -e -s $s -n $n" ;;
+            write_bw_evpoll) c="./ev_bw -d $dev -g $gidx -s $s -n $n" ;;
+            esac
+            _bench_run "$setup" "$(_bench_cmd "$tr" "$c")" \
+                "$(_bench_cmd "$tr" "$c @PEER@")" "$out"
+            case $t in
+            send_bw_event) v=$(awk -v s="$s" -v n="$n" '$1 == s && $2 == n { print $4 }' "$out") ;;
+            *) v=$(sed -n 's/^ev_bw: .*: \([0-9.]*\) MB\/s$/\1/p' "$out") ;;
+            esac
+            _bench_emit "$setup" "$tr" "$t" "$s" "$rep" "$v" MB/s
         done
         o="-d $dev -x $gidx -F"
     done

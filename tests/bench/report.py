@@ -15,7 +15,8 @@ import os
 import statistics
 import sys
 
-SETUPS = [("vm", "one VM"), ("2vm", "two VMs")]
+SETUPS = [("vm", "one VM"), ("2vm", "two VMs"),
+          ("2tcp", "two VMs over TCP (veth)")]
 TRANSPORTS = [("pvrdma", "pvrdma"), ("rxe", "Soft-RoCE"), ("tcp", "TCP")]
 UNITS = {}
 BY_REP = {}     # (setup, transport, test, size) -> {round: value}
@@ -171,6 +172,28 @@ def main():
         md.append(f"| {name} |" + "".join(
             f" {fmt(med(s, 'pvrdma', test, 64))}{spread(s, 'pvrdma', test, 64)} |"
             f" {fmt(med(s, 'rxe', test, 64))} |" for s, _ in present))
+    md.append("")
+    md += ["### Streaming 64 KiB: completion events against polling (MB/s)",
+           "",
+           "`ib_send_bw -e` against `ib_send_bw`; WRITE with "
+           "tests/guest/progs/ev_bw.c `-e` against the same tool polling "
+           "(Debian 12's perftest has no -e for WRITE).", ""]
+    head = "| test |" + "".join(
+        f" pvrdma {sl} | events / polling | Soft-RoCE {sl} |"
+        for _, sl in present)
+    md += [head, "|---|" + "---|---|---|" * len(present)]
+    for name, ev, poll in (("SEND, events", "send_bw_event", "send_bw"),
+                           ("WRITE, events", "write_bw_event",
+                            "write_bw_evpoll"),
+                           ("WRITE, polling", "write_bw_evpoll", None)):
+        row = f"| {name} |"
+        for s, _ in present:
+            p = med(s, "pvrdma", ev, 65536)
+            q = med(s, "pvrdma", poll, 65536) if poll else None
+            pct = f"{100 * p / q:.0f}%" if p and q else "-"
+            row += (f" {fmt(p)}{spread(s, 'pvrdma', ev, 65536)} | {pct} |"
+                    f" {fmt(med(s, 'rxe', ev, 65536))} |")
+        md.append(row)
     md.append("")
     with open(os.path.join(out, "results.md"), "w") as f:
         f.write("\n".join(md))

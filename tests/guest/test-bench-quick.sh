@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make bench in its quick mode (tests/bench/bench.sh, BENCH_QUICK=1: one
-# size of each series, one round, both setups): every series of every
+# size of each series, one round, every setup): every series of every
 # transport gives a figure, the report and the plots are made.  Figures
 # are not judged here (these machines are noisy; docs/benchmarks.md).
 . "$(dirname "$0")/lib.sh"
@@ -16,7 +16,8 @@ done
 for s in vm 2vm; do
     for t in pvrdma rxe; do
         for x in send_lat write_lat read_lat write_bw send_bw read_bw \
-                 write_rate send_rate read_rate pingpong pingpong_event; do
+                 write_rate send_rate read_rate pingpong pingpong_event \
+                 send_bw_event write_bw_event write_bw_evpoll; do
             grep -q "^R $s $t $x " "$out/results.txt" ||
                 fail "no $t $x figure in the $s setup"
         done
@@ -26,5 +27,14 @@ for s in vm 2vm; do
             fail "no TCP $x figure in the $s setup"
     done
 done
+# Two VMs whose fabrics talk TCP over a veth pair: pvrdma only.
+for x in send_lat write_lat read_lat write_bw send_bw read_bw write_rate \
+         send_rate read_rate pingpong pingpong_event send_bw_event \
+         write_bw_event write_bw_evpoll; do
+    grep -q "^R 2tcp pvrdma $x " "$out/results.txt" ||
+        fail "no pvrdma $x figure in the 2tcp setup"
+done
 grep -q "^R host memcpy memcpy " "$out/results.txt" || fail "no memcpy figure"
-pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM and across two, report and plots"
+grep -q "completion events against polling" "$out/results.md" ||
+    fail "results.md has no table of event-mode streams"
+pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM and across two, pvrdma across a TCP link, report and plots"

@@ -1360,7 +1360,9 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     }
     old = qp->state;
     qp->state = next;
-    pvrdma_wq_qp_modified(core, qp, old);
+    if (!core->loading) {
+        pvrdma_wq_qp_modified(core, qp, old);
+    }
     return 0;
 }
 

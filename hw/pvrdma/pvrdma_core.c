@@ -138,6 +138,7 @@ void pvrdma_table_init(PvrdmaTable *t, uint32_t first, uint32_t limit,
     t->limit = limit;
     t->max_count = max_count;
     t->hint = first;
+    t->force = -1;
 }
 
 void pvrdma_table_destroy(PvrdmaTable *t)
@@ -174,6 +175,20 @@ int pvrdma_table_insert(PvrdmaTable *t, void *obj, uint32_t *handle)
 {
     uint32_t h;
 
+    if (t->force >= 0) {
+        uint8_t gen = t->force_gen;
+        int ret;
+
+        h = t->force;
+        t->force = -1;
+        t->force_gen = 0;
+        ret = pvrdma_table_insert_at(t, obj, h);
+        if (ret == 0 && gen) {
+            t->gen[h] = gen;
+        }
+        *handle = h;
+        return ret;
+    }
     if (t->count >= t->max_count) {
         return -ENOMEM;
     }

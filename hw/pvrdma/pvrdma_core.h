@@ -16,6 +16,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "pvrdma_gerr.h"
@@ -218,5 +219,20 @@ int pvrdma_core_post_async_event(PvrdmaCore *core, uint32_t type,
 
 /* The timer armed through PvrdmaCoreOps.timer_mod has expired. */
 void pvrdma_core_timer_expired(PvrdmaCore *core);
+
+/*
+ * Device state for migration and snapshots (pvrdma_state.c,
+ * docs/migration.md).  Save: the state as a g_malloc'ed byte string of
+ * *@len bytes, or NULL with *@errmsg when it cannot be saved now.  Load:
+ * into a core that was just made or reset with the same configuration
+ * and backend; false with *@errmsg on any invalid input, the core then
+ * reset.  Resume: after a load, once the guest runs again, the work its
+ * queues had waiting at the source goes on.
+ */
+uint8_t *pvrdma_core_state_save(PvrdmaCore *core, size_t *len,
+                                char **errmsg);
+bool pvrdma_core_state_load(PvrdmaCore *core, const uint8_t *buf, size_t len,
+                            char **errmsg);
+void pvrdma_core_state_resume(PvrdmaCore *core);
 
 #endif /* HW_PVRDMA_CORE_H */

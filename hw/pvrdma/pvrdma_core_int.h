@@ -106,6 +106,13 @@ typedef struct PvrdmaTable {
     uint32_t max_count;         /* quota on live entries */
     uint32_t hint;              /* no free handle below this one */
     uint8_t *gen;               /* per-handle generation, 1..255 */
+    /*
+     * Restoring a saved state (pvrdma_state.c): the next insert takes
+     * handle @force (not the lowest free one) with generation @force_gen
+     * (0: the next one), then forgetting both; -1: none.
+     */
+    int64_t force;
+    uint8_t force_gen;
 } PvrdmaTable;
 
 void pvrdma_table_init(PvrdmaTable *t, uint32_t first, uint32_t limit,
@@ -350,6 +357,16 @@ struct PvrdmaCore {
     PvrdmaGid *gids;
     uint64_t pinned_pages;      /* charged against cfg.max_pinned_pages */
 
+    /*
+     * Restoring a saved state (pvrdma_state.c): the page list the next
+     * page directory read hands out instead of reading guest memory, and
+     * whether the data path is held (MODIFY_QP then changes no queue:
+     * pvrdma_core_state_resume() runs what the transitions would have).
+     */
+    const uint64_t *load_pages;
+    uint32_t load_npages;
+    bool loading;
+
     /* Data path (pvrdma_wq.c). */
     unsigned depth;             /* nesting of enter/leave */
     GQueue work_qps;            /* QPs to flush at the outermost leave */
@@ -472,6 +489,12 @@ void pvrdma_wq_cq_poll_end(PvrdmaCore *core, PvrdmaCq *cq);
 void pvrdma_wq_timer_expired(PvrdmaCore *core);
 /* Object life: after a committed MODIFY_QP (@old: state before). */
 void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old);
+/*
+ * After a saved state was loaded (pvrdma_state.c), once the guest runs:
+ * what @qp's queues had waiting (RTS: run the send queue or time its RNR
+ * wait; ERR, SQE: flush).
+ */
+void pvrdma_wq_qp_resumed(PvrdmaCore *core, PvrdmaQp *qp);
 /* Before the QP is freed: no flush, no more DMA, backend cancelled. */
 void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp);
 /* Unbind memory window @mw (type 2: invalidate it), if it is bound. */
@@ -486,6 +509,9 @@ uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode);
 /* QP state machine (pvrdma_qp_sm.c); see there for the table. */
 bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,
                              uint32_t mask);
+/* The attributes @cur -> @next needs for @type (0 if not a transition). */
+uint32_t pvrdma_qp_transition_required(uint32_t cur, uint32_t next,
+                                       uint8_t type);
 
 /* Page directories (pvrdma_pdir.c, spec §4). */
 /*

@@ -24,6 +24,23 @@ int pvrdma_pdir_read(PvrdmaCore *core, uint64_t pdir_dma, uint32_t npages,
     int ret;
 
     *pages = NULL;
+    if (core->load_pages) {
+        /* A saved state's list (pvrdma_state.c), checked as one read. */
+        const uint64_t *src = core->load_pages;
+
+        core->load_pages = NULL;
+        if (npages != core->load_npages || npages == 0 ||
+            npages > PVRDMA_PDIR_MAX_PAGES) {
+            return -EINVAL;
+        }
+        for (i = 0; i < npages; i++) {
+            if (!pvrdma_pdir_addr_ok(src[i])) {
+                return -EINVAL;
+            }
+        }
+        *pages = g_memdup2(src, (gsize)npages * sizeof(uint64_t));
+        return 0;
+    }
     if (npages == 0 || npages > PVRDMA_PDIR_MAX_PAGES) {
         GERR(core, PDIR_PAGES_OUT_OF_RANGE,
              "pdir: %u pages out of range 1..%u",

@@ -179,6 +179,33 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
 
 #undef S
 
+static int pvrdma_qp_sm_type(uint8_t type)
+{
+    switch (type) {
+    case PVRDMA_QPT_RC:
+        return PVRDMA_SM_RC;
+    case PVRDMA_QPT_UC:
+        return PVRDMA_SM_UC;
+    case PVRDMA_QPT_UD:
+        return PVRDMA_SM_UD;
+    case PVRDMA_QPT_GSI:
+        return PVRDMA_SM_GSI;
+    default:
+        return -1;
+    }
+}
+
+uint32_t pvrdma_qp_transition_required(uint32_t cur, uint32_t next,
+                                       uint8_t type)
+{
+    int t = pvrdma_qp_sm_type(type);
+
+    if (cur >= NQPS || next >= NQPS || t < 0) {
+        return 0;
+    }
+    return pvrdma_qp_sm[cur][next].req[t];
+}
+
 /*
  * @cur is the QP's state; @next is the requested state (the caller passes
  * @cur when STATE is not in @mask).  Mirrors ib_modify_qp_is_ok().

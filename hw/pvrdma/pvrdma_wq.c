@@ -1874,6 +1874,36 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
     pvrdma_wq_leave(core);
 }
 
+void pvrdma_wq_qp_resumed(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    PvrdmaQpWq *wq = &qp->wq;
+
+    pvrdma_wq_enter(core);
+    switch (qp->state) {
+    case PVRDMA_QPS_RTS:
+    case PVRDMA_QPS_SQD:
+        if (wq->rnr_pending && pvrdma_core_has_timer(core)) {
+            /* The guest's clock moved with it: the deadline stands. */
+            if (!pvrdma_wq_rnr_linked(qp)) {
+                wq->rnr_link.data = qp;
+                g_queue_push_tail_link(&core->rnr_qps, &wq->rnr_link);
+            }
+            pvrdma_wq_rearm(core);
+        } else if (qp->state == PVRDMA_QPS_RTS) {
+            wq->rnr_pending = false;
+            pvrdma_wq_process_sq(core, qp);
+        }
+        break;
+    case PVRDMA_QPS_ERR:
+    case PVRDMA_QPS_SQE:
+        pvrdma_wq_work_add(core, qp);
+        break;
+    default:
+        break;
+    }
+    pvrdma_wq_leave(core);
+}
+
 void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
 {
     uint32_t h;

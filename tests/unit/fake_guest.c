@@ -264,6 +264,7 @@ static FakeGuest *fg_new_ops(const PvrdmaCoreConfig *cfg,
     assert_true(pvrdma_core_check_config(&fg->cfg, &err));
     assert_null(err);
     fg->timer_expire = -1;
+    fg->ops = ops;
     fg->core = pvrdma_core_new(&fg->cfg, ops, fg);
     pvrdma_core_set_uar_base(fg->core, FG_UAR_BASE);
     return fg;
@@ -277,6 +278,36 @@ FakeGuest *fg_new(const PvrdmaCoreConfig *cfg)
 FakeGuest *fg_new_minimal(const PvrdmaCoreConfig *cfg)
 {
     return fg_new_ops(cfg, &fg_ops_minimal);
+}
+
+size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg))
+{
+    g_autofree uint8_t *state = NULL, *again = NULL, *mem = NULL;
+    size_t len = 0, len2 = 0;
+    char *err = NULL;
+
+    state = pvrdma_core_state_save(fg->core, &len, &err);
+    if (!state) {
+        fail_msg("save: %s", err);
+    }
+    mem = g_memdup2(fg->mem, FG_MEM_SIZE);
+    pvrdma_core_free(fg->core);
+    memcpy(fg->mem, mem, FG_MEM_SIZE);
+    fg->timer_expire = -1;
+    fg->core = pvrdma_core_new(&fg->cfg, fg->ops, fg);
+    pvrdma_core_set_uar_base(fg->core, FG_UAR_BASE);
+    if (rejoin) {
+        rejoin(fg);
+    }
+    if (!pvrdma_core_state_load(fg->core, state, len, &err)) {
+        fail_msg("load: %s", err);
+    }
+    again = pvrdma_core_state_save(fg->core, &len2, &err);
+    assert_non_null(again);
+    assert_int_equal(len2, len);
+    assert_memory_equal(again, state, len);
+    pvrdma_core_state_resume(fg->core);
+    return len;
 }
 
 void fg_free(FakeGuest *fg)

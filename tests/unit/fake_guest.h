@@ -83,6 +83,7 @@ typedef struct FakeGuest {
     uint64_t cq_pages[PVRDMA_PDIR_ENTRIES];
     uint32_t cq_npages;
     uint32_t driver_version;
+    const PvrdmaCoreOps *ops;   /* the core's, for fg_migrate() */
 } FakeGuest;
 
 /* New guest + core (default config if @cfg is NULL); IMR left at reset. */
@@ -91,6 +92,15 @@ FakeGuest *fg_new(const PvrdmaCoreConfig *cfg);
 FakeGuest *fg_new_minimal(const PvrdmaCoreConfig *cfg);
 /* Advance the manual clock by @ns and fire the timer if it is due. */
 void fg_advance(FakeGuest *fg, int64_t ns);
+/*
+ * Live migration of the device as QEMU does it: the state saved with the
+ * guest stopped, the source core torn down (its teardown does not reach
+ * the memory the destination got: a copy taken at the save is put back),
+ * a new core made with the same configuration, @rejoin (if not NULL)
+ * giving it its backend, the state loaded (asserted to succeed and to
+ * save again byte for byte) and resumed.  Returns the state's size.
+ */
+size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg));
 void fg_free(FakeGuest *fg);
 
 /* Host pointer for guest bus address @addr (must be inside RAM). */

@@ -47,8 +47,10 @@
 #include "hw/pci/msix.h"
 #include "hw/qdev-properties.h"
 #include "migration/blocker.h"
+#include "migration/vmstate.h"
 #include "system/dma.h"
 #include "system/iothread.h"
+#include "system/runstate.h"
 #include "system/system.h"
 #include "trace.h"
 
@@ -143,6 +145,11 @@ struct PvrdmaState {
     unsigned ram_last;          /* index of the last range found */
     PvrdmaRamRange ram_next[PVRDMA_RAM_RANGES]; /* being built (BQL) */
     unsigned ram_next_n;
+    /* Migration (docs/migration.md): the core's state in the stream. */
+    uint8_t *state_buf;
+    uint32_t state_len;
+    bool resume_pending;        /* loaded: resume when the VM runs */
+    VMChangeStateEntry *vm_state;
 };
 
 /* ---- one lock for every pvrdma device of the process -------------------- */
@@ -1151,6 +1158,113 @@ static void pvrdma_exit_core(PvrdmaState *s)
     s->core = NULL;
 }
 
+/* ---- migration and snapshots (docs/migration.md) ----------------------- */
+
+/* The most a device state may take in the stream (hostile input). */
+#define PVRDMA_STATE_MAX        (256u << 20)
+
+static int pvrdma_pre_save(void *opaque)
+{
+    PvrdmaState *s = opaque;
+    char *err = NULL;
+    size_t len = 0;
+
+    pvrdma_lock();
+    /* Doorbells an IOThread had not run yet run first, in their order. */
+    while (!pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS)) {
+    }
+    g_free(s->state_buf);
+    s->state_buf = pvrdma_core_state_save(s->core, &len, &err);
+    pvrdma_unlock();
+    if (!s->state_buf || len > PVRDMA_STATE_MAX) {
+        error_report("%s", err ? err : "pvrdma: the device state is too "
+                     "large to migrate");
+        g_free(err);
+        g_clear_pointer(&s->state_buf, g_free);
+        s->state_len = 0;
+        return -EBUSY;
+    }
+    s->state_len = len;
+    return 0;
+}
+
+static int pvrdma_post_save(void *opaque)
+{
+    PvrdmaState *s = opaque;
+
+    g_clear_pointer(&s->state_buf, g_free);
+    return 0;
+}
+
+/* Checked before the buffer of that size is allocated. */
+static bool pvrdma_state_len_ok(void *opaque, int version_id)
+{
+    PvrdmaState *s = opaque;
+
+    if (s->state_len > PVRDMA_STATE_MAX) {
+        error_report("pvrdma: incoming device state of %u bytes (at most %u)",
+                     s->state_len, PVRDMA_STATE_MAX);
+        return false;
+    }
+    return true;
+}
+
+static int pvrdma_post_load(void *opaque, int version_id)
+{
+    PvrdmaState *s = opaque;
+    PCIDevice *pdev = PCI_DEVICE(s);
+    pcibus_t base = pci_get_bar_addr(pdev, PVRDMA_BAR_UAR);
+    char *err = NULL;
+    bool ok;
+
+    pvrdma_lock();
+    pvrdma_core_reset(s->core);
+    pvrdma_core_set_uar_base(s->core, base == PCI_BAR_UNMAPPED ?
+                             PVRDMA_CORE_UAR_UNMAPPED : base);
+    ok = s->state_buf &&
+         pvrdma_core_state_load(s->core, s->state_buf, s->state_len, &err);
+    pvrdma_unlock();
+    g_clear_pointer(&s->state_buf, g_free);
+    if (!ok) {
+        error_report("%s", err ? err : "pvrdma: no device state");
+        g_free(err);
+        return -EINVAL;
+    }
+    s->resume_pending = true;
+    return 0;
+}
+
+/* The loaded device goes on once the guest runs. */
+static void pvrdma_vm_state_change(void *opaque, bool running, RunState st)
+{
+    PvrdmaState *s = opaque;
+
+    if (running && s->resume_pending) {
+        s->resume_pending = false;
+        pvrdma_lock();
+        pvrdma_core_state_resume(s->core);
+        pvrdma_unlock();
+    }
+}
+
+static const VMStateDescription vmstate_pvrdma = {
+    .name = "pvrdma",
+    .version_id = 1,
+    .minimum_version_id = 1,
+    .pre_save = pvrdma_pre_save,
+    .post_save = pvrdma_post_save,
+    .post_load = pvrdma_post_load,
+    .fields = (const VMStateField[]) {
+        VMSTATE_PCI_DEVICE(parent_obj, PvrdmaState),
+        VMSTATE_MSIX(parent_obj, PvrdmaState),
+        VMSTATE_UINT32(state_len, PvrdmaState),
+        VMSTATE_VALIDATE("pvrdma state size", pvrdma_state_len_ok),
+        VMSTATE_VBUFFER_ALLOC_UINT32(state_buf, PvrdmaState, 0, NULL,
+                                     state_len),
+        VMSTATE_END_OF_LIST()
+    },
+};
+
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
 {
     if (s->ibv_fd[0] >= 0) {
@@ -1160,10 +1274,9 @@ static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
                    "the pvrdma device to migrate this VM", s->ibdev);
         return migrate_add_blocker(&s->migration_blocker, errp) == 0;
     }
-    error_setg(&s->migration_blocker,
-               "pvrdma: migration of RDMA objects is not supported yet; "
-               "remove the pvrdma device to migrate this VM");
-    return migrate_add_blocker(&s->migration_blocker, errp) == 0;
+    s->vm_state = qemu_add_vm_change_state_handler(pvrdma_vm_state_change,
+                                                   s);
+    return true;
 }
 
 static void pvrdma_realize(PCIDevice *pdev, Error **errp)
@@ -1214,6 +1327,11 @@ static void pvrdma_exit(PCIDevice *pdev)
     PvrdmaState *s = PVRDMA(pdev);
 
     migrate_del_blocker(&s->migration_blocker);
+    if (s->vm_state) {
+        qemu_del_vm_change_state_handler(s->vm_state);
+        s->vm_state = NULL;
+    }
+    g_clear_pointer(&s->state_buf, g_free);
     pvrdma_lock();
     pvrdma_exit_core(s);
     pvrdma_unlock();
@@ -1293,6 +1411,7 @@ static void pvrdma_class_init(ObjectClass *klass, void *data)
     dc->desc = "Paravirtual RDMA (VMware PVRDMA ABI)";
     device_class_set_legacy_reset(dc, pvrdma_qdev_reset);
     device_class_set_props(dc, pvrdma_props);
+    dc->vmsd = &vmstate_pvrdma;
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
 }
 

@@ -7,8 +7,10 @@
  * this instead (tests/bench/guest-bench.sh).
  *
  *   ev_bw [-d DEV] [-g GID_INDEX] [-s SIZE] [-n ITERS] [-t DEPTH] [-e]
- *         [-S] [-p PORT] [SERVER]
+ *         [-S] [-p PORT] [-f FILE] [SERVER]
  *
+ * -f (a WRITE client): stream until FILE exists, then ITERS more (a test
+ * that moves the VM in between: tests/guest/test-migrate.sh).
  * Without SERVER it serves one client.  -S sends instead of writing (the
  * server keeps DEPTH receives posted and waits the same way as the
  * client).  The client signals every 16th request and keeps DEPTH
@@ -47,7 +49,7 @@ struct info {
     uint8_t gid[16];
 };
 
-static const char *dev_name;
+static const char *dev_name, *stop_file;
 static int gid_index = 1, use_events, use_send, port = 18531;
 static size_t size = 65536;
 static unsigned iters = 2000, depth = 128;
@@ -231,11 +233,11 @@ int main(int argc, char **argv)
     const char *server = NULL;
     uint8_t *buf, verdict;
     size_t buflen;
-    unsigned posted = 0, done = 0, i;
+    unsigned posted = 0, done = 0, total, i;
     union ibv_gid gid;
     int c, fd, ok = 1;
 
-    while ((c = getopt(argc, argv, "d:g:s:n:t:eSp:")) != -1) {
+    while ((c = getopt(argc, argv, "d:g:s:n:t:eSp:f:")) != -1) {
         switch (c) {
         case 'd': dev_name = optarg; break;
         case 'g': gid_index = atoi(optarg); break;
@@ -245,17 +247,21 @@ int main(int argc, char **argv)
         case 'e': use_events = 1; break;
         case 'S': use_send = 1; break;
         case 'p': port = atoi(optarg); break;
+        case 'f': stop_file = optarg; break;
         default:
             fprintf(stderr, "usage: ev_bw [-d DEV] [-g GID_INDEX] [-s SIZE] "
-                    "[-n ITERS] [-t DEPTH] [-e] [-S] [-p PORT] [SERVER]\n");
+                    "[-n ITERS] [-t DEPTH] [-e] [-S] [-p PORT] [-f FILE] "
+                    "[SERVER]\n");
             return 2;
         }
     }
     if (optind < argc) {
         server = argv[optind];
     }
-    if (!size || !iters || !depth || depth > 1024) {
-        fprintf(stderr, "ev_bw: SIZE and ITERS must be > 0, DEPTH 1-1024\n");
+    if (!size || !iters || !depth || depth > 1024 ||
+        (stop_file && use_send)) {
+        fprintf(stderr, "ev_bw: SIZE and ITERS must be > 0, DEPTH 1-1024, "
+                "-f only with WRITE\n");
         return 2;
     }
     list = ibv_get_device_list(NULL);
@@ -356,8 +362,12 @@ int main(int argc, char **argv)
 
     fill(buf, size, me.seed);
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (done < iters) {
-        while (posted < iters && posted - done < depth) {
+    total = stop_file ? UINT32_MAX : iters;
+    while (done < total) {
+        if (stop_file && total == UINT32_MAX && access(stop_file, F_OK) == 0) {
+            total = posted + iters;
+        }
+        while (posted < total && posted - done < depth) {
             struct ibv_sge sge = {
                 .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey,
             };
@@ -366,7 +376,7 @@ int main(int argc, char **argv)
                 .opcode = use_send ? IBV_WR_SEND : IBV_WR_RDMA_WRITE,
             }, *bad;
 
-            if ((posted + 1) % SIGNAL_EVERY == 0 || posted + 1 == iters ||
+            if ((posted + 1) % SIGNAL_EVERY == 0 || posted + 1 == total ||
                 posted + 1 - done == depth) {
                 wr.send_flags = IBV_SEND_SIGNALED;
             }
@@ -398,9 +408,9 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("ev_bw: %s %zu x %u, %s: %.2f MB/s\n",
-           use_send ? "SEND" : "WRITE", size, iters,
+           use_send ? "SEND" : "WRITE", size, total,
            use_events ? "events" : "polling",
-           (double)size * iters /
+           (double)size * total /
            ((t1.tv_sec - t0.tv_sec) * 1e9 + (t1.tv_nsec - t0.tv_nsec)) * 1e3);
     return 0;
 }

@@ -2,22 +2,28 @@
 # Live migration of one VM with RDMA running (docs/migration.md): the guest
 # streams RDMA WRITEs between two of its processes (tests/guest/progs/
 # ev_bw.c) and runs verified ibv_rc_pingpong rounds (-c) one after the
-# other, while the host moves it to a second QEMU started with -incoming
-# (QMP `migrate` over a unix socket). After the switch the host tells the
-# guest over its user-mode network (hostfwd on the destination); only then
-# does the stream end (ITERS more WRITEs, the last bytes checked by its
-# server) and two more rounds run: the traffic spans the switch by
-# construction, whatever the timing. Every process must succeed, with no
-# error completion and no async event (a failure or an event makes the
-# tools exit non-zero).
+# other, while the host moves it to a second QEMU (QMP, tests/guest/
+# qmp.py). After the switch the host tells the guest over its user-mode
+# network (hostfwd on the destination); only then does the stream end
+# (ITERS more WRITEs, the last bytes checked by its server) and two more
+# rounds run: the traffic spans the switch by construction, whatever the
+# timing. Every process must succeed: an error completion or a QP gone to
+# ERR makes the tools exit non-zero.
+#
+#   unix: first to a destination whose -device pvrdma has another max-qp
+#         (refused, the property named in its log; the source goes on),
+#         then to a good one over a unix socket;
+#   file: `migrate file:` (the VM stops at the end); a copy of the file
+#         with one byte of the device state changed is refused by a
+#         destination (-incoming defer + migrate-incoming) with the
+#         device's message; the file itself restores the VM, which goes on.
 . "$(dirname "$0")/lib.sh"
 
 d=$TEST_OUT
-rm -f "$d"/*.sock "$d"/go.out
+rm -f "$d"/*.sock "$d"/*.state
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-pa=$(free_port) pb=$(free_port)
 evbw=$(build_prog ev_bw)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
@@ -59,58 +65,141 @@ cat /tmp/ev.c
 echo MIGRATE-OK
 GUEST
 
-common=(--smp 2 --timeout 900 --add "$evbw" --add "$d/guest.sh")
-"$PVRDMA_TOP/scripts/vm.sh" --name mig-src "${common[@]}" \
-    --net "user,hostfwd=tcp:127.0.0.1:$pa-:7000" \
-    -q -qmp -q "unix:$d/qmp-src.sock,server=on,wait=off" \
-    -- sh ./guest.sh > /dev/null 2>&1 &
-src=$!
-"$PVRDMA_TOP/scripts/vm.sh" --name mig-dst "${common[@]}" \
-    --net "user,hostfwd=tcp:127.0.0.1:$pb-:7000" \
-    -q -qmp -q "unix:$d/qmp-dst.sock,server=on,wait=off" \
-    -q -incoming -q "unix:$d/mig.sock" \
-    -- sh ./guest.sh > /dev/null 2>&1 &
-dst=$!
+
+srclog=$PVRDMA_OUT/vm/mig-src.log
 cleanup() {
-    kill "$src" "$dst" 2> /dev/null || true
+    jobs -p | xargs -r kill 2> /dev/null || true
 }
 trap cleanup EXIT
-srclog=$PVRDMA_OUT/vm/mig-src.log dstlog=$PVRDMA_OUT/vm/mig-dst.log
 
-# The traffic runs: move the VM.
-until grep -q '^MIGRATE-NOW' "$srclog" 2> /dev/null; do
-    kill -0 "$src" 2> /dev/null || fail "the source guest stopped before the migration (log: $srclog)"
-    sleep 0.2
-done
-until [ -S "$d/mig.sock" ]; do
-    kill -0 "$dst" 2> /dev/null || fail "the destination QEMU did not start (log: $dstlog)"
-    sleep 0.1
-done
-qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/mig.sock\"}" > /dev/null ||
-    fail "migrate was refused"
-while :; do
-    st=$(qmp "$d/qmp-src.sock" query-migrate |
-         python3 -c 'import json, sys; r = json.load(sys.stdin); print(r.get("status", "none"), r.get("error-desc", ""))')
-    case $st in
-    completed*) break ;;
-    failed*|cancelled*) fail "migration $st (source log: $srclog, destination log: $dstlog)" ;;
-    esac
-    sleep 0.2
-done
-log "migration completed: $(qmp "$d/qmp-src.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")')"
+# start NAME PORT [vm.sh args...]: a guest running guest.sh, or a
+# destination (with -incoming); its QMP socket is $d/qmp-NAME.sock.
+start() {
+    local name=$1 port=$2
+    shift 2
+    rm -f "$d/qmp-$name.sock"
+    "$PVRDMA_TOP/scripts/vm.sh" --name "mig-$name" --smp 2 --timeout 900 \
+        --add "$evbw" --add "$d/guest.sh" \
+        --net "user,hostfwd=tcp:127.0.0.1:$port-:7000" \
+        -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@" \
+        -- sh ./guest.sh > /dev/null 2> "$d/$name.err" &
+    pid=$!
+    until [ -S "$d/qmp-$name.sock" ]; do
+        kill -0 "$pid" 2> /dev/null || fail "QEMU $name did not start (log: $PVRDMA_OUT/vm/mig-$name.log)"
+        sleep 0.1
+    done
+}
+
+# return_path NAME: the destination tells the source whether it took the
+# VM (without it, a source whose stream was sent counts the migration as
+# completed, and a destination's refusal cannot make it go on).
+return_path() {
+    qmp "$d/qmp-$1.sock" migrate-set-capabilities \
+        '{"capabilities": [{"capability": "return-path", "state": true}]}' \
+        > /dev/null
+}
+
+# migrate_wait NAME: the status the source's migration ended with.
+migrate_wait() {
+    local st
+    while :; do
+        st=$(qmp "$d/qmp-$1.sock" query-migrate |
+             python3 -c 'import json, sys; print(json.load(sys.stdin).get("status", "none"))')
+        case $st in
+        completed|failed|cancelled) echo "$st"; return ;;
+        esac
+        sleep 0.2
+    done
+}
+
+migrate_info() {
+    qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
+}
+
+# finish NAME PID PORT: tell the moved guest, then its result.
+finish() {
+    local name=$1 pid=$2 port=$3 rc=0 log=$PVRDMA_OUT/vm/mig-$1.log rounds
+    send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$port"; }
+    until send_go 2> /dev/null; do
+        kill -0 "$pid" 2> /dev/null || fail "QEMU $name stopped (log: $log)"
+        sleep 0.2
+    done
+    wait "$pid" || rc=$?
+    [ "$rc" = 0 ] || fail "the guest failed after the migration (status $rc; log: $log)"
+    grep -q '^MIGRATE-OK' "$log" || fail "no MIGRATE-OK in $log"
+    grep -q '^ev_bw: WRITE' "$log" || fail "no stream result in $log"
+    rounds=$(sed -n 's/^migrated after \([0-9]*\) rounds$/\1/p' "$log")
+    log "$name: $(grep '^ev_bw: WRITE' "$log"), $rounds rounds before the switch"
+}
+
+wait_traffic() {
+    until grep -q '^MIGRATE-NOW' "$srclog" 2> /dev/null; do
+        kill -0 "$src" 2> /dev/null || fail "the source guest stopped before the migration (log: $srclog)"
+        sleep 0.2
+    done
+}
+
+# ---- unix: a refused destination, then a good one ----------------------
+start src "$(free_port)"
+src=$pid
+wait_traffic
+start bad "$(free_port)" -d ",max-qp=512" -q -incoming -q "unix:$d/bad.sock"
+bad=$pid
+return_path src
+return_path bad
+qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/bad.sock\"}" > /dev/null
+[ "$(migrate_wait src)" = failed ] ||
+    fail "a destination with max-qp=512 took the VM"
+wait "$bad" || true
+grep -q "property max-qp is 512 where the source's is 1024" "$d/bad.err" ||
+    fail "the refusing destination did not name the property ($d/bad.err)"
+qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
+    fail "the source did not go on after a refused migration"
+port=$(free_port)
+start dst "$port" -q -incoming -q "unix:$d/mig.sock"
+dst=$pid
+return_path dst
+qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/mig.sock\"}" > /dev/null
+st=$(migrate_wait src)
+[ "$st" = completed ] || fail "migration $st (logs: $srclog, $PVRDMA_OUT/vm/mig-dst.log)"
+log "unix: migration completed, $(migrate_info src)"
 qmp "$d/qmp-src.sock" quit > /dev/null || true
 wait "$src" || true
-# The guest now runs on the destination: tell it.
-send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$pb"; }
-until send_go 2> /dev/null; do
-    kill -0 "$dst" 2> /dev/null || fail "the destination stopped (log: $dstlog)"
-    sleep 0.2
-done
-rc=0
-wait "$dst" || rc=$?
+finish dst "$dst" "$port"
+
+# ---- file: a corrupted copy refused, then the file restored -------------
+start src "$(free_port)"
+src=$pid
+wait_traffic
+rm -f "$d/vm.state"
+qmp "$d/qmp-src.sock" migrate "{\"uri\": \"file:$d/vm.state\"}" > /dev/null
+st=$(migrate_wait src)
+[ "$st" = completed ] || fail "migrate file: $st (log: $srclog)"
+log "file: saved, $(migrate_info src)"
+qmp "$d/qmp-src.sock" quit > /dev/null || true
+wait "$src" || true
+# One byte inside the device's first object record (past its header).
+python3 - "$d/vm.state" "$d/bad.state" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+at = b.find(b"PVRDMAS1")
+assert at >= 0, "no pvrdma device state in the file"
+b[at + 8] ^= 0x7f          # the format version
+open(sys.argv[2], "wb").write(b)
+PY
+start badf "$(free_port)" -q -incoming -q defer
+badf=$pid
+qmp "$d/qmp-badf.sock" migrate-incoming "{\"uri\": \"file:$d/bad.state\"}" \
+    > /dev/null || true
+wait "$badf" || true
+grep -q "pvrdma: the saved device state is invalid: device state version 126" \
+    "$d/badf.err" ||
+    fail "a corrupted device state was not refused with the device's message ($d/badf.err)"
+port=$(free_port)
+start restore "$port" -q -incoming -q defer
+restore=$pid
+qmp "$d/qmp-restore.sock" migrate-incoming \
+    "{\"uri\": \"file:$d/vm.state\"}" > /dev/null
+finish restore "$restore" "$port"
 trap - EXIT
-[ "$rc" = 0 ] || fail "the guest failed after the migration (status $rc; log: $dstlog)"
-grep -q '^MIGRATE-OK' "$dstlog" || fail "no MIGRATE-OK in $dstlog"
-rounds=$(sed -n 's/^migrated after \([0-9]*\) rounds$/\1/p' "$dstlog")
-grep '^ev_bw: WRITE' "$dstlog" || fail "no stream result in $dstlog"
-pass "one VM moved to another QEMU while it streamed RDMA WRITEs (data checked) and ran $rounds verified ping-pong rounds; both went on after the switch"
+pass "one VM moved with RDMA WRITEs streaming and ping-pongs running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Live migration of one VM with RDMA running (docs/migration.md): the guest
 # streams RDMA WRITEs between two of its processes (tests/guest/progs/
-# ev_bw.c) and runs verified ibv_rc_pingpong rounds (-c) one after the
+# ev_bw.c -b: every block of the target buffer checked for the bytes of
+# its last WRITE, so memory the device wrote during the copy must have
+# been copied again) and runs verified ibv_rc_pingpong rounds (-c) one after the
 # other, while the host moves it to a second QEMU (QMP, tests/guest/
 # qmp.py). After the switch the host tells the guest over its user-mode
 # network (hostfwd on the destination); only then does the stream end
-# (ITERS more WRITEs, the last bytes checked by its server) and two more
+# (one more WRITE, then the server checks its buffer) and two more
 # rounds run: the traffic spans the switch by construction, whatever the
 # timing. Every process must succeed: an error completion or a QP gone to
 # ERR makes the tools exit non-zero.
@@ -28,12 +30,17 @@ evbw=$(build_prog ev_bw)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 cat > "$d/guest.sh" <<'GUEST'
-# Told by the host (port 7000) once the VM runs on the destination.
-nc -l -p 7000 > /tmp/go 2>/dev/null &
-./ev_bw -d pvrdma0 -g 1 -s 65536 -n 2000 -p 18531 > /tmp/ev.s 2>&1 &
+# Told by the host (port 7000) once the VM runs on the destination; the
+# stream stops at once then.
+(nc -l -p 7000 > /tmp/go 2>/dev/null; touch /tmp/go.seen) &
+# A slow stream of WRITEs (2000 a second) of their own bytes round a
+# 16 MiB buffer, each block checked for its last WRITE at the end: the
+# blocks written while the migration copied the guest's memory are not
+# written again before the check, and must be on the destination.
+ev="./ev_bw -d pvrdma0 -g 1 -s 4096 -t 64 -b 4096 -n 1 -p 18531"
+$ev > /tmp/ev.s 2>&1 &
 es=$!
-./ev_bw -d pvrdma0 -g 1 -s 65536 -n 2000 -p 18531 -f /tmp/go.seen \
-    127.0.0.1 > /tmp/ev.c 2>&1 &
+$ev -w 500 -f /tmp/go.seen 127.0.0.1 > /tmp/ev.c 2>&1 &
 ec=$!
 round() {
     port=$((18600 + $1 % 200))
@@ -57,7 +64,6 @@ while ! [ -s /tmp/go ]; do
     round $r || { echo "FAIL: ping-pong round $r"; exit 1; }
 done
 echo "migrated after $r rounds"
-touch /tmp/go.seen
 round 1000 && round 1001 || { echo "FAIL: ping-pong after the switch"; exit 1; }
 wait $ec || { cat /tmp/ev.c /tmp/ev.s; echo "FAIL: WRITE stream"; exit 1; }
 wait $es || { cat /tmp/ev.s; echo "FAIL: WRITE stream server"; exit 1; }
@@ -116,14 +122,19 @@ migrate_info() {
     qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
 }
 
-# finish NAME PID PORT: tell the moved guest, then its result.
-finish() {
-    local name=$1 pid=$2 port=$3 rc=0 log=$PVRDMA_OUT/vm/mig-$1.log rounds
+# tell NAME PID PORT: the moved guest runs on NAME now.
+tell() {
+    local name=$1 pid=$2 port=$3
     send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$port"; }
     until send_go 2> /dev/null; do
-        kill -0 "$pid" 2> /dev/null || fail "QEMU $name stopped (log: $log)"
-        sleep 0.2
+        kill -0 "$pid" 2> /dev/null || fail "QEMU $name stopped (log: $PVRDMA_OUT/vm/mig-$name.log)"
+        sleep 0.1
     done
+}
+
+# finish NAME PID: the moved guest's result.
+finish() {
+    local name=$1 pid=$2 rc=0 log=$PVRDMA_OUT/vm/mig-$1.log rounds
     wait "$pid" || rc=$?
     [ "$rc" = 0 ] || fail "the guest failed after the migration (status $rc; log: $log)"
     grep -q '^MIGRATE-OK' "$log" || fail "no MIGRATE-OK in $log"
@@ -162,10 +173,11 @@ return_path dst
 qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/mig.sock\"}" > /dev/null
 st=$(migrate_wait src)
 [ "$st" = completed ] || fail "migration $st (logs: $srclog, $PVRDMA_OUT/vm/mig-dst.log)"
+tell dst "$dst" "$port"
 log "unix: migration completed, $(migrate_info src)"
 qmp "$d/qmp-src.sock" quit > /dev/null || true
 wait "$src" || true
-finish dst "$dst" "$port"
+finish dst "$dst"
 
 # ---- file: a corrupted copy refused, then the file restored -------------
 start src "$(free_port)"
@@ -200,6 +212,7 @@ start restore "$port" -q -incoming -q defer
 restore=$pid
 qmp "$d/qmp-restore.sock" migrate-incoming \
     "{\"uri\": \"file:$d/vm.state\"}" > /dev/null
-finish restore "$restore" "$port"
+tell restore "$restore" "$port"
+finish restore "$restore"
 trap - EXIT
 pass "one VM moved with RDMA WRITEs streaming and ping-pongs running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

@@ -11,6 +11,15 @@
  *
  * -f (a WRITE client): stream until FILE exists, then ITERS more (a test
  * that moves the VM in between: tests/guest/test-migrate.sh).
+ * -b NBLOCKS (WRITE, both sides): the server's buffer is NBLOCKS blocks of
+ * SIZE; WRITE i goes to block i % NBLOCKS with bytes of its own (seeded
+ * with i), and the server checks that every block holds the bytes of the
+ * last WRITE into it: memory the device wrote while a migration copied
+ * it must reach the destination.  NBLOCKS must exceed DEPTH (the client's
+ * copy of a block is rewritten only once its WRITE completed).
+ * -w USEC (client): wait USEC between requests, a slow stream (with -b:
+ * blocks written while a migration copied memory stay unwritten after
+ * it long enough to be checked).
  * Without SERVER it serves one client.  -S sends instead of writing (the
  * server keeps DEPTH receives posted and waits the same way as the
  * client).  The client signals every 16th request and keeps DEPTH
@@ -52,7 +61,7 @@ struct info {
 static const char *dev_name, *stop_file;
 static int gid_index = 1, use_events, use_send, port = 18531;
 static size_t size = 65536;
-static unsigned iters = 2000, depth = 128;
+static unsigned iters = 2000, depth = 128, nblocks, pace_us;
 
 static void die(const char *what)
 {
@@ -237,7 +246,7 @@ int main(int argc, char **argv)
     union ibv_gid gid;
     int c, fd, ok = 1;
 
-    while ((c = getopt(argc, argv, "d:g:s:n:t:eSp:f:")) != -1) {
+    while ((c = getopt(argc, argv, "d:g:s:n:t:eSp:f:b:w:")) != -1) {
         switch (c) {
         case 'd': dev_name = optarg; break;
         case 'g': gid_index = atoi(optarg); break;
@@ -248,10 +257,12 @@ int main(int argc, char **argv)
         case 'S': use_send = 1; break;
         case 'p': port = atoi(optarg); break;
         case 'f': stop_file = optarg; break;
+        case 'b': nblocks = strtoul(optarg, NULL, 0); break;
+        case 'w': pace_us = strtoul(optarg, NULL, 0); break;
         default:
             fprintf(stderr, "usage: ev_bw [-d DEV] [-g GID_INDEX] [-s SIZE] "
                     "[-n ITERS] [-t DEPTH] [-e] [-S] [-p PORT] [-f FILE] "
-                    "[SERVER]\n");
+                    "[-b NBLOCKS] [-w USEC] [SERVER]\n");
             return 2;
         }
     }
@@ -259,9 +270,10 @@ int main(int argc, char **argv)
         server = argv[optind];
     }
     if (!size || !iters || !depth || depth > 1024 ||
-        (stop_file && use_send)) {
+        ((stop_file || nblocks) && use_send) ||
+        (nblocks && (nblocks <= depth || nblocks > 65536))) {
         fprintf(stderr, "ev_bw: SIZE and ITERS must be > 0, DEPTH 1-1024, "
-                "-f only with WRITE\n");
+                "-f and -b only with WRITE, NBLOCKS above DEPTH\n");
         return 2;
     }
     list = ibv_get_device_list(NULL);
@@ -285,7 +297,8 @@ int main(int argc, char **argv)
     }
     cq = ibv_create_cq(ctx, 2 * depth, NULL, ch, 0);
     /* The server's SEND buffers: one per receive slot. */
-    buflen = server || !use_send ? size : size * depth;
+    buflen = nblocks ? size * nblocks : server || !use_send ? size :
+             size * depth;
     buf = aligned_alloc(4096, (buflen + 4095) & ~(size_t)4095);
     if (!pd || !cq || !buf) {
         die("resources");
@@ -351,8 +364,20 @@ int main(int argc, char **argv)
             }
         }
         /* The client is done sending (WRITE: nothing came here). */
-        xfer(fd, &verdict, 1, 0);
-        if (!use_send) {
+        xfer(fd, &total, sizeof(total), 0);
+        if (!use_send && nblocks) {
+            for (unsigned b = 0; b < nblocks && b < total; b++) {
+                /* The last WRITE into block b. */
+                unsigned last = b + (total - 1 - b) / nblocks * nblocks;
+
+                if (!check(buf + (size_t)b * size, size, peer.seed + last)) {
+                    fprintf(stderr, "ev_bw: block %u does not hold WRITE "
+                            "%u's bytes\n", b, last);
+                    ok = 0;
+                    break;
+                }
+            }
+        } else if (!use_send) {
             ok = check(buf, size, peer.seed);
         }
         verdict = ok;
@@ -368,8 +393,10 @@ int main(int argc, char **argv)
             total = posted + iters;
         }
         while (posted < total && posted - done < depth) {
+            uint8_t *src = nblocks ? buf + (size_t)(posted % nblocks) * size :
+                           buf;
             struct ibv_sge sge = {
-                .addr = (uintptr_t)buf, .length = size, .lkey = mr->lkey,
+                .addr = (uintptr_t)src, .length = size, .lkey = mr->lkey,
             };
             struct ibv_send_wr wr = {
                 .wr_id = posted, .sg_list = &sge, .num_sge = 1,
@@ -381,11 +408,19 @@ int main(int argc, char **argv)
                 wr.send_flags = IBV_SEND_SIGNALED;
             }
             wr.wr.rdma.remote_addr = peer.addr;
+            if (nblocks) {
+                /* Bytes of its own; the block's last WRITE completed. */
+                fill(src, size, me.seed + posted);
+                wr.wr.rdma.remote_addr += (uint64_t)(posted % nblocks) * size;
+            }
             wr.wr.rdma.rkey = peer.rkey;
             if (ibv_post_send(qp, &wr, &bad)) {
                 die("ibv_post_send");
             }
             posted++;
+            if (pace_us) {
+                usleep(pace_us);
+            }
         }
         c = wait_cq(cq, ch, wc, 16);
         if (c < 0) {
@@ -401,7 +436,7 @@ int main(int argc, char **argv)
         }
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    xfer(fd, &verdict, 1, 1);
+    xfer(fd, &total, sizeof(total), 1);
     xfer(fd, &verdict, 1, 0);
     if (!verdict) {
         fprintf(stderr, "ev_bw: the server found other bytes than sent\n");

@@ -4,13 +4,14 @@
 # the tests that cover its data paths run again with it, under the names
 # NAME-iothread (logs apart): rc_verify in one VM (one and two devices),
 # the ping-pongs (RC polling and events, 64 KiB, SRQ, UD), the kernel
-# verbs (kernel CQ arms with deferred doorbells), and across two VMs
+# verbs (kernel CQ arms with deferred doorbells), a migration with
+# traffic (doorbells still queued run before the save), and across two VMs
 # rc_verify and the suite of test-xvm.sh (ping-pongs, perftest, RDMA CM,
 # UCX, NVMe and NFS over RDMA, MPI).  Every other test passes with
 # PVRDMA_IOTHREAD=1 too (docs/architecture.md, "Threading").
 . "$(dirname "$0")/lib.sh"
 
-tests="test-rc-verify test-rc-pingpong test-kernel-verbs test-xvm-rc-verify test-xvm"
+tests="test-rc-verify test-rc-pingpong test-kernel-verbs test-migrate test-xvm-rc-verify test-xvm"
 for t in $tests; do
     PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread \
         bash "$TESTS_TOP/tests/guest/$t.sh" || fail "$t with iothread= failed"

@@ -3,8 +3,9 @@
 # streams RDMA WRITEs between two of its processes (tests/guest/progs/
 # ev_bw.c -b: every block of the target buffer checked for the bytes of
 # its last WRITE, so memory the device wrote during the copy must have
-# been copied again) and runs verified ibv_rc_pingpong rounds (-c) one after the
-# other, while the host moves it to a second QEMU (QMP, tests/guest/
+# been copied again) and runs rounds of a verified ibv_rc_pingpong (-c)
+# and rc_verify (every RC opcode, bytes and completions checked) one
+# after the other, while the host moves it to a second QEMU (QMP, tests/guest/
 # qmp.py). After the switch the host tells the guest over its user-mode
 # network (hostfwd on the destination); only then does the stream end
 # (one more WRITE, then the server checks its buffer) and two more
@@ -27,20 +28,21 @@ free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 evbw=$(build_prog ev_bw)
+rcv=$(build_prog rc_verify)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 cat > "$d/guest.sh" <<'GUEST'
 # Told by the host (port 7000) once the VM runs on the destination; the
 # stream stops at once then.
 (nc -l -p 7000 > /tmp/go 2>/dev/null; touch /tmp/go.seen) &
-# A slow stream of WRITEs (2000 a second) of their own bytes round a
-# 16 MiB buffer, each block checked for its last WRITE at the end: the
+# A slow stream of WRITEs (at most 1000 a second) of their own bytes
+# round a 32 MiB buffer, each block checked for its last WRITE at the end: the
 # blocks written while the migration copied the guest's memory are not
 # written again before the check, and must be on the destination.
-ev="./ev_bw -d pvrdma0 -g 1 -s 4096 -t 64 -b 4096 -n 1 -p 18531"
+ev="./ev_bw -d pvrdma0 -g 1 -s 4096 -t 64 -b 8192 -n 1 -p 18531"
 $ev > /tmp/ev.s 2>&1 &
 es=$!
-$ev -w 500 -f /tmp/go.seen 127.0.0.1 > /tmp/ev.c 2>&1 &
+$ev -w 1000 -f /tmp/go.seen 127.0.0.1 > /tmp/ev.c 2>&1 &
 ec=$!
 round() {
     port=$((18600 + $1 % 200))
@@ -57,14 +59,23 @@ round() {
     done
     wait $sp || { cat /tmp/pp.s; return 1; }
 }
+# rc_verify: every RC opcode between two QPs, bytes and completions
+# checked, each error status provoked.
+verify() {
+    ./rc_verify -d pvrdma0 > /tmp/rv.out 2>&1 &&
+        grep -q '^RESULT passed=[1-9][0-9]* failed=0' /tmp/rv.out ||
+        { cat /tmp/rv.out; return 1; }
+}
 echo MIGRATE-NOW
 r=0
 while ! [ -s /tmp/go ]; do
     r=$((r + 1))
     round $r || { echo "FAIL: ping-pong round $r"; exit 1; }
+    verify || { echo "FAIL: rc_verify run $r"; exit 1; }
 done
 echo "migrated after $r rounds"
-round 1000 && round 1001 || { echo "FAIL: ping-pong after the switch"; exit 1; }
+round 1000 && verify && round 1001 ||
+    { echo "FAIL: ping-pong or rc_verify after the switch"; exit 1; }
 wait $ec || { cat /tmp/ev.c /tmp/ev.s; echo "FAIL: WRITE stream"; exit 1; }
 wait $es || { cat /tmp/ev.s; echo "FAIL: WRITE stream server"; exit 1; }
 cat /tmp/ev.c
@@ -85,7 +96,7 @@ start() {
     shift 2
     rm -f "$d/qmp-$name.sock"
     "$PVRDMA_TOP/scripts/vm.sh" --name "mig-$name" --smp 2 --timeout 900 \
-        --add "$evbw" --add "$d/guest.sh" \
+        --add "$evbw" --add "$rcv" --add "$d/guest.sh" \
         --net "user,hostfwd=tcp:127.0.0.1:$port-:7000" \
         -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@" \
         -- sh ./guest.sh > /dev/null 2> "$d/$name.err" &
@@ -215,4 +226,4 @@ qmp "$d/qmp-restore.sock" migrate-incoming \
 tell restore "$restore" "$port"
 finish restore "$restore"
 trap - EXIT
-pass "one VM moved with RDMA WRITEs streaming and ping-pongs running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"
+pass "one VM moved with RDMA WRITEs streaming and ping-pongs and rc_verify running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

@@ -4,8 +4,10 @@
 # ev_bw.c -b: every block of the target buffer checked for the bytes of
 # its last WRITE, so memory the device wrote during the copy must have
 # been copied again) and runs rounds of a verified ibv_rc_pingpong (-c)
-# and rc_verify (every RC opcode, bytes and completions checked) one
-# after the other, while the host moves it to a second QEMU (QMP, tests/guest/
+# NVMe over RDMA I/O (the kernel's target and host in the guest, connected
+# across the switch, data read back uncached and compared) and rc_verify
+# (every RC opcode, bytes and completions checked) one after the other,
+# while the host moves it to a second QEMU (QMP, tests/guest/
 # qmp.py). After the switch the host tells the guest over its user-mode
 # network (hostfwd on the destination); only then does the stream end
 # (one more WRITE, then the server checks its buffer) and two more
@@ -32,6 +34,34 @@ rcv=$(build_prog rc_verify)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 cat > "$d/guest.sh" <<'GUEST'
+fail() { echo "FAIL: $*"; exit 1; }
+. ./nvmeof.sh
+# The kernel's NVMe over RDMA, target and host in this guest, connected
+# before the switch; each round writes 1 MiB of fresh random data and
+# reads it back uncached.
+ip=10.0.2.15
+dmesg_mark
+nvmeof_target $ip > /dev/null
+modprobe nvme_rdma || fail "modprobe nvme_rdma"
+echo "transport=rdma,traddr=$ip,trsvcid=4420,nqn=$NQN" > /dev/nvme-fabrics ||
+    fail "nvme-rdma: connect failed"
+for i in $(seq 100); do
+    nvme=$(for c in /sys/class/nvme/nvme*; do
+               [ "$(cat "$c/subsysnqn" 2>/dev/null)" = $NQN ] &&
+                   basename "$c"; done | head -1)
+    [ -n "$nvme" ] && [ -b "/dev/${nvme}n1" ] && break
+    sleep 0.1
+done
+[ -b "/dev/${nvme}n1" ] || fail "nvme-rdma: no namespace block device"
+nvme_io() {
+    dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2>/dev/null &&
+        dd if=/tmp/nvme.data of=/dev/${nvme}n1 bs=65536 count=16 \
+            seek=$(($1 % 15 * 16)) conv=fsync 2>/dev/null &&
+        echo 3 > /proc/sys/vm/drop_caches &&
+        dd if=/dev/${nvme}n1 of=/tmp/nvme.back bs=65536 count=16 \
+            skip=$(($1 % 15 * 16)) 2>/dev/null &&
+        cmp /tmp/nvme.data /tmp/nvme.back
+}
 # Told by the host (port 7000) once the VM runs on the destination; the
 # stream stops at once then.
 (nc -l -p 7000 > /tmp/go 2>/dev/null; touch /tmp/go.seen) &
@@ -71,11 +101,15 @@ r=0
 while ! [ -s /tmp/go ]; do
     r=$((r + 1))
     round $r || { echo "FAIL: ping-pong round $r"; exit 1; }
+    nvme_io $r || { echo "FAIL: NVMe I/O round $r"; exit 1; }
     verify || { echo "FAIL: rc_verify run $r"; exit 1; }
 done
 echo "migrated after $r rounds"
-round 1000 && verify && round 1001 ||
-    { echo "FAIL: ping-pong or rc_verify after the switch"; exit 1; }
+round 1000 && nvme_io 1000 && verify && round 1001 && nvme_io 1001 ||
+    { echo "FAIL: ping-pong, NVMe I/O or rc_verify after the switch"; exit 1; }
+echo 1 > /sys/class/nvme/$nvme/delete_controller || fail "NVMe disconnect"
+nvmeof_target_down > /dev/null
+dmesg_clean
 wait $ec || { cat /tmp/ev.c /tmp/ev.s; echo "FAIL: WRITE stream"; exit 1; }
 wait $es || { cat /tmp/ev.s; echo "FAIL: WRITE stream server"; exit 1; }
 cat /tmp/ev.c
@@ -97,6 +131,7 @@ start() {
     rm -f "$d/qmp-$name.sock"
     "$PVRDMA_TOP/scripts/vm.sh" --name "mig-$name" --smp 2 --timeout 900 \
         --add "$evbw" --add "$rcv" --add "$d/guest.sh" \
+        --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
         --net "user,hostfwd=tcp:127.0.0.1:$port-:7000" \
         -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@" \
         -- sh ./guest.sh > /dev/null 2> "$d/$name.err" &
@@ -226,4 +261,4 @@ qmp "$d/qmp-restore.sock" migrate-incoming \
 tell restore "$restore" "$port"
 finish restore "$restore"
 trap - EXIT
-pass "one VM moved with RDMA WRITEs streaming and ping-pongs and rc_verify running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"
+pass "one VM moved with RDMA WRITEs streaming and ping-pongs, NVMe over RDMA I/O and rc_verify running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

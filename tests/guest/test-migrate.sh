@@ -17,7 +17,8 @@
 #
 #   unix: first to a destination whose -device pvrdma has another max-qp
 #         (refused, the property named in its log; the source goes on),
-#         then to a good one over a unix socket;
+#         a migration cancelled while it copies and one whose destination
+#         is killed (the source goes on), then to a good destination;
 #   file: `migrate file:` (the VM stops at the end); a copy of the file
 #         with one byte of the device state changed is refused by a
 #         destination (-incoming defer + migrate-incoming) with the
@@ -212,6 +213,36 @@ grep -q "property max-qp is 512 where the source's is 1024" "$d/bad.err" ||
     fail "the refusing destination did not name the property ($d/bad.err)"
 qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
     fail "the source did not go on after a refused migration"
+# A migration cancelled while it copies, and one whose destination dies
+# before the switch (SIGKILL): the source goes on each time (its traffic
+# is checked at the end). 1 MB/s keeps the copy going until then.
+qmp "$d/qmp-src.sock" migrate-set-parameters '{"max-bandwidth": 1048576}' \
+    > /dev/null
+for how in cancel kill; do
+    start "$how" "$(free_port)" -q -incoming -q "unix:$d/$how.sock" \
+        -q -pidfile -q "$d/$how.pid"
+    slow=$pid
+    qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/$how.sock\"}" \
+        > /dev/null
+    until qmp "$d/qmp-src.sock" query-migrate | grep -q '"status": "active"'; do
+        sleep 0.1
+    done
+    if [ $how = cancel ]; then
+        qmp "$d/qmp-src.sock" migrate_cancel > /dev/null
+        [ "$(migrate_wait src)" = cancelled ] || fail "migrate_cancel did not cancel"
+        qmp "$d/qmp-$how.sock" quit > /dev/null 2>&1 || true  # (it may have gone)
+    else
+        kill -9 "$(cat "$d/$how.pid")"
+        [ "$(migrate_wait src)" = failed ] ||
+            fail "a migration whose destination was killed did not fail"
+    fi
+    wait "$slow" || true
+    qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
+        fail "the source did not go on after a migration ended by $how"
+    log "unix: a migration ended by $how, the source goes on"
+done
+qmp "$d/qmp-src.sock" migrate-set-parameters \
+    '{"max-bandwidth": 17179869184}' > /dev/null
 port=$(free_port)
 start dst "$port" -q -incoming -q "unix:$d/mig.sock"
 dst=$pid
@@ -261,4 +292,4 @@ qmp "$d/qmp-restore.sock" migrate-incoming \
 tell restore "$restore" "$port"
 finish restore "$restore"
 trap - EXIT
-pass "one VM moved with RDMA WRITEs streaming and ping-pongs, NVMe over RDMA I/O and rc_verify running: over a unix socket (after a destination with other properties refused it, the source going on) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"
+pass "one VM moved with RDMA WRITEs streaming and ping-pongs, NVMe over RDMA I/O and rc_verify running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

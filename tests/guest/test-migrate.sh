@@ -34,7 +34,17 @@ evbw=$(build_prog ev_bw)
 rcv=$(build_prog rc_verify)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
-cat > "$d/guest.sh" <<'GUEST'
+# PVRDMA_MIGRATE_PROVIDER=stock: the processes use rdma-core's stock
+# vmw_pvrdma provider instead of ours (a variant run, test-stock-provider).
+provider=${PVRDMA_MIGRATE_PROVIDER:-ours}
+cat > "$d/guest.sh" <<GUEST
+provider=$provider
+if [ $provider = stock ]; then
+    mv /etc/libibverbs.d/pvrdma.driver /tmp/
+    cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
+fi
+GUEST
+cat >> "$d/guest.sh" <<'GUEST'
 fail() { echo "FAIL: $*"; exit 1; }
 . ./nvmeof.sh
 # The kernel's NVMe over RDMA, target and host in this guest, connected
@@ -75,6 +85,14 @@ $ev > /tmp/ev.s 2>&1 &
 es=$!
 $ev -w 1000 -f /tmp/go.seen 127.0.0.1 > /tmp/ev.c 2>&1 &
 ec=$!
+if [ $provider = stock ]; then
+    # The server opens the device (loads a provider) before it listens.
+    until grep -q "libvmw_pvrdma\|libpvrdma-" /proc/$es/maps 2>/dev/null; do
+        kill -0 $es 2>/dev/null || fail "the stream's server stopped"
+        sleep 0.1
+    done
+    grep -q libvmw_pvrdma /proc/$es/maps || fail "the stock provider is not loaded"
+fi
 round() {
     port=$((18600 + $1 % 200))
     ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port \
@@ -92,7 +110,10 @@ round() {
 }
 # rc_verify: every RC opcode between two QPs, bytes and completions
 # checked, each error status provoked.
+# (Not with the stock provider: it lacks inline data and refuses no
+# BIND_MW, which rc_verify checks; test-stock-provider says the same.)
 verify() {
+    [ $provider = ours ] || return 0
     ./rc_verify -d pvrdma0 > /tmp/rv.out 2>&1 &&
         grep -q '^RESULT passed=[1-9][0-9]* failed=0' /tmp/rv.out ||
         { cat /tmp/rv.out; return 1; }
@@ -292,4 +313,6 @@ qmp "$d/qmp-restore.sock" migrate-incoming \
 tell restore "$restore" "$port"
 finish restore "$restore"
 trap - EXIT
-pass "one VM moved with RDMA WRITEs streaming and ping-pongs, NVMe over RDMA I/O and rc_verify running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"
+what="ping-pongs, NVMe over RDMA I/O and rc_verify"
+[ "$provider" = ours ] || what="ping-pongs and NVMe over RDMA I/O (the stock provider)"
+pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"

@@ -30,4 +30,8 @@ GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --smp 2 \
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-pass "stock vmw_pvrdma provider: ibv_rc_pingpong and ib_write_bw"
+# A migration with the stock provider's processes running.
+PVRDMA_MIGRATE_PROVIDER=stock PVRDMA_TEST_SUFFIX=-stock \
+    bash "$TESTS_TOP/tests/guest/test-migrate.sh" ||
+    fail "a migration with the stock provider failed"
+pass "stock vmw_pvrdma provider: ibv_rc_pingpong and ib_write_bw, and a live migration with its processes running"

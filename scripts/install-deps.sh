@@ -22,6 +22,6 @@ $SUDO apt-get install -y -q --no-install-recommends \
     libnl-3-dev libnl-route-3-dev libudev-dev libsystemd-dev libibverbs-dev \
     librdmacm-dev \
     libcmocka-dev valgrind clang libclang-rt-14-dev llvm \
-    busybox-static iproute2 seabios qemu-system-data gnuplot-nox \
+    busybox-static iproute2 seabios qemu-system-data qemu-utils gnuplot-nox \
     "linux-headers-$abi"
 echo "dependencies installed (guest kernel $abi)"

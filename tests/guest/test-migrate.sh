@@ -22,7 +22,9 @@
 #   file: `migrate file:` (the VM stops at the end); a copy of the file
 #         with one byte of the device state changed is refused by a
 #         destination (-incoming defer + migrate-incoming) with the
-#         device's message; the file itself restores the VM, which goes on.
+#         device's message; the file itself restores the VM, which goes on;
+#   snapshot: `savevm` to a qcow2 image with the traffic running, then a
+#         new QEMU started with -loadvm goes on from it.
 . "$(dirname "$0")/lib.sh"
 
 d=$TEST_OUT
@@ -312,7 +314,27 @@ qmp "$d/qmp-restore.sock" migrate-incoming \
     "{\"uri\": \"file:$d/vm.state\"}" > /dev/null
 tell restore "$restore" "$port"
 finish restore "$restore"
+# ---- snapshot: savevm with the traffic running, -loadvm in a new QEMU ----
+rm -f "$d/snap.qcow2"
+qemu-img create -q -f qcow2 "$d/snap.qcow2" 64M ||
+    fail "qemu-img create failed (scripts/install-deps.sh installs qemu-utils)"
+snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
+start src "$(free_port)" "${snap[@]}"
+src=$pid
+wait_traffic
+out=$(qmp "$d/qmp-src.sock" human-monitor-command \
+      '{"command-line": "savevm pvrdma-snap"}')
+[ "$out" = '""' ] || fail "savevm: $out"
+qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
+    fail "the VM did not go on after savevm"
+log "snapshot: saved with the traffic running"
+qmp "$d/qmp-src.sock" quit > /dev/null || true
+wait "$src" || true
+port=$(free_port)
+start loadvm "$port" "${snap[@]}" -q -loadvm -q pvrdma-snap
+tell loadvm "$pid" "$port"
+finish loadvm "$pid"
 trap - EXIT
 what="ping-pongs, NVMe over RDMA I/O and rc_verify"
 [ "$provider" = ours ] || what="ping-pongs and NVMe over RDMA I/O (the stock provider)"
-pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) and through a file (a corrupted copy refused); the traffic went on after each switch, data checked"
+pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time), through a file (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"

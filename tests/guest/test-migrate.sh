@@ -111,12 +111,15 @@ round() {
     wait $sp || { cat /tmp/pp.s; return 1; }
 }
 # rc_verify: every RC opcode between two QPs, bytes and completions
-# checked, each error status provoked.
+# checked, each error status provoked; on one device, then between the
+# guest's two pvrdma devices (each saves and loads its own state).
 # (Not with the stock provider: it lacks inline data and refuses no
 # BIND_MW, which rc_verify checks; test-stock-provider says the same.)
 verify() {
     [ $provider = ours ] || return 0
     ./rc_verify -d pvrdma0 > /tmp/rv.out 2>&1 &&
+        grep -q '^RESULT passed=[1-9][0-9]* failed=0' /tmp/rv.out &&
+        ./rc_verify -d pvrdma0 -D pvrdma1 > /tmp/rv.out 2>&1 &&
         grep -q '^RESULT passed=[1-9][0-9]* failed=0' /tmp/rv.out ||
         { cat /tmp/rv.out; return 1; }
 }
@@ -154,6 +157,7 @@ start() {
     shift 2
     rm -f "$d/qmp-$name.sock"
     "$PVRDMA_TOP/scripts/vm.sh" --name "mig-$name" --smp 2 --timeout 900 \
+        --pvrdma 2 \
         --add "$evbw" --add "$rcv" --add "$d/guest.sh" \
         --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
         --net "user,hostfwd=tcp:127.0.0.1:$port-:7000" \

@@ -2,6 +2,7 @@
 # target and host (no nvme-cli, no nvmetcli: configfs and /dev/nvme-fabrics):
 #   nvmeof_target IP     export a 16 MiB RAM disk (brd) as testnqn on IP:4420
 #   nvmeof_target_down   remove it again
+#   nvmeof_connect IP    connect; NVME_DEV is the controller (nvmeN)
 #   nvmeof_host IP       connect, write 4 MiB of random data, drop the page
 #                        cache, read it back and compare; disconnect
 #   dmesg_mark, dmesg_clean [WORDS]
@@ -41,19 +42,27 @@ nvmeof_target_down() {
     echo "nvmet: target removed"
 }
 
-nvmeof_host() {
-    local dev i
+# nvmeof_connect IP: connect the host to the target; NVME_DEV names the
+# controller (nvmeN) once its namespace block device is there.
+nvmeof_connect() {
+    local i
     modprobe nvme_rdma || fail "modprobe nvme_rdma"
     echo "transport=rdma,traddr=$1,trsvcid=4420,nqn=$NQN" \
         > /dev/nvme-fabrics || fail "nvme-rdma: connect to $1 failed"
     for i in 1 2 3 4 5 6 7 8 9 10; do
-        dev=$(for d in /sys/class/nvme/nvme*; do
-                  [ "$(cat "$d/subsysnqn" 2>/dev/null)" = $NQN ] &&
-                      basename "$d"; done | head -1)
-        [ -n "$dev" ] && [ -b "/dev/${dev}n1" ] && break
+        NVME_DEV=$(for d in /sys/class/nvme/nvme*; do
+                       [ "$(cat "$d/subsysnqn" 2>/dev/null)" = $NQN ] &&
+                           basename "$d"; done | head -1)
+        [ -n "$NVME_DEV" ] && [ -b "/dev/${NVME_DEV}n1" ] && break
         sleep 1
     done
-    [ -b "/dev/${dev}n1" ] || fail "nvme-rdma: no namespace block device"
+    [ -b "/dev/${NVME_DEV}n1" ] || fail "nvme-rdma: no namespace block device"
+}
+
+nvmeof_host() {
+    local dev
+    nvmeof_connect "$1"
+    dev=$NVME_DEV
     echo "nvme-rdma: $dev connected, $(cat /sys/block/${dev}n1/size) sectors"
     dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=64 2>/dev/null &&
         dd if=/tmp/nvme.data of=/dev/${dev}n1 bs=65536 count=64 conv=fsync \

@@ -55,17 +55,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 ip=10.0.2.15
 dmesg_mark
 nvmeof_target $ip > /dev/null
-modprobe nvme_rdma || fail "modprobe nvme_rdma"
-echo "transport=rdma,traddr=$ip,trsvcid=4420,nqn=$NQN" > /dev/nvme-fabrics ||
-    fail "nvme-rdma: connect failed"
-for i in $(seq 100); do
-    nvme=$(for c in /sys/class/nvme/nvme*; do
-               [ "$(cat "$c/subsysnqn" 2>/dev/null)" = $NQN ] &&
-                   basename "$c"; done | head -1)
-    [ -n "$nvme" ] && [ -b "/dev/${nvme}n1" ] && break
-    sleep 0.1
-done
-[ -b "/dev/${nvme}n1" ] || fail "nvme-rdma: no namespace block device"
+nvmeof_connect $ip
+nvme=$NVME_DEV
 nvme_io() {
     dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2>/dev/null &&
         dd if=/tmp/nvme.data of=/dev/${nvme}n1 bs=65536 count=16 \

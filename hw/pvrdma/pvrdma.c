@@ -1168,11 +1168,13 @@ static int pvrdma_pre_save(void *opaque)
     PvrdmaState *s = opaque;
     char *err = NULL;
     size_t len = 0;
+    bool drained;
 
     pvrdma_lock();
     /* Doorbells an IOThread had not run yet run first, in their order. */
-    while (!pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS)) {
-    }
+    do {
+        drained = pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS);
+    } while (!drained);
     g_free(s->state_buf);
     s->state_buf = pvrdma_core_state_save(s->core, &len, &err);
     pvrdma_unlock();

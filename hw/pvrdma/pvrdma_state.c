@@ -4,9 +4,10 @@
  *
  * Saving writes records in dependency order (the configuration, the
  * registers and DSR, GIDs, then UCs, PDs, CQs, SRQs, MRs, QPs, window
- * bindings, the key generations of free MR handles).  Loading treats the string as hostile input: every object is
- * re-created through the command handlers guests use (pvrdma_cmd.c), so
- * the same checks and quotas apply, with the handle, key generation and
+ * bindings, the key generations of free MR handles).  Loading treats
+ * the string as hostile input: every object is re-created through the
+ * command handlers guests use (pvrdma_cmd.c), so the same checks and
+ * quotas apply, with the handle, key generation and
  * page list taken from the record instead of the lowest free handle and
  * a page directory; what the command path does not set (ring positions,
  * QP state and attributes, bindings) is checked here.  A record that

@@ -3,16 +3,16 @@
 # streams RDMA WRITEs between two of its processes (tests/guest/progs/
 # ev_bw.c -b: every block of the target buffer checked for the bytes of
 # its last WRITE, so memory the device wrote during the copy must have
-# been copied again) and runs rounds of a verified ibv_rc_pingpong (-c)
-# NVMe over RDMA I/O (the kernel's target and host in the guest, connected
-# across the switch, data read back uncached and compared) and rc_verify
-# (every RC opcode, bytes and completions checked) one after the other,
-# while the host moves it to a second QEMU (QMP, tests/guest/
-# qmp.py). After the switch the host tells the guest over its user-mode
-# network (hostfwd on the destination); only then does the stream end
-# (one more WRITE, then the server checks its buffer) and two more
-# rounds run: the traffic spans the switch by construction, whatever the
-# timing. Every process must succeed: an error completion or a QP gone to
+# been copied again) and runs rounds of a verified ibv_rc_pingpong (-c),
+# perftest's ib_write_bw, NVMe over RDMA I/O (the kernel's target and
+# host in the guest, connected across the switch, data read back uncached
+# and compared) and rc_verify (every RC opcode, bytes and completions
+# checked) one after the other, while the host moves it to a second QEMU
+# (QMP, tests/guest/qmp.py). After the switch the host tells the guest
+# over its user-mode network (hostfwd on the destination); only then does
+# the stream end (one more WRITE, then the server checks its buffer) and
+# two more rounds run: the traffic spans the switch by construction,
+# whatever the timing. Every process must succeed: an error completion or a QP gone to
 # ERR makes the tools exit non-zero.
 #
 #   unix: first to a destination whose -device pvrdma has another max-qp
@@ -47,7 +47,7 @@ if [ $provider = stock ]; then
 fi
 GUEST
 cat >> "$d/guest.sh" <<'GUEST'
-fail() { echo "FAIL: $*"; exit 1; }
+. ./pair.sh
 . ./nvmeof.sh
 # The kernel's NVMe over RDMA, target and host in this guest, connected
 # before the switch; each round writes 1 MiB of fresh random data and
@@ -86,20 +86,18 @@ if [ $provider = stock ]; then
     done
     grep -q libvmw_pvrdma /proc/$es/maps || fail "the stock provider is not loaded"
 fi
+# One round: a verified ping-pong and perftest's ib_write_bw (pair.sh
+# starts each server and waits until it listens).
 round() {
-    port=$((18600 + $1 % 200))
-    ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port \
-        > /tmp/pp.s 2>&1 &
-    sp=$!
-    i=0
-    until ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port \
-            127.0.0.1 > /tmp/pp.c 2>&1; do
-        # the server may not listen yet: only "connect" failures retry
-        grep -q "Couldn't connect" /tmp/pp.c || { cat /tmp/pp.c /tmp/pp.s; return 1; }
-        i=$((i + 1)); [ $i -lt 100 ] || { cat /tmp/pp.c; return 1; }
-        sleep 0.1
-    done
-    wait $sp || { cat /tmp/pp.s; return 1; }
+    port=$((18600 + $1 % 200 * 2))
+    pair "pp$1" 600 "ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port" \
+        "ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port 127.0.0.1" \
+        > /tmp/pp.out || { cat /tmp/pp.out; return 1; }
+    pair "wbw$1" 600 "ib_write_bw -d pvrdma0 -x 1 -F -s 65536 -n 1000 -p $((port + 1))" \
+        "ib_write_bw -d pvrdma0 -x 1 -F -s 65536 -n 1000 -p $((port + 1)) 127.0.0.1" \
+        > /tmp/wbw.out || { cat /tmp/wbw.out; return 1; }
+    grep -qE "^\[wbw$1 client\] +65536 +1000 +[0-9.]+ +[0-9.]+" /tmp/wbw.out ||
+        { cat /tmp/wbw.out; return 1; }
 }
 # rc_verify: every RC opcode between two QPs, bytes and completions
 # checked, each error status provoked; on one device, then between the
@@ -121,6 +119,7 @@ while ! [ -s /tmp/go ]; do
     round $r || { echo "FAIL: ping-pong round $r"; exit 1; }
     nvme_io $r || { echo "FAIL: NVMe I/O round $r"; exit 1; }
     verify || { echo "FAIL: rc_verify run $r"; exit 1; }
+    echo "round $r ok"
 done
 echo "migrated after $r rounds"
 round 1000 && nvme_io 1000 && verify && round 1001 && nvme_io 1001 ||
@@ -151,6 +150,7 @@ start() {
         --pvrdma 2 \
         --add "$evbw" --add "$rcv" --add "$d/guest.sh" \
         --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
+        --add "$TESTS_TOP/tests/guest/pair.sh" \
         --net "user,hostfwd=tcp:127.0.0.1:$port-:7000" \
         -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@" \
         -- sh ./guest.sh > /dev/null 2> "$d/$name.err" &
@@ -317,6 +317,11 @@ snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
 start src "$(free_port)" "${snap[@]}"
 src=$pid
 wait_traffic
+# (after a whole round: the stream has run a while)
+until grep -q '^round 1 ok' "$srclog" 2> /dev/null; do
+    kill -0 "$src" 2> /dev/null || fail "the source guest stopped (log: $srclog)"
+    sleep 0.2
+done
 out=$(qmp "$d/qmp-src.sock" human-monitor-command \
       '{"command-line": "savevm pvrdma-snap"}')
 [ "$out" = '""' ] || fail "savevm: $out"
@@ -330,6 +335,6 @@ start loadvm "$port" "${snap[@]}" -q -loadvm -q pvrdma-snap
 tell loadvm "$pid" "$port"
 finish loadvm "$pid"
 trap - EXIT
-what="ping-pongs, NVMe over RDMA I/O and rc_verify"
-[ "$provider" = ours ] || what="ping-pongs and NVMe over RDMA I/O (the stock provider)"
+what="ping-pongs, ib_write_bw, NVMe over RDMA I/O and rc_verify"
+[ "$provider" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the stock provider)"
 pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time), through a file (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"

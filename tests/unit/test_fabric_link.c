@@ -1075,6 +1075,53 @@ static void test_window_rd_atomic(void **state)
 }
 
 /*
+ * Streams of READs larger than the link's buffers, max_rd_atomic of them
+ * out at once, the SQ kept full (as ib_read_bw does): every READ
+ * completes once, in order, with its bytes, over either kind of link.
+ */
+static void do_read_stream(bool shm)
+{
+    Net *n = net_new(shm);
+    const uint32_t len = 48 * 1024;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    uint64_t posted = 0, done = 0;
+
+    fv_mr_fill(n->mb, VA_B, MR_LEN, 41);
+    while (done < 300) {
+        while (posted < 300 && posted - done < 16) {
+            uint64_t off = posted % 4 * len;
+
+            s = sge(n->ma, VA_A + off, len);
+            h = wqe(posted, PVRDMA_WR_RDMA_READ, 1);
+            h.wr.rdma.remote_addr = VA_B + off;
+            h.wr.rdma.rkey = n->mb->rkey;
+            fv_post_send(n->a, &h, &s, 1);
+            posted++;
+        }
+        fv_ring_sq(n->a);
+        expect(wait_cqe(n, n->cqa), done, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, len);
+        done++;
+    }
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4 * len);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_RTS);
+    net_free(n);
+}
+
+static void test_read_stream_shm(void **state)
+{
+    (void)state;
+    do_read_stream(true);
+}
+
+static void test_read_stream_inline(void **state)
+{
+    (void)state;
+    do_read_stream(false);
+}
+
+/*
  * RNR with a window: the second of three SENDs finds no receive; the
  * responder drops what follows it (the third SEND and a WRITE: never
  * executed, the WRITE's bytes not written), the requester sends them all
@@ -2043,6 +2090,8 @@ int main(void)
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),
+        cmocka_unit_test(test_read_stream_shm),
+        cmocka_unit_test(test_read_stream_inline),
         cmocka_unit_test(test_window_rnr),
         cmocka_unit_test(test_window_error),
         cmocka_unit_test(test_window_error_polled),

@@ -36,23 +36,57 @@ evbw=$(build_prog ev_bw)
 rcv=$(build_prog rc_verify)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
-# PVRDMA_MIGRATE_PROVIDER=stock: the processes use rdma-core's stock
-# vmw_pvrdma provider instead of ours (a variant run, test-stock-provider).
+# Variant runs: PVRDMA_MIGRATE_PROVIDER=stock, the processes use
+# rdma-core's stock vmw_pvrdma provider instead of ours
+# (test-stock-provider); PVRDMA_MIGRATE_DRIVER=KO, the guest runs the
+# upstream vmw_pvrdma kernel driver KO (built by test-stock-driver) on
+# one device beside a vmxnet3 at function 0, instead of ours on two.
 provider=${PVRDMA_MIGRATE_PROVIDER:-ours}
+ko=${PVRDMA_MIGRATE_DRIVER:-}
+driver=ours
+vmargs=(--pvrdma 2)
+if [ -n "$ko" ]; then
+    [ -e "$ko" ] || fail "PVRDMA_MIGRATE_DRIVER: no $ko"
+    driver=stock
+    vmargs=(--pvrdma 0 --noload --add "$ko"
+            -q -netdev -q user,id=vmx0,net=10.0.3.0/24
+            -q -device -q vmxnet3,netdev=vmx0,addr=0x6.0,multifunction=on,romfile=
+            -q -device -q pvrdma,addr=0x6.1)
+fi
 cat > "$d/guest.sh" <<GUEST
 provider=$provider
-if [ $provider = stock ]; then
-    mv /etc/libibverbs.d/pvrdma.driver /tmp/
-    cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
-fi
+driver=$driver
 GUEST
 cat >> "$d/guest.sh" <<'GUEST'
 . ./pair.sh
 . ./nvmeof.sh
+if [ $provider = stock ]; then
+    mv /etc/libibverbs.d/pvrdma.driver /tmp/
+    cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
+fi
+dev=pvrdma0 gidx=1 ip=10.0.2.15
+if [ $driver = stock ]; then
+    # As test-stock-driver: the vmxnet3 at function 0 carries its GIDs.
+    for n in /sys/class/net/*; do
+        [ "$(basename "$(readlink -f "$n/device/driver" 2>/dev/null)")" = vmxnet3 ] &&
+            vmx=$(basename "$n")
+    done
+    [ -n "${vmx:-}" ] || fail "no vmxnet3 netdev"
+    ip=10.0.3.15
+    ip addr add $ip/24 dev "$vmx" && ip link set "$vmx" up || fail "vmxnet3 address"
+    insmod ./vmw_pvrdma.ko || fail "insmod vmw_pvrdma.ko"
+    dev=vmw_pvrdma0
+    devinfo_ready() {
+        ibv_devinfo -v > /tmp/devinfo 2>&1 && grep -q PORT_ACTIVE /tmp/devinfo &&
+            grep -q "::ffff:$ip" /tmp/devinfo
+    }
+    wait_for 60 devinfo_ready || fail "vmw_pvrdma0 not ready"
+    gidx=$(grep "::ffff:$ip" /tmp/devinfo | head -n 1 |
+           sed 's/.*GID\[ *\([0-9]*\)\].*/\1/')
+fi
 # The kernel's NVMe over RDMA, target and host in this guest, connected
 # before the switch; each round writes 1 MiB of fresh random data and
 # reads it back uncached.
-ip=10.0.2.15
 dmesg_mark
 nvmeof_target $ip > /dev/null
 nvmeof_connect $ip
@@ -73,7 +107,7 @@ nvme_io() {
 # round a 32 MiB buffer, each block checked for its last WRITE at the end: the
 # blocks written while the migration copied the guest's memory are not
 # written again before the check, and must be on the destination.
-ev="./ev_bw -d pvrdma0 -g 1 -s 4096 -t 64 -b 8192 -n 1 -p 18531"
+ev="./ev_bw -d $dev -g $gidx -s 4096 -t 64 -b 8192 -n 1 -p 18531"
 $ev > /tmp/ev.s 2>&1 &
 es=$!
 $ev -w 1000 -f /tmp/go.seen 127.0.0.1 > /tmp/ev.c 2>&1 &
@@ -90,11 +124,11 @@ fi
 # starts each server and waits until it listens).
 round() {
     port=$((18600 + $1 % 200 * 2))
-    pair "pp$1" 600 "ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port" \
-        "ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 500 -c -p $port 127.0.0.1" \
+    pair "pp$1" 600 "ibv_rc_pingpong -d $dev -g $gidx -s 4096 -n 500 -c -p $port" \
+        "ibv_rc_pingpong -d $dev -g $gidx -s 4096 -n 500 -c -p $port $ip" \
         > /tmp/pp.out || { cat /tmp/pp.out; return 1; }
-    pair "wbw$1" 600 "ib_write_bw -d pvrdma0 -x 1 -F -s 65536 -n 1000 -p $((port + 1))" \
-        "ib_write_bw -d pvrdma0 -x 1 -F -s 65536 -n 1000 -p $((port + 1)) 127.0.0.1" \
+    pair "wbw$1" 600 "ib_write_bw -d $dev -x $gidx -F -s 65536 -n 1000 -p $((port + 1))" \
+        "ib_write_bw -d $dev -x $gidx -F -s 65536 -n 1000 -p $((port + 1)) $ip" \
         > /tmp/wbw.out || { cat /tmp/wbw.out; return 1; }
     grep -qE "^\[wbw$1 client\] +65536 +1000 +[0-9.]+ +[0-9.]+" /tmp/wbw.out ||
         { cat /tmp/wbw.out; return 1; }
@@ -103,9 +137,10 @@ round() {
 # checked, each error status provoked; on one device, then between the
 # guest's two pvrdma devices (each saves and loads its own state).
 # (Not with the stock provider: it lacks inline data and refuses no
-# BIND_MW, which rc_verify checks; test-stock-provider says the same.)
+# BIND_MW, which rc_verify checks; test-stock-provider says the same;
+# nor with the stock driver, which has neither, and one device.)
 verify() {
-    [ $provider = ours ] || return 0
+    [ $provider = ours ] && [ $driver = ours ] || return 0
     ./rc_verify -d pvrdma0 > /tmp/rv.out 2>&1 &&
         grep -q '^RESULT passed=[1-9][0-9]* failed=0' /tmp/rv.out &&
         ./rc_verify -d pvrdma0 -D pvrdma1 > /tmp/rv.out 2>&1 &&
@@ -147,7 +182,7 @@ start() {
     shift 2
     rm -f "$d/qmp-$name.sock"
     "$PVRDMA_TOP/scripts/vm.sh" --name "mig-$name" --smp 2 --timeout 900 \
-        --pvrdma 2 \
+        "${vmargs[@]}" \
         --add "$evbw" --add "$rcv" --add "$d/guest.sh" \
         --add "$TESTS_TOP/tests/guest/nvmeof.sh" \
         --add "$TESTS_TOP/tests/guest/pair.sh" \
@@ -219,7 +254,8 @@ wait_traffic() {
 start src "$(free_port)"
 src=$pid
 wait_traffic
-start bad "$(free_port)" -d ",max-qp=512" -q -incoming -q "unix:$d/bad.sock"
+start bad "$(free_port)" -q -global -q pvrdma.max-qp=512 \
+    -q -incoming -q "unix:$d/bad.sock"
 bad=$pid
 return_path src
 return_path bad
@@ -337,4 +373,5 @@ finish loadvm "$pid"
 trap - EXIT
 what="ping-pongs, ib_write_bw, NVMe over RDMA I/O and rc_verify"
 [ "$provider" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the stock provider)"
+[ "$driver" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the upstream vmw_pvrdma driver)"
 pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time), through a file (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"

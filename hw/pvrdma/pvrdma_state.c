@@ -914,7 +914,7 @@ static bool st_load_qp(StLoad *ld, StR *r)
     uint32_t srq, swr, rwr, ssge, rsge, send_chunks, npages, state;
     uint32_t sq_cons, rq_cons;
     uint8_t rnr_left;
-    int64_t rnr_deadline;
+    int64_t rnr_deadline, now;
     g_autofree uint64_t *pages = NULL;
     union pvrdma_cmd_req req, attr;
     const uint8_t *raw;
@@ -1009,6 +1009,14 @@ static bool st_load_qp(StLoad *ld, StR *r)
     qp->wq.sqd_notify = sqd_notify;
     qp->wq.rnr_pending = rnr;
     qp->wq.rnr_left = rnr_left;
+    /*
+     * The longest RNR timer is 655 ms: a deadline further out than that
+     * from now (a hostile stream) would park the QP; it retries at once.
+     */
+    now = pvrdma_core_now_ns(core);
+    if (rnr && (rnr_deadline < 0 || rnr_deadline - now > 1000000000LL)) {
+        rnr_deadline = now;
+    }
     qp->wq.rnr_deadline = rnr ? rnr_deadline : 0;
     return true;
 }

@@ -149,6 +149,9 @@ struct PvrdmaState {
     uint8_t *state_buf;
     uint32_t state_len;
     bool resume_pending;        /* loaded: resume when the VM runs */
+    bool moved_out;             /* stopped for a save: peers quiesced */
+    char *move_err;             /* why that failed (the save is refused) */
+    uint64_t move_work;         /* pvrdma_core_move_work() once quiesced */
     VMChangeStateEntry *vm_state;
 };
 
@@ -1163,21 +1166,72 @@ static void pvrdma_exit_core(PvrdmaState *s)
 /* The most a device state may take in the stream (hostile input). */
 #define PVRDMA_STATE_MAX        (256u << 20)
 
+/* How long peers get to hold their requests and finish what is in flight. */
+#define PVRDMA_MOVE_TIMEOUT_NS  (5 * NANOSECONDS_PER_SECOND)
+
+/* Doorbells an IOThread had not run yet run first, in their order. */
+static void pvrdma_db_drain_all(PvrdmaState *s)
+{
+    while (!pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS)) {
+        /* again */
+    }
+}
+
+/*
+ * Stopped for a save: fabric peers hold their requests to this device
+ * and what is in flight ends, before the last copy of RAM (the answers
+ * write guest memory).  Under the lock.
+ */
+static void pvrdma_move_out(PvrdmaState *s)
+{
+    char *err = NULL;
+
+    pvrdma_db_drain_all(s);
+    g_clear_pointer(&s->move_err, g_free);
+    if (!pvrdma_core_move_out(s->core, PVRDMA_MOVE_TIMEOUT_NS, &err)) {
+        s->move_err = err;
+    }
+    s->moved_out = true;
+    s->move_work = pvrdma_core_move_work(s->core);
+}
+
 static int pvrdma_pre_save(void *opaque)
 {
     PvrdmaState *s = opaque;
     char *err = NULL;
     size_t len = 0;
-    bool drained;
+    uint64_t work;
 
     pvrdma_lock();
-    /* Doorbells an IOThread had not run yet run first, in their order. */
-    do {
-        drained = pvrdma_db_drain(s, PVRDMA_DBQ_ROUNDS);
-    } while (!drained);
+    if (!s->moved_out || s->move_err) {
+        /*
+         * The VM was stopped before the save began (no state change to
+         * quiesce in): quiesce now; if a peer's request or answer still
+         * came in, it may have written RAM already copied.
+         */
+        work = pvrdma_core_move_work(s->core);
+        pvrdma_move_out(s);
+        if (!s->move_err && s->move_work != work) {
+            s->move_err = g_strdup("pvrdma: RDMA traffic of fabric peers "
+                                   "reached this stopped VM while its "
+                                   "memory was being saved; save it again "
+                                   "(its peers now hold their requests)");
+        }
+    }
+    pvrdma_db_drain_all(s);
+    if (!s->move_err && pvrdma_core_move_work(s->core) != s->move_work) {
+        s->move_err = g_strdup("pvrdma: a fabric peer's request or answer "
+                               "reached the device after it was quiesced");
+    }
     g_free(s->state_buf);
-    s->state_buf = pvrdma_core_state_save(s->core, &len, &err);
+    s->state_buf = s->move_err ? NULL :
+                   pvrdma_core_state_save(s->core, &len, &err);
     pvrdma_unlock();
+    if (s->move_err) {
+        error_report("%s", s->move_err);
+        s->state_len = 0;
+        return -EBUSY;
+    }
     if (!s->state_buf || len > PVRDMA_STATE_MAX) {
         error_report("%s", err ? err : "pvrdma: the device state is too "
                      "large to migrate");
@@ -1236,17 +1290,33 @@ static int pvrdma_post_load(void *opaque, int version_id)
     return 0;
 }
 
-/* The loaded device goes on once the guest runs. */
+/*
+ * Stopping for a save quiesces the fabric peers; running again resumes
+ * a loaded device, or lets a source that stays (failed or cancelled
+ * migration, snapshot taken) go on with its peers.
+ */
 static void pvrdma_vm_state_change(void *opaque, bool running, RunState st)
 {
     PvrdmaState *s = opaque;
 
-    if (running && s->resume_pending) {
-        s->resume_pending = false;
-        pvrdma_lock();
-        pvrdma_core_state_resume(s->core);
-        pvrdma_unlock();
+    if (!running) {
+        if (st == RUN_STATE_FINISH_MIGRATE || st == RUN_STATE_SAVE_VM) {
+            pvrdma_lock();
+            pvrdma_move_out(s);
+            pvrdma_unlock();
+        }
+        return;
     }
+    pvrdma_lock();
+    if (s->resume_pending) {
+        s->resume_pending = false;
+        pvrdma_core_state_resume(s->core);
+    } else if (s->moved_out) {
+        pvrdma_core_move_back(s->core);
+    }
+    s->moved_out = false;
+    g_clear_pointer(&s->move_err, g_free);
+    pvrdma_unlock();
 }
 
 static const VMStateDescription vmstate_pvrdma = {
@@ -1331,6 +1401,7 @@ static void pvrdma_exit(PCIDevice *pdev)
     migrate_del_blocker(&s->migration_blocker);
     if (s->vm_state) {
         qemu_del_vm_change_state_handler(s->vm_state);
+        g_clear_pointer(&s->move_err, g_free);
         s->vm_state = NULL;
     }
     g_clear_pointer(&s->state_buf, g_free);

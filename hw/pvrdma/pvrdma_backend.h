@@ -288,6 +288,24 @@ typedef struct PvrdmaBackendOps {
      * cq->poll_watch before the call.
      */
     void (*poll_end)(void *be, PvrdmaCq *cq);
+
+    /*
+     * Migration and snapshots with peers in other processes (optional;
+     * docs/migration.md).  move_out: the guest stopped for a save; the
+     * core submits nothing until move_back or the destination's move_in.
+     * Peers are asked to hold their requests, and what is in flight ends,
+     * within @timeout_ns; false (with @errmsg) if it did not: the save is
+     * refused.  move_token: the secret the state carries (32 bytes) that
+     * lets the destination take the GIDs over; move_in (destination, the
+     * guest runs): announce them with it (NULL: a state without one).
+     * move_work: a count that moves whenever the port executed a peer's
+     * request or got an answer (the save checks none came in too late).
+     */
+    bool (*move_out)(void *be, int64_t timeout_ns, char **errmsg);
+    void (*move_back)(void *be);
+    void (*move_token)(void *be, uint8_t token[32]);
+    void (*move_in)(void *be, const uint8_t *token);
+    uint64_t (*move_work)(void *be);
 } PvrdmaBackendOps;
 
 /*

@@ -235,4 +235,19 @@ bool pvrdma_core_state_load(PvrdmaCore *core, const uint8_t *buf, size_t len,
                             char **errmsg);
 void pvrdma_core_state_resume(PvrdmaCore *core);
 
+/*
+ * The guest stopped for a save (migration, snapshot): submit nothing more
+ * and let the backend quiesce its peers (PvrdmaBackendOps.move_out);
+ * false with *@errmsg if what was in flight did not end within
+ * @timeout_ns.  Move back: the guest runs on here (a failed or cancelled
+ * migration, a snapshot taken).  Work: a count that moves whenever a peer
+ * reached this device or answered it (a save checks it stood still).
+ */
+bool pvrdma_core_move_out(PvrdmaCore *core, int64_t timeout_ns,
+                          char **errmsg);
+void pvrdma_core_move_back(PvrdmaCore *core);
+uint64_t pvrdma_core_move_work(PvrdmaCore *core);
+/* A saved state is being loaded (backends announce nothing meanwhile). */
+bool pvrdma_core_loading(PvrdmaCore *core);
+
 #endif /* HW_PVRDMA_CORE_H */

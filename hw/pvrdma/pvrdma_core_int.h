@@ -366,6 +366,12 @@ struct PvrdmaCore {
     const uint64_t *load_pages;
     uint32_t load_npages;
     bool loading;
+    bool loaded;                /* loaded, the guest not running yet */
+    /* The loaded state's token for the backend's move_in (ST_MOVE). */
+    bool has_move_token;
+    uint8_t move_token[32];
+    /* Stopped for a save (move_out): send queues submit nothing. */
+    bool paused;
 
     /* Data path (pvrdma_wq.c). */
     unsigned depth;             /* nesting of enter/leave */

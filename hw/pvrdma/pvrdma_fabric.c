@@ -74,6 +74,7 @@ void pvrdma_fabric_unref(PvrdmaFabric *fab)
         pvrdma_link_free(e->data);
     }
     g_list_free(fab->dead);
+    pvrdma_fabric_move_free(fab);
     if (fab->has_host) {
         pvrdma_fabric_net_free(fab);
         fab->host.timer_mod(fab->host.opaque, -1);
@@ -104,6 +105,7 @@ PvrdmaFabricPort *pvrdma_fabric_port_new(PvrdmaFabric *fab, PvrdmaCore *core,
     port->fabric = pvrdma_fabric_ref(fab);
     port->core = core;
     port->index = index;
+    pvrdma_fabric_new_token(port->token);
     fab->ports[index] = port;
     return port;
 }
@@ -210,7 +212,12 @@ PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
 {
     GList *e;
 
-    for (e = fab->links; e; e = e->next) {
+    /*
+     * The oldest link that announced it (links are prepended): a later
+     * announcement of the same GID by another process does not take it
+     * over; a migration's destination does, with proof (pvrdma_fabric_move.c).
+     */
+    for (e = g_list_last(fab->links); e; e = e->prev) {
         if (pvrdma_link_owns(e->data, gid, qpn)) {
             return e->data;
         }
@@ -288,6 +295,9 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
     for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
         if (fab->ports[i]) {
             pvrdma_link_send_gids(l, fab->ports[i], false);
+            if (fab->ports[i]->moving) {
+                pvrdma_link_send_quiesce(l, i);
+            }
         }
     }
     if (fab->host.report) {
@@ -400,6 +410,9 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 
         fab->dead = g_list_delete_link(fab->dead, fab->dead);
         pvrdma_link_free(l);
+    }
+    if (pvrdma_fabric_move_tick(fab, now)) {
+        busy = true;
     }
     if (busy) {
         pvrdma_fabric_timer_arm(fab, now + PVRDMA_FABRIC_TICK_NS);
@@ -525,6 +538,7 @@ void pvrdma_fabric_req_answered(PvrdmaFabricReq *req,
     req->answered = true;
     req->ack = *ack;
     req->fatal = fatal;
+    req->port->work++;
     if (fqp->delivering) {
         return;                 /* the loop below takes it in its turn */
     }
@@ -613,6 +627,15 @@ void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port)
     links = g_list_copy(port->fabric->links);
     for (e = links; e; e = e->next) {
         pvrdma_link_port_gone(e->data, port);
+    }
+    for (e = port->fabric->parked.head; e;) {
+        PvrdmaFabricReq *req = e->data;
+
+        e = e->next;
+        if (req->port == port) {
+            pvrdma_fabric_unpark(req);
+            pvrdma_fabric_req_free(req);
+        }
     }
 }
 

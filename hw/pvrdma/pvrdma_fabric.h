@@ -174,7 +174,30 @@ struct PvrdmaFabricPort {
     uint8_t gid[PVRDMA_FABRIC_MAX_GIDS][16];
     /* Requests from links executing on this port in steps. */
     GQueue execs;
+    /*
+     * Migration (pvrdma_fabric_move.c): a secret only the device state
+     * carries; peers get a commitment to it with our GIDs, and the
+     * destination proves with it that it is where those GIDs went.
+     */
+    uint8_t token[32];
+    uint64_t work;              /* execs begun and answers taken in */
+    bool moving;                /* quiesced: stopped for a save */
+    bool claiming;              /* loaded: announces with claim_token */
+    uint8_t claim_token[32];
 };
+
+/* ---- migration (pvrdma_fabric_move.c) ----------------------------------- */
+
+/* A fresh secret token (getrandom). */
+void pvrdma_fabric_new_token(uint8_t token[32]);
+/* The guest stopped for a save: quiesce @port (PvrdmaBackendOps.move_out). */
+bool pvrdma_fabric_move_out(PvrdmaFabricPort *port, int64_t timeout_ns,
+                            char **errmsg);
+/* The guest runs on at the source: announce again, with a new token. */
+void pvrdma_fabric_move_back(PvrdmaFabricPort *port);
+/* The guest runs at the destination: claim the GIDs with @token. */
+void pvrdma_fabric_move_in(PvrdmaFabricPort *port, const uint8_t *token);
+void pvrdma_fabric_move_free(PvrdmaFabric *fab);
 
 /* A fabric with no ports; reference counted (each port holds one). */
 PvrdmaFabric *pvrdma_fabric_new(void);

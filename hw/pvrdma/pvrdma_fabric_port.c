@@ -188,6 +188,32 @@ static void pvrdma_fabric_poll_end_op(void *be, PvrdmaCq *cq)
     pvrdma_fabric_poll_end(((PvrdmaFabricPort *)be)->fabric, cq);
 }
 
+static bool pvrdma_fabric_move_out_op(void *be, int64_t timeout_ns,
+                                      char **errmsg)
+{
+    return pvrdma_fabric_move_out(be, timeout_ns, errmsg);
+}
+
+static void pvrdma_fabric_move_back_op(void *be)
+{
+    pvrdma_fabric_move_back(be);
+}
+
+static void pvrdma_fabric_move_token_op(void *be, uint8_t token[32])
+{
+    memcpy(token, ((PvrdmaFabricPort *)be)->token, 32);
+}
+
+static void pvrdma_fabric_move_in_op(void *be, const uint8_t *token)
+{
+    pvrdma_fabric_move_in(be, token);
+}
+
+static uint64_t pvrdma_fabric_move_work_op(void *be)
+{
+    return ((PvrdmaFabricPort *)be)->work;
+}
+
 /*
  * The in-process link answers inside submit; a request on a link to
  * another process is outstanding until its ACK, and cancel forgets it.
@@ -208,4 +234,9 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .recv_posted = pvrdma_fabric_recv_posted_op,
     .poll = pvrdma_fabric_poll,
     .poll_end = pvrdma_fabric_poll_end_op,
+    .move_out = pvrdma_fabric_move_out_op,
+    .move_back = pvrdma_fabric_move_back_op,
+    .move_token = pvrdma_fabric_move_token_op,
+    .move_in = pvrdma_fabric_move_in_op,
+    .move_work = pvrdma_fabric_move_work_op,
 };

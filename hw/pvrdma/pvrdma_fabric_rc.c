@@ -64,6 +64,17 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         PvrdmaLink *l = pvrdma_fabric_route(port->fabric, wr->dgid,
                                             wr->dst_qpn);
 
+        if (pvrdma_fabric_held(port->fabric, l, wr->dgid, wr->dst_qpn)) {
+            /*
+             * Its port is moving to another QEMU: wait, outstanding,
+             * until it lands (one request per QP, the others behind it).
+             */
+            if (last) {
+                return -EAGAIN;
+            }
+            pvrdma_fabric_park(port, qp, wr);
+            return 0;
+        }
         if (l && last) {
             /*
              * Behind requests still out, on the same link only (it keeps
@@ -489,6 +500,7 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     const uint8_t *gid;
     uint8_t type;
 
+    port->work++;
     /* All but the segment arrays (3 KiB; only the first nseg are read). */
     memset(ex, 0, offsetof(PvrdmaFabricExec, rwr));
     ex->rwr.wr_id = 0;

@@ -84,12 +84,6 @@ typedef struct PvrdmaLinkShared {
     uint64_t want_space;        /* we wait for room in our frame ring */
 } PvrdmaLinkShared;
 
-/* The GIDs a remote port announced. */
-typedef struct PvrdmaLinkRPort {
-    uint32_t n;
-    uint8_t gid[][16];
-} PvrdmaLinkRPort;
-
 struct PvrdmaLink {
     uint32_t kind;              /* PVRDMA_FABRIC_FD_LINK (a host tag) */
     PvrdmaFabric *fab;
@@ -149,7 +143,25 @@ struct PvrdmaLink {
     } rx;
 
     PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
+    /* Migration (pvrdma_fabric_move.c), one bit per port index: */
+    uint32_t owe_quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];  /* asked, to answer */
+    uint32_t quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];      /* peer answered */
+    uint32_t moved_away[PVRDMA_FABRIC_MAX_PORTS / 32];    /* claimed elsewhere */
 };
+
+static inline bool bit_get(const uint32_t *map, unsigned i)
+{
+    return map[i / 32] & (1u << (i % 32));
+}
+
+static inline void bit_set(uint32_t *map, unsigned i, bool on)
+{
+    if (on) {
+        map[i / 32] |= 1u << (i % 32);
+    } else {
+        map[i / 32] &= ~(1u << (i % 32));
+    }
+}
 
 /* ---- little-endian fields ------------------------------------------------ */
 
@@ -662,8 +674,16 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
  * Send what the streams have: produce until the output is full (or the
  * ring out of credit), flush, and go on while the socket takes it all.
  */
+static void pvrdma_link_quiesce_answer(PvrdmaLink *l);
+static bool pvrdma_link_holds_expire(PvrdmaLink *l, int64_t now);
+static bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp,
+                                  const uint8_t gid[16]);
+
 static void pvrdma_link_pump(PvrdmaLink *l)
 {
+    if (!l->dead && l->up) {
+        pvrdma_link_quiesce_answer(l);
+    }
     while (pvrdma_link_produce(l) && pvrdma_link_flush(l) &&
            pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
         /* the socket took everything: produce more */
@@ -715,12 +735,27 @@ static int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
     return MAX(ns, PVRDMA_LINK_MIN_TIMEOUT_NS);
 }
 
-void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
-                        PvrdmaSendWr *wr)
+PvrdmaFabricReq *pvrdma_fabric_req_new(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                                       PvrdmaSendWr *wr)
 {
     PvrdmaFabricQp *fqp = qp->be;
-    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     PvrdmaFabricReq *req = g_new0(PvrdmaFabricReq, 1);
+
+    req->port = port;
+    req->qp = qp;
+    req->wr = wr;
+    req->qnode.data = req;
+    g_queue_push_tail_link(&fqp->reqs, &req->qnode);
+    if (pvrdma_fabric_op_reads(wr->opcode)) {
+        fqp->nrd++;
+    }
+    return req;
+}
+
+void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    PvrdmaSendWr *wr = req->wr;
 
     do {
         l->next_id++;
@@ -728,17 +763,9 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
              g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
     req->link = l;
     req->id = l->next_id;
-    req->port = port;
-    req->qp = qp;
-    req->wr = wr;
-    req->timeout_ns = pvrdma_link_qp_timeout(qp);
+    req->timeout_ns = pvrdma_link_qp_timeout(req->qp);
     req->since = h->clock_ns(h->opaque);
-    req->gen = fqp->gen;
-    req->qnode.data = req;
-    g_queue_push_tail_link(&fqp->reqs, &req->qnode);
-    if (pvrdma_fabric_op_reads(wr->opcode)) {
-        fqp->nrd++;
-    }
+    req->gen = ((PvrdmaFabricQp *)req->qp->be)->gen;
     g_hash_table_insert(l->reqs, GUINT_TO_POINTER(req->id), req);
     if (pvrdma_fabric_op_has_payload(wr->opcode) && wr->length) {
         req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
@@ -754,6 +781,12 @@ void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
     }
     /* Only for its timeout: no main-loop wakeup per request. */
     pvrdma_fabric_arm_tick(l->fab);
+}
+
+void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
+                        PvrdmaSendWr *wr)
+{
+    pvrdma_link_send_req(l, pvrdma_fabric_req_new(port, qp, wr));
 }
 
 /* @req leaves the link (answered, failed or cancelled). */
@@ -775,6 +808,11 @@ void pvrdma_link_req_cancel(PvrdmaFabricReq *req)
 {
     PvrdmaLink *l = req->link;
 
+    if (!l) {
+        pvrdma_fabric_unpark(req);  /* held for a moving peer */
+        pvrdma_fabric_req_free(req);
+        return;
+    }
     pvrdma_link_req_unlink(req);
     pvrdma_fabric_req_free(req);
     pvrdma_link_pump(l);
@@ -842,6 +880,9 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
     if (l->rx.open && l->rx.ex && !l->rx.ex->done) {
         *busy = true;
     }
+    if (pvrdma_link_holds_expire(l, now)) {
+        *busy = true;
+    }
     if (!l->dead) {
         pvrdma_link_pump(l);
     }
@@ -855,7 +896,7 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
     uint32_t i, n = 0;
     uint8_t *b;
 
-    if (l->dead || !l->up) {
+    if (l->dead || !l->up || pvrdma_fabric_port_silent(port)) {
         return;
     }
     for (i = 0; i < PVRDMA_FABRIC_MAX_GIDS && !leaving; i++) {
@@ -864,15 +905,135 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
     b = pvrdma_link_frame(l, PVRDMA_LINK_GIDS, 0, 0,
                           PVRDMA_LINK_GIDS_MIN + n * 16);
     b[0] = port->index;
-    b[1] = 0;
+    b[1] = port->claiming ? PVRDMA_LINK_GIDS_CLAIM : 0;
     wr16(b + 2, n);
-    for (i = 0, b += 4; n && i < PVRDMA_FABRIC_MAX_GIDS; i++) {
+    /* What proves the next move of these GIDs, for this peer only. */
+    pvrdma_fabric_commitment(port->token, l->peer_instance, b + 4);
+    if (port->claiming) {
+        /* The proof the source committed to: we are where it went. */
+        pvrdma_fabric_proof(port->claim_token, l->peer_instance, b + 36);
+    } else {
+        memset(b + 36, 0, 32);
+    }
+    for (i = 0, b += PVRDMA_LINK_GIDS_MIN; n && i < PVRDMA_FABRIC_MAX_GIDS;
+         i++) {
         if (port->gid_bound[i]) {
             memcpy(b, port->gid[i], 16);
             b += 16;
         }
     }
     pvrdma_link_flush(l);
+}
+
+/* Ask the peer to hold its requests to @index (that port moves). */
+void pvrdma_link_send_quiesce(PvrdmaLink *l, unsigned index)
+{
+    uint8_t *b;
+
+    if (l->dead || !l->up) {
+        return;
+    }
+    bit_set(l->quiesced, index, false);
+    b = pvrdma_link_frame(l, PVRDMA_LINK_QUIESCE, 0, 0,
+                          PVRDMA_LINK_QUIESCE_SIZE);
+    memset(b, 0, PVRDMA_LINK_QUIESCE_SIZE);
+    b[0] = index;
+    pvrdma_link_flush(l);
+}
+
+bool pvrdma_link_peer_quiesced(PvrdmaLink *l, unsigned index)
+{
+    return !pvrdma_link_is_up(l) || bit_get(l->quiesced, index);
+}
+
+/* Does one of our requests on @l still wait for port @index's answer? */
+static bool pvrdma_link_reqs_to(PvrdmaLink *l, unsigned index)
+{
+    const PvrdmaLinkRPort *rp = l->rports[index];
+    GHashTableIter it;
+    gpointer v;
+
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        const PvrdmaSendWr *wr = ((PvrdmaFabricReq *)v)->wr;
+        uint32_t to = wr->dst_qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+
+        if (to == index || (!to && pvrdma_link_rport_has(rp, wr->dgid))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Answer QUIESCE once nothing of ours is out to that port any more. */
+static void pvrdma_link_quiesce_answer(PvrdmaLink *l)
+{
+    unsigned i, owed = 0;
+    uint8_t *b;
+
+    for (i = 0; i < G_N_ELEMENTS(l->owe_quiesced); i++) {
+        owed |= l->owe_quiesced[i];
+    }
+    for (i = 0; owed && i < PVRDMA_FABRIC_MAX_PORTS && !l->dead; i++) {
+        if (!bit_get(l->owe_quiesced, i) || pvrdma_link_reqs_to(l, i)) {
+            continue;
+        }
+        bit_set(l->owe_quiesced, i, false);
+        b = pvrdma_link_frame(l, PVRDMA_LINK_QUIESCED, 0, 0,
+                              PVRDMA_LINK_QUIESCE_SIZE);
+        memset(b, 0, PVRDMA_LINK_QUIESCE_SIZE);
+        b[0] = i;
+        pvrdma_link_flush(l);
+    }
+}
+
+/* Is the port behind @l that owns (@gid, @qpn) moving (requests wait)? */
+bool pvrdma_link_held(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)
+{
+    uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+    unsigned i;
+
+    if (index) {
+        return index < PVRDMA_FABRIC_MAX_PORTS && l->rports[index] &&
+               l->rports[index]->held;
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        if (pvrdma_link_rport_has(l->rports[i], gid)) {
+            return l->rports[i]->held;
+        }
+    }
+    return false;
+}
+
+/*
+ * Holds that lasted PVRDMA_FABRIC_HOLD_NS: the port never came back
+ * (its migration failed without a word, its destination never came),
+ * so its GIDs are forgotten and what waited for it fails like a request
+ * to a dead peer.
+ */
+static bool pvrdma_link_holds_expire(PvrdmaLink *l, int64_t now)
+{
+    bool any = false, held = false;
+    unsigned i;
+
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        PvrdmaLinkRPort *rp = l->rports[i];
+
+        if (rp && rp->held) {
+            if (now - rp->held_since >= PVRDMA_FABRIC_HOLD_NS) {
+                pvrdma_fabric_hold_expired(l->fab, i, rp);
+                g_free(rp);
+                l->rports[i] = NULL;
+                any = true;
+            } else {
+                held = true;
+            }
+        }
+    }
+    if (any) {
+        pvrdma_fabric_release_parked(l->fab);
+    }
+    return held;
 }
 
 void pvrdma_link_send_recv_posted(PvrdmaLink *l, const uint8_t gid[16],
@@ -933,18 +1094,65 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
     uint32_t index = b[0], n = rd16(b + 2);
     PvrdmaLinkRPort *rp;
 
-    if (b[1] || n > PVRDMA_FABRIC_MAX_GIDS ||
+    if ((b[1] & ~PVRDMA_LINK_GIDS_CLAIM) || n > PVRDMA_FABRIC_MAX_GIDS ||
         len != PVRDMA_LINK_GIDS_MIN + n * 16) {
         return false;
+    }
+    if (bit_get(l->moved_away, index)) {
+        /* That port moved to another link with proof: not this one's. */
+        return true;
+    }
+    if (b[1] & PVRDMA_LINK_GIDS_CLAIM) {
+        /* A migration's destination: the holder it proves it follows
+         * gives its GIDs up (no match: an ordinary announcement). */
+        pvrdma_fabric_claim(l->fab, l, index, b + 36);
     }
     g_free(l->rports[index]);
     l->rports[index] = NULL;
     if (n) {
-        rp = g_malloc(sizeof(*rp) + n * 16);
+        rp = g_malloc0(sizeof(*rp) + n * 16);
         rp->n = n;
-        memcpy(rp->gid, b + 4, n * 16);
+        memcpy(rp->commit, b + 4, 32);
+        memcpy(rp->gid, b + PVRDMA_LINK_GIDS_MIN, n * 16);
         l->rports[index] = rp;
     }
+    /* A hold of this port ended (it came back, or arrived here). */
+    pvrdma_fabric_release_parked(l->fab);
+    return true;
+}
+
+/* The peer's port @index moves: hold our requests to it, answer when
+ * none is out any more. */
+static bool pvrdma_link_quiesce(PvrdmaLink *l, const uint8_t *b)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    PvrdmaLinkRPort *rp = l->rports[b[0]];
+
+    if (b[1] || b[2] || b[3]) {
+        return false;
+    }
+    if (rp && !rp->held) {
+        rp->held = true;
+        rp->held_since = h->clock_ns(h->opaque);
+        pvrdma_fabric_arm_tick(l->fab);
+    }
+    bit_set(l->owe_quiesced, b[0], true);
+    pvrdma_link_quiesce_answer(l);
+    return true;
+}
+
+/* A claim proved @l's port @index (committed to @commit) moved away. */
+bool pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
+                            const uint8_t commit[32])
+{
+    PvrdmaLinkRPort *rp = l->rports[index];
+
+    if (!rp || memcmp(rp->commit, commit, 32)) {
+        return false;
+    }
+    g_free(rp);
+    l->rports[index] = NULL;
+    bit_set(l->moved_away, index, true);
     return true;
 }
 
@@ -1296,6 +1504,9 @@ static bool pvrdma_link_len_ok(PvrdmaLink *l, uint8_t type, uint32_t len)
         return len == PVRDMA_LINK_CREDIT_SIZE;
     case PVRDMA_LINK_RECV_POSTED:
         return len == PVRDMA_LINK_RECV_POSTED_SIZE;
+    case PVRDMA_LINK_QUIESCE:
+    case PVRDMA_LINK_QUIESCED:
+        return len == PVRDMA_LINK_QUIESCE_SIZE;
     default:
         return false;
     }
@@ -1340,6 +1551,15 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
     case PVRDMA_LINK_RECV_POSTED:
         return pvrdma_link_recv_posted(l, b) ||
                (*why = "bad RECV_POSTED", false);
+    case PVRDMA_LINK_QUIESCE:
+        return pvrdma_link_quiesce(l, b) || (*why = "bad QUIESCE", false);
+    case PVRDMA_LINK_QUIESCED:
+        if (b[1] || b[2] || b[3]) {
+            *why = "bad QUIESCED";
+            return false;
+        }
+        bit_set(l->quiesced, b[0], true);
+        return true;
     default:
         *why = "a second HELLO";
         return false;
@@ -1649,7 +1869,12 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
     close(l->fd);
     l->fd = -1;
     for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
-        g_free(l->rports[i]);
+        if (l->rports[i] && l->rports[i]->held) {
+            /* Moving: its process may quit before the destination shows. */
+            pvrdma_fabric_departed_add(l->fab, i, l->rports[i]);
+        } else {
+            g_free(l->rports[i]);
+        }
         l->rports[i] = NULL;
     }
     pvrdma_fabric_link_down(l->fab, l);
@@ -1771,6 +1996,28 @@ static bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp,
         }
     }
     return false;
+}
+
+bool pvrdma_link_port_busy(PvrdmaLink *l, PvrdmaFabricPort *port)
+{
+    GHashTableIter it;
+    gpointer v;
+
+    if (l->rx.open && l->rx.ex && l->rx.ex->port == port) {
+        return true;
+    }
+    g_hash_table_iter_init(&it, l->reqs);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        if (((PvrdmaFabricReq *)v)->port == port) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int pvrdma_link_fd(PvrdmaLink *l)
+{
+    return l->dead ? -1 : l->fd;
 }
 
 bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)

@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         3
+#define PVRDMA_LINK_VERSION         4
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -27,20 +27,24 @@ enum {
     PVRDMA_LINK_ACK = 6,        /* the answer to request @id */
     PVRDMA_LINK_CREDIT = 7,     /* shared-ring bytes consumed */
     PVRDMA_LINK_RECV_POSTED = 8, /* retry an RNR-NAKed requester now */
-    PVRDMA_LINK_TYPE_MAX = 8,
+    PVRDMA_LINK_QUIESCE = 9,    /* a port moves: hold requests to it */
+    PVRDMA_LINK_QUIESCED = 10,  /* none of ours are out to that port */
+    PVRDMA_LINK_TYPE_MAX = 10,
 };
 
 /* DATA flags */
 #define PVRDMA_LINK_DATA_ABORT      1u  /* the stream ends here, unfinished */
 
 #define PVRDMA_LINK_HELLO_SIZE      24
-#define PVRDMA_LINK_GIDS_MIN        4   /* + 16 per GID */
+#define PVRDMA_LINK_GIDS_MIN        68  /* + 16 per GID */
+#define PVRDMA_LINK_GIDS_CLAIM      1u  /* GIDS flag: taken over by proof */
 #define PVRDMA_LINK_REQ_SIZE        112
 #define PVRDMA_LINK_RESP_SIZE       8
 #define PVRDMA_LINK_SHM_DATA_SIZE   4   /* byte count in the ring */
 #define PVRDMA_LINK_ACK_SIZE        16
 #define PVRDMA_LINK_CREDIT_SIZE     4
 #define PVRDMA_LINK_RECV_POSTED_SIZE 40
+#define PVRDMA_LINK_QUIESCE_SIZE    4
 
 /* Bounds every peer is held to. */
 #define PVRDMA_LINK_MAX_INLINE      (64u << 10)  /* DATA body on a stream */
@@ -68,6 +72,21 @@ enum {
 #define PVRDMA_LINK_POLL_WINDOW_NS  (1000 * 1000LL)
 /* CQs whose pollers a process's promise counts on (the latest ones). */
 #define PVRDMA_FABRIC_POLLED_CQS    8
+
+/*
+ * How long requests to a moving port wait for it to come back or show up
+ * at its destination (the switchover of a migration), at most.
+ */
+#define PVRDMA_FABRIC_HOLD_NS       (10 * 1000 * 1000 * 1000LL)
+
+/* The GIDs a remote port announced. */
+typedef struct PvrdmaLinkRPort {
+    bool held;                  /* moving (QUIESCE): requests wait */
+    int64_t held_since;
+    uint8_t commit[32];         /* what a proof of its move must hash to */
+    uint32_t n;
+    uint8_t gid[][16];
+} PvrdmaLinkRPort;
 
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
 
@@ -110,6 +129,9 @@ struct PvrdmaFabric {
     } polled[PVRDMA_FABRIC_POLLED_CQS];
     unsigned draining;          /* inside a pass over the links */
     bool recheck;               /* a promise ended during that pass */
+    /* Migration (pvrdma_fabric_move.c). */
+    GQueue parked;              /* requests held for moving ports */
+    GList *departed;            /* PvrdmaFabricDeparted: moving, link gone */
 };
 
 /*
@@ -152,6 +174,9 @@ struct PvrdmaFabricReq {
     bool answered;
     bool fatal;
     PvrdmaFabricAck ack;
+    /* Held (no link yet) while its destination's port moves. */
+    bool parked;
+    GList pnode;                /* on fab->parked */
 };
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
@@ -190,6 +215,24 @@ bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn);
 /* Requester: carry @wr of @qp to the peer; the answer comes later. */
 void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
                         PvrdmaSendWr *wr);
+/* A request of @qp, outstanding but not on a link yet. */
+PvrdmaFabricReq *pvrdma_fabric_req_new(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                                       PvrdmaSendWr *wr);
+/* Send @req (made by pvrdma_fabric_req_new()) on @l. */
+void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req);
+/* Requests of @port on @l, or execs of it fed by @l, are in flight. */
+bool pvrdma_link_port_busy(PvrdmaLink *l, PvrdmaFabricPort *port);
+/* The socket of @l, or -1 once closed. */
+int pvrdma_link_fd(PvrdmaLink *l);
+/* Migration: ask the peer to hold requests to port @index. */
+void pvrdma_link_send_quiesce(PvrdmaLink *l, unsigned index);
+/* The peer answered that QUIESCE (or @l is down). */
+bool pvrdma_link_peer_quiesced(PvrdmaLink *l, unsigned index);
+/* Requests to (@gid, @qpn), owned by the peer behind @l, must wait. */
+bool pvrdma_link_held(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn);
+/* Port @index of @l committed to @commit: it moved away; forget it. */
+bool pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
+                            const uint8_t commit[32]);
 /* Forget @req (cancelled): no completion follows. */
 void pvrdma_link_req_cancel(PvrdmaFabricReq *req);
 /* Forget every request @qp has outstanding; its generation moves on. */
@@ -239,6 +282,47 @@ void pvrdma_fabric_exec_free(PvrdmaFabricExec *ex);
 /* The link whose peer owns (@gid, @qpn), or NULL. */
 PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
                                 uint32_t qpn);
+
+/* ---- migration (pvrdma_fabric_move.c, docs/migration.md) ----------------- */
+
+/* A moving port whose link closed before its destination claimed it. */
+typedef struct PvrdmaFabricDeparted {
+    unsigned index;
+    PvrdmaLinkRPort *rport;
+} PvrdmaFabricDeparted;
+
+/* SHA-256 of the proof of a move of @token's GIDs, for peer @instance. */
+void pvrdma_fabric_commitment(const uint8_t token[32], uint64_t instance,
+                              uint8_t out[32]);
+/* The proof itself: shown by the destination to that peer only. */
+void pvrdma_fabric_proof(const uint8_t token[32], uint64_t instance,
+                         uint8_t out[32]);
+/* Loading: the port announces nothing until it runs. */
+bool pvrdma_fabric_port_silent(PvrdmaFabricPort *port);
+/* @l claims port @index with @proof: the holder it proves gives it up. */
+void pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l, unsigned index,
+                         const uint8_t proof[32]);
+/* @l closes while its port @index moves: keep @rp until claimed. */
+void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
+                                PvrdmaLinkRPort *rp);
+/* Port @index (@rp) did not come back in time: fail what waits for it. */
+void pvrdma_fabric_hold_expired(PvrdmaFabric *fab, unsigned index,
+                                const PvrdmaLinkRPort *rp);
+/* Send what waited for moving ports that ended their move. */
+void pvrdma_fabric_release_parked(PvrdmaFabric *fab);
+/*
+ * Is (@gid, @qpn) a moving port's (behind @l, the route, or whose link
+ * closed: NULL)?  Requests to it wait (pvrdma_fabric_park()).
+ */
+bool pvrdma_fabric_held(PvrdmaFabric *fab, PvrdmaLink *l,
+                        const uint8_t gid[16], uint32_t qpn);
+/* @wr of @qp waits, outstanding, until its destination port lands. */
+void pvrdma_fabric_park(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                        PvrdmaSendWr *wr);
+/* @req (parked) is cancelled. */
+void pvrdma_fabric_unpark(PvrdmaFabricReq *req);
+/* Timer: departed ports that never came back; true while some wait. */
+bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now);
 
 /* ---- the port's part (pvrdma_fabric.c, for pvrdma_fabric_port.c) --------- */
 

@@ -46,6 +46,7 @@ enum {
     ST_QP = 9,
     ST_MW = 10,
     ST_MR_GEN = 11,
+    ST_MOVE = 12,               /* the backend's token for peers */
     ST_END = 0xffff,
 };
 
@@ -333,6 +334,19 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         }
     }
     st_end(b, at);
+    if (core->be_ops->move_token) {
+        uint8_t token[32];
+
+        if (core->loaded && core->has_move_token) {
+            /* Not run since its load: still the source's token. */
+            memcpy(token, core->move_token, sizeof(token));
+        } else {
+            core->be_ops->move_token(core->be, token);
+        }
+        at = st_begin(b, ST_MOVE);
+        g_byte_array_append(b, token, sizeof(token));
+        st_end(b, at);
+    }
 }
 
 uint8_t *pvrdma_core_state_save(PvrdmaCore *core, size_t *len, char **errmsg)
@@ -1145,6 +1159,16 @@ static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
         return st_load_gid(ld, r);
     case ST_MR_GEN:
         return st_load_mr_gen(ld, r);
+    case ST_MOVE: {
+        const uint8_t *token = take(r, 32);
+
+        if (!token || ld->core->has_move_token) {
+            return st_fail(ld, "bad move token record");
+        }
+        memcpy(ld->core->move_token, token, 32);
+        ld->core->has_move_token = true;
+        return true;
+    }
     default:
         return st_fail(ld, "unknown record type %u", type);
     }
@@ -1166,6 +1190,7 @@ bool pvrdma_core_state_load(PvrdmaCore *core, const uint8_t *buf, size_t len,
                      version, ST_VERSION);
     }
     core->loading = true;
+    core->has_move_token = false;
     while (ok && !ended) {
         uint32_t rlen;
         StR rec;
@@ -1219,6 +1244,7 @@ bool pvrdma_core_state_load(PvrdmaCore *core, const uint8_t *buf, size_t len,
         g_free(ld.err);
         return false;
     }
+    core->loaded = true;
     return true;
 }
 
@@ -1232,8 +1258,60 @@ void pvrdma_core_state_resume(PvrdmaCore *core)
      * was posted, queues of QPs in error flush, RNR waits are timed.
      */
     pvrdma_core_enter(core);
+    core->paused = false;
+    core->loaded = false;
+    if (core->be_ops->move_in) {
+        /* Peers learn where the GIDs went before our requests reach them. */
+        core->be_ops->move_in(core->be, core->has_move_token ?
+                                        core->move_token : NULL);
+    }
+    core->has_move_token = false;
     PVRDMA_TABLE_FOREACH(&core->qp_tbl, h, o) {
         pvrdma_wq_qp_resumed(core, o);
     }
     pvrdma_core_leave(core);
+}
+
+bool pvrdma_core_move_out(PvrdmaCore *core, int64_t timeout_ns,
+                          char **errmsg)
+{
+    bool ok = true;
+
+    pvrdma_core_enter(core);
+    core->paused = true;
+    if (core->be_ops->move_out) {
+        ok = core->be_ops->move_out(core->be, timeout_ns, errmsg);
+    }
+    pvrdma_core_leave(core);
+    return ok;
+}
+
+void pvrdma_core_move_back(PvrdmaCore *core)
+{
+    uint32_t h;
+    void *o;
+
+    if (!core->paused) {
+        return;
+    }
+    pvrdma_core_enter(core);
+    core->paused = false;
+    if (core->be_ops->move_back) {
+        core->be_ops->move_back(core->be);
+    }
+    /* What waited while stopped goes on, as after a load. */
+    PVRDMA_TABLE_FOREACH(&core->qp_tbl, h, o) {
+        pvrdma_wq_qp_resumed(core, o);
+    }
+    pvrdma_core_leave(core);
+}
+
+uint64_t pvrdma_core_move_work(PvrdmaCore *core)
+{
+    return core->be_ops->move_work ? core->be_ops->move_work(core->be) : 0;
+}
+
+bool pvrdma_core_loading(PvrdmaCore *core)
+{
+    return core->loading || core->loaded;
 }

@@ -1591,8 +1591,8 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
     if (wq->rnr_pending && pvrdma_wq_rnr_linked(qp)) {
         return;
     }
-    if (wq->busy || !pvrdma_wq_sq_runs(qp)) {
-        return;
+    if (wq->busy || !pvrdma_wq_sq_runs(qp) || core->paused) {
+        return;                 /* paused: stopped for a save */
     }
     g_assert(qp->sq_wqe_size <= sizeof(wqe));
     wq->busy = true;

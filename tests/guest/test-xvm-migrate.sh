@@ -1,0 +1,264 @@
+#!/usr/bin/env bash
+# Live migration between VMs (docs/migration.md, "Switchover between
+# fabric peers"): VM M and VM P share a fabric directory (one host, shared
+# memory links) and an Ethernet link (QEMU's UDP multicast socket netdev
+# on the loopback, so that each QEMU M moves to hears it too). While RDMA
+# runs between them, the host moves M to a new QEMU six times in a row
+# (M1 -> M2 -> ... -> M7, each a new process that joins the fabric
+# directory; the old one quits after each move). Running across every
+# switch, all checked:
+#   - two slow streams of RDMA WRITEs (tests/guest/progs/ev_bw.c -b), P
+#     writing into M and M into P, each server checking every block of
+#     its buffer for the bytes of its last WRITE (P's writes into M's
+#     memory while it was copied must reach M's destination);
+#   - NVMe over RDMA: M's kernel host on P's target, connected before the
+#     first move, each round writing 1 MiB of fresh data and reading it
+#     back uncached;
+#   - rounds, M connecting and P serving, until the host says the last
+#     move is done, then two more: ibv_rc_pingpong -c (SEND), ib_read_bw
+#     (READ), ib_atomic_bw (both atomics), ibv_srq_pingpong -c,
+#     ibv_ud_pingpong -c, rping -V (RDMA CM).
+# Any error completion, a QP of P's leaving RTS (its tools exit non-zero),
+# a byte wrong or a kernel error in either guest fails the test. The
+# fabric learns each new location without operator action: the peers
+# hold their requests while M moves and send them to M's destination
+# once it proves it is where M went (no option, no command on P).
+. "$(dirname "$0")/lib.sh"
+
+moves=${PVRDMA_XMIGRATE_MOVES:-6}
+d=$TEST_OUT
+rm -rf "$d/fab" "$d"/*.sock
+mkdir -p "$d/fab"
+evbw=$(build_prog ev_bw)
+qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
+free_port() {
+    python3 -c 'import socket, sys; s = socket.socket(type=getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-SOCK_STREAM}"
+}
+
+cat > "$d/guest.sh" <<'GUEST'
+. ./sync.sh
+. ./nvmeof.sh
+ev="./ev_bw -d pvrdma0 -g 1 -s 4096 -t 64 -b 8192 -n 1"
+# M tells P the next round (or "stop") over TCP port 7600.
+tell_peer() { until nc -l -p 7600 -w 300 -e echo "$1"; do sleep 0.2; done; }
+ask_peer() {
+    w=
+    until w=$(nc "$PEER_IP" 7600 < /dev/null 2> /dev/null) && [ -n "$w" ]; do
+        sleep 0.3
+    done
+    echo "$w"
+}
+# xtool NAME TIMEOUT CMD PORT [CLIENT-ONLY ARGS]: P serves CMD, M connects.
+xtool() {
+    if [ "$ROLE" = p ]; then
+        xpair_server "$1" "$2" "$3"
+    else
+        xpair_client "$1" "$2" "$3 $PEER_IP"
+    fi
+}
+round() {
+    p=$((18600 + $1 % 100 * 10))
+    xtool "pp$1" 300 "ibv_rc_pingpong -d pvrdma0 -g 1 -s 4096 -n 200 -c -p $p"
+    xtool "rd$1" 300 "ib_read_bw -d pvrdma0 -x 1 -F -s 65536 -n 200 -p $((p + 1))"
+    xtool "at$1" 300 "ib_atomic_bw -d pvrdma0 -x 1 -F -n 200 -p $((p + 2))"
+    xtool "srq$1" 300 "ibv_srq_pingpong -d pvrdma0 -g 1 -n 50 -c -p $((p + 3))"
+    xtool "ud$1" 300 "ibv_ud_pingpong -d pvrdma0 -g 1 -n 100 -c -p $((p + 4))"
+    if [ "$ROLE" = p ]; then
+        xpair_server "rp$1" 300 "rping -s -a 0.0.0.0 -C 20 -V -p $((p + 5))"
+    else
+        xpair_client "rp$1" 300 "rping -c -C 20 -V -v -p $((p + 5)) -a $PEER_IP"
+        grep -q "rdma-ping-19: " "/tmp/rp$1.cli" || fail "rping: 20 pings not seen"
+    fi
+}
+dmesg_mark
+if [ "$ROLE" = m ]; then
+    # The host tells M over its second NIC once it runs on the last QEMU.
+    ip addr add 10.0.2.15/24 dev eth1 && ip link set eth1 up ||
+        fail "eth1 (the host's channel)"
+    (nc -l -p 7000 > /tmp/go 2> /dev/null; touch /tmp/go.seen) &
+    listeners > /tmp/ev1.before
+    $ev -p 18531 > /tmp/ev1.s 2>&1 &
+    e1s=$!
+    wait_listening $e1s /tmp/ev1.before
+    sync_signal ev1 300
+    sync_wait "$PEER_IP" ev2 120
+    $ev -p 18532 -w 1000 -f /tmp/go.seen "$PEER_IP" > /tmp/ev2.c 2>&1 &
+    e2c=$!
+    sync_wait "$PEER_IP" nvme-up 120
+    nvmeof_connect "$PEER_IP"
+    nvme=$NVME_DEV
+    nvme_io() {
+        dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2> /dev/null &&
+            dd if=/tmp/nvme.data of=/dev/${nvme}n1 bs=65536 count=16 \
+                seek=$(($1 % 15 * 16)) conv=fsync 2> /dev/null &&
+            echo 3 > /proc/sys/vm/drop_caches &&
+            dd if=/dev/${nvme}n1 of=/tmp/nvme.back bs=65536 count=16 \
+                skip=$(($1 % 15 * 16)) 2> /dev/null &&
+            cmp /tmp/nvme.data /tmp/nvme.back
+    }
+    echo MIGRATE-NOW
+    r=0
+    while ! [ -s /tmp/go ]; do
+        r=$((r + 1))
+        tell_peer $r
+        round $r
+        nvme_io $r || fail "NVMe I/O round $r"
+        echo "round $r ok"
+    done
+    echo "moved after $r rounds"
+    for r in 1000 1001; do
+        tell_peer $r
+        round $r
+        nvme_io $r || fail "NVMe I/O round $r"
+    done
+    tell_peer stop
+    echo 1 > /sys/class/nvme/$nvme/delete_controller || fail "NVMe disconnect"
+    sync_signal nvme-down 120
+    wait $e2c || { cat /tmp/ev2.c; fail "the WRITE stream into P"; }
+    wait $e1s || { cat /tmp/ev1.s; fail "the WRITE stream into M (its check)"; }
+    sed 's/^/[into P] /' /tmp/ev2.c
+    dmesg_clean
+    sync_signal end 120
+    echo MIGRATE-OK
+else
+    sync_wait "$PEER_IP" ev1 300
+    $ev -p 18531 -w 1000 -f /tmp/stop "$PEER_IP" > /tmp/ev1.c 2>&1 &
+    e1c=$!
+    listeners > /tmp/ev2.before
+    $ev -p 18532 > /tmp/ev2.s 2>&1 &
+    e2s=$!
+    wait_listening $e2s /tmp/ev2.before
+    sync_signal ev2 120
+    nvmeof_target "$SELF_IP" > /dev/null
+    sync_signal nvme-up 120
+    while w=$(ask_peer) && [ "$w" != stop ]; do
+        round "$w"
+    done
+    touch /tmp/stop
+    sync_wait "$PEER_IP" nvme-down 300
+    nvmeof_target_down > /dev/null
+    wait $e1c || { cat /tmp/ev1.c; fail "the WRITE stream into M"; }
+    wait $e2s || { cat /tmp/ev2.s; fail "the WRITE stream into P (its check)"; }
+    sed 's/^/[into M] /' /tmp/ev1.c
+    dmesg_clean
+    sync_wait "$PEER_IP" end 120
+    echo PEER-OK
+fi
+GUEST
+
+pids=()
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do
+        pkill -KILL -s "$p" 2> /dev/null || true
+    done
+}
+trap cleanup EXIT
+
+mport=$(free_port SOCK_DGRAM)
+lan="socket,mcast=239.255.9.$((RANDOM % 250 + 1)):$mport,localaddr=127.0.0.1"
+# start NAME ROLE IP MAC [vm.sh args...]: one guest in its own session.
+start() {
+    local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1
+    shift 4
+    [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2
+    setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
+        --ip "$ip/24" --mac "$mac" --net "$lan" \
+        -d ",fabric-path=$d/fab" \
+        --add "$evbw" --add "$d/guest.sh" \
+        --add "$TESTS_TOP/tests/guest/sync.sh" \
+        --add "$TESTS_TOP/tests/guest/pair.sh" \
+        --add "$TESTS_TOP/tests/guest/nvmeof.sh" "$@" \
+        -- "ROLE=$role PEER_IP=$peer SELF_IP=$ip sh ./guest.sh" \
+        > "$d/$name.out" 2> "$d/$name.err" < /dev/null &
+    pid=$!
+    pids+=("$pid")
+}
+# M's QEMUs: the same command line (uuid, MACs), a QMP socket, a second
+# NIC through which the host tells the guest (hostfwd to its port 7000).
+start_m() { # NAME HOSTPORT [vm.sh args...]
+    local name=$1 hport=$2
+    shift 2
+    rm -f "$d/qmp-$name.sock"
+    start "$name" m 10.9.0.1 52:54:00:09:00:01 \
+        -q -uuid -q 00000000-0000-4000-8000-0000000a0901 \
+        -q -netdev -q "user,id=host0,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$hport-:7000" \
+        -q -device -q virtio-net-pci,netdev=host0,romfile= \
+        -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@"
+    until [ -S "$d/qmp-$name.sock" ]; do
+        kill -0 "$pid" 2> /dev/null || fail "QEMU $name did not start ($d/$name.err)"
+        sleep 0.1
+    done
+    qmp "$d/qmp-$name.sock" migrate-set-capabilities \
+        '{"capabilities": [{"capability": "return-path", "state": true}]}' \
+        > /dev/null
+}
+migrate_wait() {
+    local st
+    while :; do
+        st=$(qmp "$d/qmp-$1.sock" query-migrate |
+             python3 -c 'import json, sys; print(json.load(sys.stdin).get("status", "none"))')
+        case $st in
+        completed|failed|cancelled) echo "$st"; return ;;
+        esac
+        sleep 0.2
+    done
+}
+migrate_info() {
+    qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
+}
+# seen NAME PATTERN COUNT: until NAME's console shows COUNT lines matching.
+seen() {
+    local log=$PVRDMA_OUT/vm/xmig-$1.log
+    until [ "$(grep -cE "$2" "$log" 2> /dev/null)" -ge "$3" ]; do
+        kill -0 "$ppid" 2> /dev/null || fail "guest P stopped (log: $PVRDMA_OUT/vm/xmig-p.log)"
+        kill -0 "$mpid" 2> /dev/null || fail "guest M stopped (log: $log)"
+        sleep 0.2
+    done
+}
+
+start p p 10.9.0.2 52:54:00:09:00:02 -q -uuid -q 00000000-0000-4000-8000-0000000a0902
+ppid=$pid
+hport=$(free_port)
+start_m m1 "$hport"
+mpid=$pid
+seen m1 '^MIGRATE-NOW' 1
+seen m1 '^round 1 ok' 1
+cur=m1
+for i in $(seq 2 $((moves + 1))); do
+    next=m$i
+    hport=$(free_port)
+    start_m "$next" "$hport" -q -incoming -q "unix:$d/mig-$next.sock"
+    npid=$pid
+    qmp "$d/qmp-$cur.sock" migrate "{\"uri\": \"unix:$d/mig-$next.sock\"}" > /dev/null
+    st=$(migrate_wait "$cur")
+    [ "$st" = completed ] ||
+        fail "move $((i - 1)) ($cur -> $next): $st (logs: $d/$cur.err, $d/$next.err)"
+    log "move $((i - 1)): $cur -> $next, $(migrate_info "$cur")"
+    qmp "$d/qmp-$cur.sock" quit > /dev/null || true
+    wait "$mpid" || true
+    mpid=$npid cur=$next
+    # RDMA ran on the new QEMU (two pairs of tools) before the next move.
+    seen "$cur" '^sync: ' 4
+done
+send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$hport"; }
+until send_go 2> /dev/null; do
+    kill -0 "$mpid" 2> /dev/null || fail "QEMU $cur stopped ($d/$cur.err)"
+    sleep 0.1
+done
+rc=0
+wait "$mpid" || rc=$?
+mlog=$PVRDMA_OUT/vm/xmig-$cur.log plog=$PVRDMA_OUT/vm/xmig-p.log
+[ $rc = 0 ] || fail "guest M failed after the moves (status $rc; log: $mlog)"
+grep -q '^MIGRATE-OK' "$mlog" || fail "no MIGRATE-OK in $mlog"
+rc=0
+wait "$ppid" || rc=$?
+[ $rc = 0 ] || fail "guest P failed (status $rc; log: $plog)"
+grep -q '^PEER-OK' "$plog" || fail "no PEER-OK in $plog"
+for f in "$mlog" "$plog"; do
+    grep -E '^\[into (P|M)\] ev_bw: WRITE' "$f" || fail "no stream result in $f"
+done
+rounds=$(sed -n 's/^moved after \([0-9]*\) rounds$/\1/p' "$mlog")
+trap - EXIT
+cleanup
+pass "VM M moved $moves times between QEMUs of one fabric directory while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"

@@ -119,7 +119,7 @@ void pvrdma_fabric_port_free(PvrdmaFabricPort *port)
     pvrdma_fabric_port_quiesce(port);
     links = g_list_copy(fab->links);
     for (e = links; e; e = e->next) {
-        pvrdma_link_send_gids(e->data, port, true);
+        pvrdma_link_send_gids(e->data, port, true);   /* (not if moving) */
     }
     /* Links still hold the aborted execs: they no longer have a port. */
     while ((e = g_queue_pop_head_link(&port->execs))) {
@@ -210,19 +210,23 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
 PvrdmaLink *pvrdma_fabric_route(PvrdmaFabric *fab, const uint8_t gid[16],
                                 uint32_t qpn)
 {
+    PvrdmaLink *best = NULL;
+    uint64_t order, best_order = 0;
     GList *e;
 
     /*
-     * The oldest link that announced it (links are prepended): a later
-     * announcement of the same GID by another process does not take it
-     * over; a migration's destination does, with proof (pvrdma_fabric_move.c).
+     * The oldest announcement: a later one of the same GID by another
+     * process does not take it over; a migration's destination does,
+     * with proof, and keeps its seniority (pvrdma_fabric_move.c).
      */
-    for (e = g_list_last(fab->links); e; e = e->prev) {
-        if (pvrdma_link_owns(e->data, gid, qpn)) {
-            return e->data;
+    for (e = fab->links; e; e = e->next) {
+        if (pvrdma_link_owns(e->data, gid, qpn, &order) &&
+            (!best || order < best_order)) {
+            best = e->data;
+            best_order = order;
         }
     }
-    return NULL;
+    return best;
 }
 
 const PvrdmaFabricHost *pvrdma_fabric_host(PvrdmaFabric *fab)

@@ -97,7 +97,12 @@ void pvrdma_fabric_new_token(uint8_t token[32])
 
 bool pvrdma_fabric_port_silent(PvrdmaFabricPort *port)
 {
-    return pvrdma_core_loading(port->core);
+    /*
+     * Loading: nothing to announce before the guest runs.  Moving: the
+     * source's GIDs are its destination's to announce (a reset or the
+     * device going away must not withdraw them from the peers).
+     */
+    return port->moving || pvrdma_core_loading(port->core);
 }
 
 /* ---- peers: holding requests to a moving port ---------------------------- */
@@ -254,10 +259,16 @@ void pvrdma_fabric_move_free(PvrdmaFabric *fab)
     }
 }
 
-void pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l, unsigned index,
-                         const uint8_t proof[32])
+uint64_t pvrdma_fabric_next_order(PvrdmaFabric *fab)
+{
+    return ++fab->order;
+}
+
+uint64_t pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l,
+                             unsigned index, const uint8_t proof[32])
 {
     uint8_t commit[32];
+    uint64_t order;
     GList *e;
 
     pvrdma_fabric_hash(proof, commit);
@@ -265,15 +276,18 @@ void pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l, unsigned index,
         PvrdmaFabricDeparted *d = e->data;
 
         if (d->index == index && !memcmp(d->rport->commit, commit, 32)) {
+            order = d->rport->order;
             pvrdma_fabric_departed_free(fab, d);
-            return;
+            return order;
         }
     }
     for (e = fab->links; e; e = e->next) {
-        if (e->data != l && pvrdma_link_take_rport(e->data, index, commit)) {
-            return;
+        if (e->data != l &&
+            (order = pvrdma_link_take_rport(e->data, index, commit))) {
+            return order;
         }
     }
+    return 0;
 }
 
 /* ---- the moving port ----------------------------------------------------- */

@@ -1092,6 +1092,7 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
 static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
 {
     uint32_t index = b[0], n = rd16(b + 2);
+    uint64_t order = 0;
     PvrdmaLinkRPort *rp;
 
     if ((b[1] & ~PVRDMA_LINK_GIDS_CLAIM) || n > PVRDMA_FABRIC_MAX_GIDS ||
@@ -1105,12 +1106,16 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
     if (b[1] & PVRDMA_LINK_GIDS_CLAIM) {
         /* A migration's destination: the holder it proves it follows
          * gives its GIDs up (no match: an ordinary announcement). */
-        pvrdma_fabric_claim(l->fab, l, index, b + 36);
+        order = pvrdma_fabric_claim(l->fab, l, index, b + 36);
+    }
+    if (!order && l->rports[index]) {
+        order = l->rports[index]->order;    /* the same port, again */
     }
     g_free(l->rports[index]);
     l->rports[index] = NULL;
     if (n) {
         rp = g_malloc0(sizeof(*rp) + n * 16);
+        rp->order = order ? order : pvrdma_fabric_next_order(l->fab);
         rp->n = n;
         memcpy(rp->commit, b + 4, 32);
         memcpy(rp->gid, b + PVRDMA_LINK_GIDS_MIN, n * 16);
@@ -1142,18 +1147,20 @@ static bool pvrdma_link_quiesce(PvrdmaLink *l, const uint8_t *b)
 }
 
 /* A claim proved @l's port @index (committed to @commit) moved away. */
-bool pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
-                            const uint8_t commit[32])
+uint64_t pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
+                                const uint8_t commit[32])
 {
     PvrdmaLinkRPort *rp = l->rports[index];
+    uint64_t order;
 
     if (!rp || memcmp(rp->commit, commit, 32)) {
-        return false;
+        return 0;
     }
+    order = rp->order;
     g_free(rp);
     l->rports[index] = NULL;
     bit_set(l->moved_away, index, true);
-    return true;
+    return order;
 }
 
 static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
@@ -2020,7 +2027,8 @@ int pvrdma_link_fd(PvrdmaLink *l)
     return l->dead ? -1 : l->fd;
 }
 
-bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)
+bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn,
+                      uint64_t *order)
 {
     uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
     unsigned i;
@@ -2028,11 +2036,12 @@ bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn)
     if (!pvrdma_link_is_up(l) || index >= PVRDMA_FABRIC_MAX_PORTS) {
         return false;
     }
-    if (index) {
-        return pvrdma_link_rport_has(l->rports[index], gid);
-    }
-    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+    for (i = index ? index : 0; i < (index ? index + 1 :
+                                     PVRDMA_FABRIC_MAX_PORTS); i++) {
         if (pvrdma_link_rport_has(l->rports[i], gid)) {
+            if (order) {
+                *order = l->rports[i]->order;
+            }
             return true;
         }
     }

@@ -81,6 +81,7 @@ enum {
 
 /* The GIDs a remote port announced. */
 typedef struct PvrdmaLinkRPort {
+    uint64_t order;             /* seniority: the oldest announcer owns */
     bool held;                  /* moving (QUIESCE): requests wait */
     int64_t held_since;
     uint8_t commit[32];         /* what a proof of its move must hash to */
@@ -131,6 +132,7 @@ struct PvrdmaFabric {
     bool recheck;               /* a promise ended during that pass */
     /* Migration (pvrdma_fabric_move.c). */
     GQueue parked;              /* requests held for moving ports */
+    uint64_t order;             /* announcements so far (seniority) */
     GList *departed;            /* PvrdmaFabricDeparted: moving, link gone */
 };
 
@@ -209,8 +211,12 @@ uint64_t pvrdma_link_serial(PvrdmaLink *l);
 uint64_t pvrdma_link_peer_instance(PvrdmaLink *l);
 bool pvrdma_link_initiated(PvrdmaLink *l);
 void pvrdma_link_set_initiated(PvrdmaLink *l);
-/* Does the peer behind @l own (@gid, @qpn)? */
-bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn);
+/*
+ * Did the peer behind @l announce (@gid, @qpn)?  With @order, the
+ * seniority of that announcement (pvrdma_fabric_route() takes the oldest).
+ */
+bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn,
+                      uint64_t *order);
 
 /* Requester: carry @wr of @qp to the peer; the answer comes later. */
 void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
@@ -230,9 +236,12 @@ void pvrdma_link_send_quiesce(PvrdmaLink *l, unsigned index);
 bool pvrdma_link_peer_quiesced(PvrdmaLink *l, unsigned index);
 /* Requests to (@gid, @qpn), owned by the peer behind @l, must wait. */
 bool pvrdma_link_held(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn);
-/* Port @index of @l committed to @commit: it moved away; forget it. */
-bool pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
-                            const uint8_t commit[32]);
+/*
+ * Port @index of @l committed to @commit: it moved away; forget it and
+ * return its seniority (0: no such port).
+ */
+uint64_t pvrdma_link_take_rport(PvrdmaLink *l, unsigned index,
+                                const uint8_t commit[32]);
 /* Forget @req (cancelled): no completion follows. */
 void pvrdma_link_req_cancel(PvrdmaFabricReq *req);
 /* Forget every request @qp has outstanding; its generation moves on. */
@@ -299,9 +308,14 @@ void pvrdma_fabric_proof(const uint8_t token[32], uint64_t instance,
                          uint8_t out[32]);
 /* Loading: the port announces nothing until it runs. */
 bool pvrdma_fabric_port_silent(PvrdmaFabricPort *port);
-/* @l claims port @index with @proof: the holder it proves gives it up. */
-void pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l, unsigned index,
-                         const uint8_t proof[32]);
+/*
+ * @l claims port @index with @proof: the holder it proves gives it up;
+ * its seniority (0 if no holder matched: a plain announcement).
+ */
+uint64_t pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l,
+                             unsigned index, const uint8_t proof[32]);
+/* Seniority for a new announcement. */
+uint64_t pvrdma_fabric_next_order(PvrdmaFabric *fab);
 /* @l closes while its port @index moves: keep @rp until claimed. */
 void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
                                 PvrdmaLinkRPort *rp);

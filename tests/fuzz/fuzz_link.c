@@ -81,7 +81,7 @@ static GByteArray *preamble(void)
 
     put_hdr(b, PVRDMA_LINK_HELLO, 0, sizeof(hello), 0);
     g_byte_array_append(b, hello, sizeof(hello));
-    fg_test_gid(0, body + 4);
+    fg_test_gid(0, body + PVRDMA_LINK_GIDS_MIN);
     put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(body), 0);
     g_byte_array_append(b, body, sizeof(body));
     return b;

@@ -1443,6 +1443,210 @@ static void test_peer_dies(void **state)
     g_free(n);
 }
 
+/* ---- a port that moves to another process (migration) ------------------ */
+
+static void run3(Host *a, Host *b, Host *c, unsigned rounds)
+{
+    Host *hs[3];
+    unsigned n = 0;
+
+    hs[n++] = a;
+    if (b) {
+        hs[n++] = b;
+    }
+    if (c) {
+        hs[n++] = c;
+    }
+    while (rounds--) {
+        hosts_step(hs, n, 1);
+    }
+}
+
+/* Link @x and @y (shared rings) and let HELLO and GIDS through. */
+static void link_hosts(Host *x, Host *y, Host *other)
+{
+    unsigned ux = pvrdma_fabric_links_up(x->fab);
+    int sv[2];
+
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+                     0);
+    pvrdma_fabric_add_link(x->fab, sv[0], true, "move-x");
+    pvrdma_fabric_add_link(y->fab, sv[1], true, "move-y");
+    run3(x, y, other, 30);
+    assert_int_equal(pvrdma_fabric_links_up(x->fab), ux + 1);
+}
+
+/* b's guest stops for a save: quiesce until a has answered. */
+static void move_out(Net *n)
+{
+    char *err = NULL;
+    unsigned i;
+
+    for (i = 0; i < 50; i++) {
+        if (pvrdma_core_move_out(n->fb->core, 0, &err)) {
+            return;
+        }
+        g_free(err);
+        err = NULL;
+        run(n->ha, NULL, 1);
+    }
+    fail_msg("the peer never answered QUIESCE");
+}
+
+/* a SENDs 4 KiB to b, whose receive is posted; true if it completed. */
+static void post_send_to_b(Net *n, uint64_t id)
+{
+    struct pvrdma_sge s = sge(n->ma, VA_A, 4096);
+    struct pvrdma_sge r = sge(n->mb, VA_B, 4096);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_SEND, 1);
+    uint32_t i;
+
+    for (i = 0; i < 4096; i++) {
+        *fv_mr_ptr(n->ma, VA_A + i) = (uint8_t)(i * 7 + id);
+    }
+    fv_post_recv(n->b, id, &r, 1);
+    fv_ring_rq(n->b);
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+}
+
+static Host *move_dest;
+
+static struct pvrdma_cqe wait_cqe3(FvCq *cq, Host *a, Host *b, Host *c)
+{
+    struct pvrdma_cqe e;
+    unsigned i;
+
+    for (i = 0; i < 2000; i++) {
+        if (fv_cq_poll(cq, &e)) {
+            return e;
+        }
+        run3(a, b, c, 1);
+    }
+    fail_msg("no completion");
+    return e;
+}
+
+static void move_rejoin(FakeGuest *fg)
+{
+    char *msg = NULL;
+    PvrdmaFabricPort *port = pvrdma_fabric_port_new(move_dest->fab, fg->core,
+                                                    2, &msg);
+
+    assert_non_null(port);
+    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
+}
+
+/*
+ * b moves from host B to host C while a's SEND to it waits: a holds it
+ * (nothing is sent, nothing completes) while b is quiesced, also when a
+ * stranger D announces b's GID, plainly and with a claim whose proof is
+ * wrong; C's claim, proved with the token the saved state carries, takes
+ * b's GID over, and the SEND completes once, at C.
+ */
+static void test_move_claim(void **state)
+{
+    Net *n = net_new(true);
+    Host *hc = host_new(), *hd = host_new();
+    FakeGuest *fd;
+    uint8_t bogus[32];
+    struct pvrdma_cqe c;
+
+    (void)state;
+    move_out(n);
+    post_send_to_b(n, 1);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_false(fv_cq_poll(n->cqb, &c));
+    assert_int_equal(nout(n->fa, n->a), 1);
+
+    /* D, another process, announces b's GID on port index 2. */
+    fd = guest_on(hd, 2);
+    link_hosts(n->ha, hd, n->hb);
+    memset(bogus, 0x42, sizeof(bogus));
+    pvrdma_fabric_move_in(fd->core->be, bogus);
+    run3(n->ha, n->hb, hd, 30);
+    if (fv_cq_poll(n->cqa, &c)) {
+        fail_msg("completed (status %u) while b moved", c.status);
+    }
+
+    /* b's state moves to C, which joins a and claims b's GIDs. */
+    move_dest = hc;
+    link_hosts(n->ha, hc, hd);
+    fg_migrate(n->fb, move_rejoin);
+    expect(wait_cqe3(n->cqa, n->ha, hc, hd), 1, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect(wait_cqe3(n->cqb, n->ha, hc, hd), 1, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_RTS);
+    /* Once, and the connection goes on at C. */
+    run3(n->ha, hc, hd, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_false(fv_cq_poll(n->cqb, &c));
+    post_send_to_b(n, 2);
+    expect(wait_cqe3(n->cqa, n->ha, hc, hd), 2, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect(wait_cqe3(n->cqb, n->ha, hc, hd), 2, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 4096);
+    assert_int_equal(fd->guest_errors, 0);
+    fg_free(fd);
+    host_free(hd);
+    fg_free(n->fb);
+    n->fb = NULL;
+    host_free(hc);
+    fg_free(n->fa);
+    host_free(n->ha);
+    host_free(n->hb);
+    g_free(n->cqa);
+    g_free(n->cqb);
+    g_free(n->a);
+    g_free(n->b);
+    g_free(n->ma);
+    g_free(n->mb);
+    g_free(n);
+}
+
+/* The source goes on (a failed migration): what a held is sent to it. */
+static void test_move_back(void **state)
+{
+    Net *n = net_new(false);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    move_out(n);
+    post_send_to_b(n, 1);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    pvrdma_core_move_back(n->fb->core);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 4096);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
+    net_free(n);
+}
+
+/* A port that never lands: after the hold, as a request to a dead peer. */
+static void test_move_hold_expires(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cqe c;
+
+    (void)state;
+    move_out(n);
+    post_send_to_b(n, 1);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    n->ha->now += PVRDMA_FABRIC_HOLD_NS - 1;
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    n->ha->now += 200 * 1000 * 1000;
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_RETRY_EXC_ERR,
+           0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 1);
+    net_free(n);
+}
+
 /* The peer stops answering but keeps the socket: the QP's timeout. */
 static void test_peer_silent(void **state)
 {
@@ -1673,6 +1877,11 @@ static void test_hostile_frames(void **state)
         { "RECV_POSTED with a 32-bit QPN", PVRDMA_LINK_RECV_POSTED, 0,
           PVRDMA_LINK_RECV_POSTED_SIZE, 0, { [19] = 0xff },
           PVRDMA_LINK_RECV_POSTED_SIZE },
+        { "QUIESCE with a reserved byte set", PVRDMA_LINK_QUIESCE, 0,
+          PVRDMA_LINK_QUIESCE_SIZE, 0, { 2, 1 }, PVRDMA_LINK_QUIESCE_SIZE },
+        { "QUIESCED of 8 bytes", PVRDMA_LINK_QUIESCED, 0, 8, 0, { 2 }, 8 },
+        { "GIDS with an unknown flag", PVRDMA_LINK_GIDS, 0,
+          PVRDMA_LINK_GIDS_MIN, 0, { 1, 2 }, PVRDMA_LINK_GIDS_MIN },
     };
     unsigned i;
 
@@ -2104,6 +2313,9 @@ int main(void)
         cmocka_unit_test(test_cq_poll_takes_in),
         cmocka_unit_test(test_cq_poll_promise_ends),
         cmocka_unit_test(test_peer_dies),
+        cmocka_unit_test(test_move_claim),
+        cmocka_unit_test(test_move_back),
+        cmocka_unit_test(test_move_hold_expires),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),
         cmocka_unit_test(test_hostile_frames),

@@ -7,8 +7,11 @@
 # verbs (kernel CQ arms with deferred doorbells), a migration with
 # traffic (doorbells still queued run before the save), and across two VMs
 # rc_verify and the suite of test-xvm.sh (ping-pongs, perftest, RDMA CM,
-# UCX, NVMe and NFS over RDMA, MPI).  Every other test passes with
-# PVRDMA_IOTHREAD=1 too (docs/architecture.md, "Threading").
+# UCX, NVMe and NFS over RDMA, MPI), and a VM moved twice while RDMA
+# runs with a peer VM over TCP fabric links (test-xvm-migrate.sh's TCP
+# variant: the quiesce runs while the IOThread owns the links).  Every
+# other test passes with PVRDMA_IOTHREAD=1 too (docs/architecture.md,
+# "Threading").
 . "$(dirname "$0")/lib.sh"
 
 tests="test-rc-verify test-rc-pingpong test-kernel-verbs test-migrate test-xvm-rc-verify test-xvm"
@@ -16,4 +19,7 @@ for t in $tests; do
     PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread \
         bash "$TESTS_TOP/tests/guest/$t.sh" || fail "$t with iothread= failed"
 done
-pass "with iothread=: $tests"
+PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread PVRDMA_XMIGRATE_LINK=tcp \
+    PVRDMA_XMIGRATE_MOVES=2 bash "$TESTS_TOP/tests/guest/test-xvm-migrate.sh" ||
+    fail "test-xvm-migrate (TCP links, 2 moves) with iothread= failed"
+pass "with iothread=: $tests test-xvm-migrate (TCP links, 2 moves)"

@@ -25,7 +25,11 @@
 # once it proves it is where M went (no option, no command on P).
 . "$(dirname "$0")/lib.sh"
 
+# Variants (test-iothread): PVRDMA_XMIGRATE_MOVES=N moves; with
+# PVRDMA_XMIGRATE_LINK=tcp the fabric links are TCP instead (P listens,
+# each of M's QEMUs names it as fabric-peer), as between hosts.
 moves=${PVRDMA_XMIGRATE_MOVES:-6}
+link=${PVRDMA_XMIGRATE_LINK:-shm}
 d=$TEST_OUT
 rm -rf "$d/fab" "$d"/*.sock
 mkdir -p "$d/fab"
@@ -156,15 +160,22 @@ cleanup() {
 trap cleanup EXIT
 
 mport=$(free_port SOCK_DGRAM)
+case $link in
+shm) fab_p=",fabric-path=$d/fab" fab_m=$fab_p ;;
+tcp) fport=$(free_port)
+     fab_p=",fabric-listen=127.0.0.1:$fport"
+     fab_m=",fabric-peer=127.0.0.1:$fport" ;;
+*) fail "PVRDMA_XMIGRATE_LINK: shm or tcp, not $link" ;;
+esac
 lan="socket,mcast=239.255.9.$((RANDOM % 250 + 1)):$mport,localaddr=127.0.0.1"
 # start NAME ROLE IP MAC [vm.sh args...]: one guest in its own session.
 start() {
-    local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1
+    local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1 fab=$fab_p
     shift 4
-    [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2
+    [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2 fab=$fab_m
     setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
         --ip "$ip/24" --mac "$mac" --net "$lan" \
-        -d ",fabric-path=$d/fab" \
+        -d "$fab" \
         --add "$evbw" --add "$d/guest.sh" \
         --add "$TESTS_TOP/tests/guest/sync.sh" \
         --add "$TESTS_TOP/tests/guest/pair.sh" \
@@ -261,4 +272,6 @@ done
 rounds=$(sed -n 's/^moved after \([0-9]*\) rounds$/\1/p' "$mlog")
 trap - EXIT
 cleanup
-pass "VM M moved $moves times between QEMUs of one fabric directory while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"
+where="QEMUs of one fabric directory"
+[ "$link" = tcp ] && where="QEMUs linked to P's by TCP"
+pass "VM M moved $moves times between $where while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"

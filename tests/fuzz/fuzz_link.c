@@ -206,6 +206,33 @@ int main(int argc, char **argv)
     req_gen(b, 9, PVRDMA_WR_RDMA_WRITE, FL_VA + 100, 0x100, 10, 1);
     data(b, 9, 10);
     save(argv[1], "rnr-generations", b);
+    /*
+     * The peer's port moves: it asks us to hold (our four requests are
+     * answered, then QUIESCED goes out), announces again with a claim
+     * whose proof proves nothing, then plainly (the hold ends).
+     */
+    {
+        uint8_t q[PVRDMA_LINK_QUIESCE_SIZE] = { 2 };
+        uint8_t g[PVRDMA_LINK_GIDS_MIN + 16] = { 2, PVRDMA_LINK_GIDS_CLAIM,
+                                                 1, 0 };
+
+        put_hdr(b, PVRDMA_LINK_QUIESCE, 0, sizeof(q), 0);
+        g_byte_array_append(b, q, sizeof(q));
+        ack(b, 1, 0);
+        ack(b, 3, 0);
+        ack(b, 4, 0);
+        put_hdr(b, PVRDMA_LINK_RESP, 0, 8, 2);
+        g_byte_array_append(b, resp, 8);
+        data(b, 2, 4096);
+        ack(b, 2, 0);
+        fg_test_gid(0, g + PVRDMA_LINK_GIDS_MIN);
+        put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(g), 0);
+        g_byte_array_append(b, g, sizeof(g));
+        g[1] = 0;
+        put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(g), 0);
+        g_byte_array_append(b, g, sizeof(g));
+        save(argv[1], "move", b);
+    }
     g_byte_array_free(b, true);
     return 0;
 }

@@ -5,8 +5,9 @@
 # on the loopback, so that each QEMU M moves to hears it too). While RDMA
 # runs between them, the host moves M to a new QEMU six times in a row
 # (M1 -> M2 -> ... -> M7, each a new process that joins the fabric
-# directory; the old one quits after each move). Running across every
-# switch, all checked:
+# directory; the old one quits after each move), then takes a snapshot
+# of it (savevm) that it goes on from. Running across every switch, all
+# checked:
 #   - two slow streams of RDMA WRITEs (tests/guest/progs/ev_bw.c -b), P
 #     writing into M and M into P, each server checking every block of
 #     its buffer for the bytes of its last WRITE (P's writes into M's
@@ -236,10 +237,18 @@ mpid=$pid
 seen m1 '^MIGRATE-NOW' 1
 seen m1 '^round 1 ok' 1
 cur=m1
+rm -f "$d/snap.qcow2"
+qemu-img create -q -f qcow2 "$d/snap.qcow2" 64M ||
+    fail "qemu-img create failed (scripts/install-deps.sh installs qemu-utils)"
 for i in $(seq 2 $((moves + 1))); do
     next=m$i
     hport=$(free_port)
-    start_m "$next" "$hport" -q -incoming -q "unix:$d/mig-$next.sock"
+    snap=()
+    # (the last QEMU keeps a qcow2 image for the snapshot below)
+    [ "$i" = $((moves + 1)) ] &&
+        snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
+    start_m "$next" "$hport" -q -incoming -q "unix:$d/mig-$next.sock" \
+        "${snap[@]}"
     npid=$pid
     qmp "$d/qmp-$cur.sock" migrate "{\"uri\": \"unix:$d/mig-$next.sock\"}" > /dev/null
     st=$(migrate_wait "$cur")
@@ -252,6 +261,16 @@ for i in $(seq 2 $((moves + 1))); do
     # RDMA ran on the new QEMU (two pairs of tools) before the next move.
     seen "$cur" '^sync: ' 4
 done
+# A snapshot with the RDMA running: the peer holds while it is taken,
+# then goes on with the same QEMU (two more pairs of tools after it).
+n=$(grep -c '^sync: ' "$PVRDMA_OUT/vm/xmig-$cur.log")
+out=$(qmp "$d/qmp-$cur.sock" human-monitor-command \
+      '{"command-line": "savevm xmig"}')
+[ "$out" = '""' ] || fail "savevm: $out"
+qmp "$d/qmp-$cur.sock" query-status | grep -q '"running"' ||
+    fail "the VM did not go on after savevm"
+seen "$cur" '^sync: ' $((n + 4))
+log "snapshot taken on $cur with the RDMA running; it went on"
 send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$hport"; }
 until send_go 2> /dev/null; do
     kill -0 "$mpid" 2> /dev/null || fail "QEMU $cur stopped ($d/$cur.err)"
@@ -274,4 +293,4 @@ trap - EXIT
 cleanup
 where="QEMUs of one fabric directory"
 [ "$link" = tcp ] && where="QEMUs linked to P's by TCP"
-pass "VM M moved $moves times between $where while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"
+pass "VM M moved $moves times between $where, then snapshotted with savevm, while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"

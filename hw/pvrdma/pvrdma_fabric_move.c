@@ -107,19 +107,6 @@ bool pvrdma_fabric_port_silent(PvrdmaFabricPort *port)
 
 /* ---- peers: holding requests to a moving port ---------------------------- */
 
-static bool pvrdma_fabric_rport_has(const PvrdmaLinkRPort *rp,
-                                    const uint8_t gid[16])
-{
-    uint32_t i;
-
-    for (i = 0; rp && i < rp->n; i++) {
-        if (!memcmp(rp->gid[i], gid, 16)) {
-            return true;
-        }
-    }
-    return false;
-}
-
 bool pvrdma_fabric_held(PvrdmaFabric *fab, PvrdmaLink *l,
                         const uint8_t gid[16], uint32_t qpn)
 {
@@ -131,7 +118,7 @@ bool pvrdma_fabric_held(PvrdmaFabric *fab, PvrdmaLink *l,
         PvrdmaFabricDeparted *d = e->data;
 
         if ((!index || index == d->index) &&
-            pvrdma_fabric_rport_has(d->rport, gid)) {
+            pvrdma_link_rport_has(d->rport, gid)) {
             return true;
         }
     }
@@ -154,7 +141,7 @@ void pvrdma_fabric_hold_expired(PvrdmaFabric *fab, unsigned index,
 
         next = e->next;
         if ((to && to != index) ||
-            !pvrdma_fabric_rport_has(rp, req->wr->dgid)) {
+            !pvrdma_link_rport_has(rp, req->wr->dgid)) {
             continue;
         }
         pvrdma_fabric_unpark(req);
@@ -282,8 +269,9 @@ uint64_t pvrdma_fabric_claim(PvrdmaFabric *fab, PvrdmaLink *l,
         }
     }
     for (e = fab->links; e; e = e->next) {
-        if (e->data != l &&
-            (order = pvrdma_link_take_rport(e->data, index, commit))) {
+        order = e->data != l ?
+                pvrdma_link_take_rport(e->data, index, commit) : 0;
+        if (order) {
             return order;
         }
     }
@@ -385,7 +373,8 @@ bool pvrdma_fabric_move_out(PvrdmaFabricPort *port, int64_t timeout_ns,
         g_strdup_printf("pvrdma: the fabric peer behind link %s did not "
                         "answer within %lld ms when asked to hold its "
                         "requests for the move; it may be stopped or "
-                        "overloaded: try again, or stop it", pvrdma_link_name(late),
+                        "overloaded: try again, or stop it",
+                        pvrdma_link_name(late),
                         (long long)(timeout_ns / 1000000)) :
         g_strdup_printf("pvrdma: requests to or from fabric peers were "
                         "still in flight after %lld ms; try again when "

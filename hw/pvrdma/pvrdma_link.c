@@ -144,9 +144,9 @@ struct PvrdmaLink {
 
     PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
     /* Migration (pvrdma_fabric_move.c), one bit per port index: */
-    uint32_t owe_quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];  /* asked, to answer */
-    uint32_t quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];      /* peer answered */
-    uint32_t moved_away[PVRDMA_FABRIC_MAX_PORTS / 32];    /* claimed elsewhere */
+    uint32_t owe_quiesced[PVRDMA_FABRIC_MAX_PORTS / 32]; /* to answer */
+    uint32_t quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];     /* peer answered */
+    uint32_t moved_away[PVRDMA_FABRIC_MAX_PORTS / 32];   /* claimed away */
 };
 
 static inline bool bit_get(const uint32_t *map, unsigned i)
@@ -676,8 +676,6 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
  */
 static void pvrdma_link_quiesce_answer(PvrdmaLink *l);
 static bool pvrdma_link_holds_expire(PvrdmaLink *l, int64_t now);
-static bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp,
-                                  const uint8_t gid[16]);
 
 static void pvrdma_link_pump(PvrdmaLink *l)
 {
@@ -1104,8 +1102,10 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
         return true;
     }
     if (b[1] & PVRDMA_LINK_GIDS_CLAIM) {
-        /* A migration's destination: the holder it proves it follows
-         * gives its GIDs up (no match: an ordinary announcement). */
+        /*
+         * A migration's destination: the holder it proves it follows
+         * gives its GIDs up (no match: an ordinary announcement).
+         */
         order = pvrdma_fabric_claim(l->fab, l, index, b + 36);
     }
     if (!order && l->rports[index]) {
@@ -1126,8 +1126,10 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
     return true;
 }
 
-/* The peer's port @index moves: hold our requests to it, answer when
- * none is out any more. */
+/*
+ * The peer's port @index moves: hold our requests to it, answer when
+ * none is out any more.
+ */
 static bool pvrdma_link_quiesce(PvrdmaLink *l, const uint8_t *b)
 {
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
@@ -1992,8 +1994,7 @@ void pvrdma_link_set_initiated(PvrdmaLink *l)
     l->initiated = true;
 }
 
-static bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp,
-                                  const uint8_t gid[16])
+bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp, const uint8_t gid[16])
 {
     uint32_t i;
 

@@ -89,6 +89,9 @@ typedef struct PvrdmaLinkRPort {
     uint8_t gid[][16];
 } PvrdmaLinkRPort;
 
+/* Is @gid among @rp's (NULL: none)? */
+bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp, const uint8_t gid[16]);
+
 /* ---- the fabric object (shared by pvrdma_fabric*.c and the links) ------- */
 
 /* What a host tag points at: its first field says (pvrdma_fabric_fd_ready). */

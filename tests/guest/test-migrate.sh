@@ -26,15 +26,12 @@
 #   snapshot: `savevm` to a qcow2 image with the traffic running, then a
 #         new QEMU started with -loadvm goes on from it.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/migrate.sh"
 
 d=$TEST_OUT
 rm -f "$d"/*.sock "$d"/*.state
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 evbw=$(build_prog ev_bw)
 rcv=$(build_prog rc_verify)
-qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 # Variant runs: PVRDMA_MIGRATE_PROVIDER=stock, the processes use
 # rdma-core's stock vmw_pvrdma provider instead of ours
@@ -203,23 +200,6 @@ return_path() {
     qmp "$d/qmp-$1.sock" migrate-set-capabilities \
         '{"capabilities": [{"capability": "return-path", "state": true}]}' \
         > /dev/null
-}
-
-# migrate_wait NAME: the status the source's migration ended with.
-migrate_wait() {
-    local st
-    while :; do
-        st=$(qmp "$d/qmp-$1.sock" query-migrate |
-             python3 -c 'import json, sys; print(json.load(sys.stdin).get("status", "none"))')
-        case $st in
-        completed|failed|cancelled) echo "$st"; return ;;
-        esac
-        sleep 0.2
-    done
-}
-
-migrate_info() {
-    qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
 }
 
 # tell NAME PID PORT: the moved guest runs on NAME now.

@@ -25,6 +25,7 @@
 # hold their requests while M moves and send them to M's destination
 # once it proves it is where M went (no option, no command on P).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/migrate.sh"
 
 # Variants (test-iothread): PVRDMA_XMIGRATE_MOVES=N moves; with
 # PVRDMA_XMIGRATE_LINK=tcp the fabric links are TCP instead (P listens,
@@ -35,11 +36,6 @@ d=$TEST_OUT
 rm -rf "$d/fab" "$d"/*.sock
 mkdir -p "$d/fab"
 evbw=$(build_prog ev_bw)
-qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
-free_port() {
-    python3 -c 'import socket, sys; s = socket.socket(type=getattr(socket, sys.argv[1])); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' "${1:-SOCK_STREAM}"
-}
-
 cat > "$d/guest.sh" <<'GUEST'
 . ./sync.sh
 . ./nvmeof.sh
@@ -204,20 +200,6 @@ start_m() { # NAME HOSTPORT [vm.sh args...]
     qmp "$d/qmp-$name.sock" migrate-set-capabilities \
         '{"capabilities": [{"capability": "return-path", "state": true}]}' \
         > /dev/null
-}
-migrate_wait() {
-    local st
-    while :; do
-        st=$(qmp "$d/qmp-$1.sock" query-migrate |
-             python3 -c 'import json, sys; print(json.load(sys.stdin).get("status", "none"))')
-        case $st in
-        completed|failed|cancelled) echo "$st"; return ;;
-        esac
-        sleep 0.2
-    done
-}
-migrate_info() {
-    qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
 }
 # seen NAME PATTERN COUNT: until NAME's console shows COUNT lines matching.
 seen() {

@@ -1510,6 +1510,19 @@ static void post_send_to_b(Net *n, uint64_t id)
     fv_ring_sq(n->a);
 }
 
+/* b stops for a save; a's SEND to it is parked: nothing completes. */
+static void move_out_and_send(Net *n)
+{
+    struct pvrdma_cqe c;
+
+    move_out(n);
+    post_send_to_b(n, 1);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_false(fv_cq_poll(n->cqb, &c));
+    assert_int_equal(nout(n->fa, n->a), 1);
+}
+
 static Host *move_dest;
 
 static struct pvrdma_cqe wait_cqe3(FvCq *cq, Host *a, Host *b, Host *c)
@@ -1553,12 +1566,7 @@ static void test_move_claim(void **state)
     struct pvrdma_cqe c;
 
     (void)state;
-    move_out(n);
-    post_send_to_b(n, 1);
-    run(n->ha, n->hb, 20);
-    assert_false(fv_cq_poll(n->cqa, &c));
-    assert_false(fv_cq_poll(n->cqb, &c));
-    assert_int_equal(nout(n->fa, n->a), 1);
+    move_out_and_send(n);
 
     /* D, another process, announces b's GID on port index 2. */
     fd = guest_on(hd, 2);
@@ -1592,32 +1600,17 @@ static void test_move_claim(void **state)
     assert_int_equal(fd->guest_errors, 0);
     fg_free(fd);
     host_free(hd);
-    fg_free(n->fb);
-    n->fb = NULL;
+    net_free(n);                /* b's core, on C, goes before C */
     host_free(hc);
-    fg_free(n->fa);
-    host_free(n->ha);
-    host_free(n->hb);
-    g_free(n->cqa);
-    g_free(n->cqb);
-    g_free(n->a);
-    g_free(n->b);
-    g_free(n->ma);
-    g_free(n->mb);
-    g_free(n);
 }
 
 /* The source goes on (a failed migration): what a held is sent to it. */
 static void test_move_back(void **state)
 {
     Net *n = net_new(false);
-    struct pvrdma_cqe c;
 
     (void)state;
-    move_out(n);
-    post_send_to_b(n, 1);
-    run(n->ha, n->hb, 20);
-    assert_false(fv_cq_poll(n->cqa, &c));
+    move_out_and_send(n);
     pvrdma_core_move_back(n->fb->core);
     expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 4096);
     expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
@@ -1631,10 +1624,7 @@ static void test_move_hold_expires(void **state)
     struct pvrdma_cqe c;
 
     (void)state;
-    move_out(n);
-    post_send_to_b(n, 1);
-    run(n->ha, n->hb, 20);
-    assert_false(fv_cq_poll(n->cqa, &c));
+    move_out_and_send(n);
     n->ha->now += PVRDMA_FABRIC_HOLD_NS - 1;
     run(n->ha, n->hb, 5);
     assert_false(fv_cq_poll(n->cqa, &c));

@@ -5,6 +5,7 @@
 #   free_port [SOCK_DGRAM]     a free TCP (or UDP) port on 127.0.0.1
 #   migrate_wait NAME          the status NAME's migration ended with
 #   migrate_info NAME          its total time and downtime, for the log
+#   wait_running NAME          until NAME's guest runs (false after 60 s)
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 free_port() {
@@ -25,4 +26,17 @@ migrate_wait() {
 
 migrate_info() {
     qmp "$d/qmp-$1.sock" query-migrate | python3 -c 'import json, sys; r = json.load(sys.stdin); print("total", r.get("total-time"), "ms, downtime", r.get("downtime"), "ms")'
+}
+
+# wait_running NAME: true once NAME's guest runs again (within 60 s).
+# A source learns that its migration failed (query-migrate) a moment
+# before it restarts its guest: one look at query-status could come in
+# between.
+wait_running() {
+    local i
+    for i in $(seq 600); do
+        qmp "$d/qmp-$1.sock" query-status | grep -q '"running"' && return 0
+        sleep 0.1
+    done
+    return 1
 }

@@ -245,8 +245,7 @@ qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/bad.sock\"}" > /dev/null
 wait "$bad" || true
 grep -q "property max-qp is 512 where the source's is 1024" "$d/bad.err" ||
     fail "the refusing destination did not name the property ($d/bad.err)"
-qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
-    fail "the source did not go on after a refused migration"
+wait_running src || fail "the source did not go on after a refused migration"
 # A migration cancelled while it copies, and one whose destination dies
 # before the switch (SIGKILL): the source goes on each time (its traffic
 # is checked at the end). 1 MB/s keeps the copy going until then.
@@ -271,7 +270,7 @@ for how in cancel kill; do
             fail "a migration whose destination was killed did not fail"
     fi
     wait "$slow" || true
-    qmp "$d/qmp-src.sock" query-status | grep -q '"running"' ||
+    wait_running src ||
         fail "the source did not go on after a migration ended by $how"
     log "unix: a migration ended by $how, the source goes on"
 done

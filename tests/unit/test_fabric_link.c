@@ -1617,6 +1617,34 @@ static void test_move_back(void **state)
     net_free(n);
 }
 
+/*
+ * A peer that does not answer QUIESCE (its process stopped): the move is
+ * refused with a message naming the link; once back, the source goes on.
+ */
+static void test_move_peer_stopped(void **state)
+{
+    Net *n = net_new(true);
+    char *err = NULL;
+    unsigned i;
+
+    (void)state;
+    n->ha->frozen = true;
+    for (i = 0; i < 5; i++) {
+        assert_false(pvrdma_core_move_out(n->fb->core, 0, &err));
+        assert_non_null(strstr(err, "did not answer"));
+        assert_non_null(strstr(err, "test-b"));
+        g_free(err);
+        err = NULL;
+        run(n->ha, n->hb, 1);
+    }
+    pvrdma_core_move_back(n->fb->core);
+    n->ha->frozen = false;
+    post_send_to_b(n, 1);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 4096);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
+    net_free(n);
+}
+
 /* A port that never lands: after the hold, as a request to a dead peer. */
 static void test_move_hold_expires(void **state)
 {
@@ -2305,6 +2333,7 @@ int main(void)
         cmocka_unit_test(test_peer_dies),
         cmocka_unit_test(test_move_claim),
         cmocka_unit_test(test_move_back),
+        cmocka_unit_test(test_move_peer_stopped),
         cmocka_unit_test(test_move_hold_expires),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),

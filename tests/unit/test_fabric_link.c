@@ -1555,7 +1555,8 @@ static void move_rejoin(FakeGuest *fg)
  * (nothing is sent, nothing completes) while b is quiesced, also when a
  * stranger D announces b's GID, plainly and with a claim whose proof is
  * wrong; C's claim, proved with the token the saved state carries, takes
- * b's GID over, and the SEND completes once, at C.
+ * b's GID over, and the SEND completes once, at C.  Then C dies: a's
+ * READ to it completes with RETRY_EXC_ERR.
  */
 static void test_move_claim(void **state)
 {
@@ -1600,8 +1601,38 @@ static void test_move_claim(void **state)
     assert_int_equal(fd->guest_errors, 0);
     fg_free(fd);
     host_free(hd);
-    net_free(n);                /* b's core, on C, goes before C */
+    /*
+     * The destination dies after the switch (SIGKILL: its sockets close)
+     * with a READ of a's outstanding: RETRY_EXC_ERR, as with any dead peer.
+     */
+    hc->frozen = true;
+    {
+        struct pvrdma_sge s = sge(n->ma, VA_A, 4096);
+        struct pvrdma_sq_wqe_hdr h = wqe(3, PVRDMA_WR_RDMA_READ, 1);
+
+        h.wr.rdma.remote_addr = VA_B;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &s, 1);
+        fv_ring_sq(n->a);
+    }
+    run(n->ha, NULL, 10);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    fg_free(n->fb);
+    n->fb = NULL;
     host_free(hc);
+    expect(wait_cqe3(n->cqa, n->ha, NULL, NULL), 3, PVRDMA_WC_RDMA_READ,
+           PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    fg_free(n->fa);
+    host_free(n->ha);
+    host_free(n->hb);
+    g_free(n->cqa);
+    g_free(n->cqb);
+    g_free(n->a);
+    g_free(n->b);
+    g_free(n->ma);
+    g_free(n->mb);
+    g_free(n);
 }
 
 /* The source goes on (a failed migration): what a held is sent to it. */

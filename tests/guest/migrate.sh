@@ -6,6 +6,23 @@
 #   migrate_wait NAME          the status NAME's migration ended with
 #   migrate_info NAME          its total time and downtime, for the log
 #   wait_running NAME          until NAME's guest runs (false after 60 s)
+# Two VMs, M (10.9.0.1, the one that moves) and P (10.9.0.2), on one
+# fabric and one Ethernet link (QEMU's UDP multicast socket netdev on the
+# loopback, which every QEMU M moves to hears too), each running
+# ROLE=m|p PEER_IP=... SELF_IP=... sh ./guest.sh:
+#   xmig_setup LINK FILE...    LINK shm (a fabric directory) or tcp (P
+#                              listens, M's QEMUs name it as fabric-peer);
+#                              FILEs are copied into both guests
+#   xmig_start_p [ARGS...]     boot P (its vm.sh's PID in $pid)
+#   xmig_start_m NAME HOSTPORT [ARGS...]
+#                              boot a QEMU of M (or, with -incoming, one
+#                              to move it to): the same command line each
+#                              time, a QMP socket, return-path on, and a
+#                              second NIC for the host (hostfwd HOSTPORT
+#                              to the guest's port 7000)
+#   xmig_seen NAME RE COUNT    until NAME's console has COUNT lines
+#                              matching RE ($ppid and $mpid must live)
+#   xmig_cleanup               kill what is left of the guests
 qmp() { python3 "$TESTS_TOP/tests/guest/qmp.py" "$@"; }
 
 free_port() {
@@ -39,4 +56,79 @@ wait_running() {
         sleep 0.1
     done
     return 1
+}
+
+xmig_pids=()
+xmig_cleanup() {
+    local p
+    for p in "${xmig_pids[@]}"; do
+        pkill -KILL -s "$p" 2> /dev/null || true
+    done
+}
+
+xmig_setup() {
+    local link=$1 mport fport f
+    shift
+    trap xmig_cleanup EXIT
+    xmig_adds=()
+    for f in "$@"; do
+        xmig_adds+=(--add "$f")
+    done
+    mport=$(free_port SOCK_DGRAM)
+    rm -rf "$d/fab"
+    mkdir -p "$d/fab"
+    case $link in
+    shm) xmig_fab_p=",fabric-path=$d/fab" xmig_fab_m=$xmig_fab_p ;;
+    tcp) fport=$(free_port)
+         xmig_fab_p=",fabric-listen=127.0.0.1:$fport"
+         xmig_fab_m=",fabric-peer=127.0.0.1:$fport" ;;
+    *) fail "fabric link: shm or tcp, not $link" ;;
+    esac
+    xmig_lan="socket,mcast=239.255.9.$((RANDOM % 250 + 1)):$mport,localaddr=127.0.0.1"
+}
+
+# _xmig_start NAME ROLE IP MAC [vm.sh args...]: a guest in its own session.
+_xmig_start() {
+    local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1 fab=$xmig_fab_p
+    shift 4
+    [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2 fab=$xmig_fab_m
+    setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
+        --ip "$ip/24" --mac "$mac" --net "$xmig_lan" -d "$fab" \
+        "${xmig_adds[@]}" "$@" \
+        -- "ROLE=$role PEER_IP=$peer SELF_IP=$ip sh ./guest.sh" \
+        > "$d/$name.out" 2> "$d/$name.err" < /dev/null &
+    pid=$!
+    xmig_pids+=("$pid")
+}
+
+xmig_start_p() {
+    _xmig_start p p 10.9.0.2 52:54:00:09:00:02 \
+        -q -uuid -q 00000000-0000-4000-8000-0000000a0902 "$@"
+}
+
+xmig_start_m() {
+    local name=$1 hport=$2
+    shift 2
+    rm -f "$d/qmp-$name.sock"
+    _xmig_start "$name" m 10.9.0.1 52:54:00:09:00:01 \
+        -q -uuid -q 00000000-0000-4000-8000-0000000a0901 \
+        -q -netdev -q "user,id=host0,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$hport-:7000" \
+        -q -device -q virtio-net-pci,netdev=host0,romfile= \
+        -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@"
+    until [ -S "$d/qmp-$name.sock" ]; do
+        kill -0 "$pid" 2> /dev/null || fail "QEMU $name did not start ($d/$name.err)"
+        sleep 0.1
+    done
+    qmp "$d/qmp-$name.sock" migrate-set-capabilities \
+        '{"capabilities": [{"capability": "return-path", "state": true}]}' \
+        > /dev/null
+}
+
+xmig_seen() {
+    local log=$PVRDMA_OUT/vm/xmig-$1.log
+    until [ "$(grep -cE "$2" "$log" 2> /dev/null)" -ge "$3" ]; do
+        kill -0 "$ppid" 2> /dev/null || fail "guest P stopped (log: $PVRDMA_OUT/vm/xmig-p.log)"
+        kill -0 "$mpid" 2> /dev/null || fail "guest M stopped (log: $log)"
+        sleep 0.2
+    done
 }

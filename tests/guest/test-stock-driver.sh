@@ -91,8 +91,10 @@ GUEST
     --add "$drv/vmw_pvrdma.ko" --add "$kmod/pvrdma_ktest.ko" \
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-# A live migration with the upstream driver and its processes running.
-PVRDMA_MIGRATE_DRIVER=$drv/vmw_pvrdma.ko PVRDMA_TEST_SUFFIX=-stockdrv \
+# A live migration (unix socket, then file) with the upstream driver and
+# its processes running.
+PVRDMA_MIGRATE_DRIVER=$drv/vmw_pvrdma.ko PVRDMA_MIGRATE_FULL=0 \
+    PVRDMA_TEST_SUFFIX=-stockdrv \
     bash "$TESTS_TOP/tests/guest/test-migrate.sh" ||
     fail "a migration with the upstream driver failed"
 pass "upstream vmw_pvrdma driver: port ACTIVE, ping-pong and ib_write_bw with both providers, kernel verbs, a live migration with traffic"

@@ -17,8 +17,9 @@
 #     back uncached;
 #   - rounds, M connecting and P serving, until the host says the last
 #     move is done, then two more: ibv_rc_pingpong -c (SEND), ib_read_bw
-#     (READ), ib_atomic_bw (both atomics), ibv_srq_pingpong -c,
-#     ibv_ud_pingpong -c, rping -V (RDMA CM).
+#     (READ), ib_atomic_bw, ibv_srq_pingpong -c, ibv_ud_pingpong -c,
+#     rping -V (RDMA CM) and rc_verify (every RC opcode, byte, completion
+#     field and error status, P holding the responder side).
 # Any error completion, a QP of P's leaving RTS (its tools exit non-zero),
 # a byte wrong or a kernel error in either guest fails the test. The
 # fabric learns each new location without operator action: the peers
@@ -33,9 +34,9 @@
 moves=${PVRDMA_XMIGRATE_MOVES:-6}
 link=${PVRDMA_XMIGRATE_LINK:-shm}
 d=$TEST_OUT
-rm -rf "$d/fab" "$d"/*.sock
-mkdir -p "$d/fab"
+rm -f "$d"/*.sock
 evbw=$(build_prog ev_bw)
+rcv=$(build_prog rc_verify)
 cat > "$d/guest.sh" <<'GUEST'
 . ./sync.sh
 . ./nvmeof.sh
@@ -66,9 +67,15 @@ round() {
     xtool "ud$1" 300 "ibv_ud_pingpong -d pvrdma0 -g 1 -n 100 -c -p $((p + 4))"
     if [ "$ROLE" = p ]; then
         xpair_server "rp$1" 300 "rping -s -a 0.0.0.0 -C 20 -V -p $((p + 5))"
+        xpair_server "rv$1" 300 "./rc_verify -s"
     else
         xpair_client "rp$1" 300 "rping -c -C 20 -V -v -p $((p + 5)) -a $PEER_IP"
         grep -q "rdma-ping-19: " "/tmp/rp$1.cli" || fail "rping: 20 pings not seen"
+        # Every RC opcode, byte and completion field, P holding the
+        # responder side (as test-xvm-rc-verify.sh).
+        xpair_client "rv$1" 300 "./rc_verify -d pvrdma0 -g 1 -G 1 -P -c $PEER_IP"
+        grep -q '^RESULT passed=[1-9][0-9]* failed=0' "/tmp/rv$1.cli" ||
+            fail "rc_verify across the VMs failed"
     fi
 }
 dmesg_mark
@@ -147,77 +154,16 @@ else
 fi
 GUEST
 
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        pkill -KILL -s "$p" 2> /dev/null || true
-    done
-}
-trap cleanup EXIT
+xmig_setup "$link" "$evbw" "$rcv" "$d/guest.sh" "$TESTS_TOP/tests/guest/sync.sh" \
+    "$TESTS_TOP/tests/guest/pair.sh" "$TESTS_TOP/tests/guest/nvmeof.sh"
 
-mport=$(free_port SOCK_DGRAM)
-case $link in
-shm) fab_p=",fabric-path=$d/fab" fab_m=$fab_p ;;
-tcp) fport=$(free_port)
-     fab_p=",fabric-listen=127.0.0.1:$fport"
-     fab_m=",fabric-peer=127.0.0.1:$fport" ;;
-*) fail "PVRDMA_XMIGRATE_LINK: shm or tcp, not $link" ;;
-esac
-lan="socket,mcast=239.255.9.$((RANDOM % 250 + 1)):$mport,localaddr=127.0.0.1"
-# start NAME ROLE IP MAC [vm.sh args...]: one guest in its own session.
-start() {
-    local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1 fab=$fab_p
-    shift 4
-    [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2 fab=$fab_m
-    setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
-        --ip "$ip/24" --mac "$mac" --net "$lan" \
-        -d "$fab" \
-        --add "$evbw" --add "$d/guest.sh" \
-        --add "$TESTS_TOP/tests/guest/sync.sh" \
-        --add "$TESTS_TOP/tests/guest/pair.sh" \
-        --add "$TESTS_TOP/tests/guest/nvmeof.sh" "$@" \
-        -- "ROLE=$role PEER_IP=$peer SELF_IP=$ip sh ./guest.sh" \
-        > "$d/$name.out" 2> "$d/$name.err" < /dev/null &
-    pid=$!
-    pids+=("$pid")
-}
-# M's QEMUs: the same command line (uuid, MACs), a QMP socket, a second
-# NIC through which the host tells the guest (hostfwd to its port 7000).
-start_m() { # NAME HOSTPORT [vm.sh args...]
-    local name=$1 hport=$2
-    shift 2
-    rm -f "$d/qmp-$name.sock"
-    start "$name" m 10.9.0.1 52:54:00:09:00:01 \
-        -q -uuid -q 00000000-0000-4000-8000-0000000a0901 \
-        -q -netdev -q "user,id=host0,net=10.0.2.0/24,hostfwd=tcp:127.0.0.1:$hport-:7000" \
-        -q -device -q virtio-net-pci,netdev=host0,romfile= \
-        -q -qmp -q "unix:$d/qmp-$name.sock,server=on,wait=off" "$@"
-    until [ -S "$d/qmp-$name.sock" ]; do
-        kill -0 "$pid" 2> /dev/null || fail "QEMU $name did not start ($d/$name.err)"
-        sleep 0.1
-    done
-    qmp "$d/qmp-$name.sock" migrate-set-capabilities \
-        '{"capabilities": [{"capability": "return-path", "state": true}]}' \
-        > /dev/null
-}
-# seen NAME PATTERN COUNT: until NAME's console shows COUNT lines matching.
-seen() {
-    local log=$PVRDMA_OUT/vm/xmig-$1.log
-    until [ "$(grep -cE "$2" "$log" 2> /dev/null)" -ge "$3" ]; do
-        kill -0 "$ppid" 2> /dev/null || fail "guest P stopped (log: $PVRDMA_OUT/vm/xmig-p.log)"
-        kill -0 "$mpid" 2> /dev/null || fail "guest M stopped (log: $log)"
-        sleep 0.2
-    done
-}
-
-start p p 10.9.0.2 52:54:00:09:00:02 -q -uuid -q 00000000-0000-4000-8000-0000000a0902
+xmig_start_p
 ppid=$pid
 hport=$(free_port)
-start_m m1 "$hport"
+xmig_start_m m1 "$hport"
 mpid=$pid
-seen m1 '^MIGRATE-NOW' 1
-seen m1 '^round 1 ok' 1
+xmig_seen m1 '^MIGRATE-NOW' 1
+xmig_seen m1 '^round 1 ok' 1
 cur=m1
 rm -f "$d/snap.qcow2"
 qemu-img create -q -f qcow2 "$d/snap.qcow2" 64M ||
@@ -229,7 +175,7 @@ for i in $(seq 2 $((moves + 1))); do
     # (the last QEMU keeps a qcow2 image for the snapshot below)
     [ "$i" = $((moves + 1)) ] &&
         snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
-    start_m "$next" "$hport" -q -incoming -q "unix:$d/mig-$next.sock" \
+    xmig_start_m "$next" "$hport" -q -incoming -q "unix:$d/mig-$next.sock" \
         "${snap[@]}"
     npid=$pid
     qmp "$d/qmp-$cur.sock" migrate "{\"uri\": \"unix:$d/mig-$next.sock\"}" > /dev/null
@@ -241,7 +187,7 @@ for i in $(seq 2 $((moves + 1))); do
     wait "$mpid" || true
     mpid=$npid cur=$next
     # RDMA ran on the new QEMU (two pairs of tools) before the next move.
-    seen "$cur" '^sync: ' 4
+    xmig_seen "$cur" '^sync: ' 4
 done
 # A snapshot with the RDMA running: the peer holds while it is taken,
 # then goes on with the same QEMU (two more pairs of tools after it).
@@ -251,7 +197,7 @@ out=$(qmp "$d/qmp-$cur.sock" human-monitor-command \
 [ "$out" = '""' ] || fail "savevm: $out"
 qmp "$d/qmp-$cur.sock" query-status | grep -q '"running"' ||
     fail "the VM did not go on after savevm"
-seen "$cur" '^sync: ' $((n + 4))
+xmig_seen "$cur" '^sync: ' $((n + 4))
 log "snapshot taken on $cur with the RDMA running; it went on"
 send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$hport"; }
 until send_go 2> /dev/null; do
@@ -272,7 +218,7 @@ for f in "$mlog" "$plog"; do
 done
 rounds=$(sed -n 's/^moved after \([0-9]*\) rounds$/\1/p' "$mlog")
 trap - EXIT
-cleanup
+xmig_cleanup
 where="QEMUs of one fabric directory"
 [ "$link" = tcp ] && where="QEMUs linked to P's by TCP"
-pass "VM M moved $moves times between $where, then snapshotted with savevm, while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw and rping -V; no error on either side"
+pass "VM M moved $moves times between $where, then snapshotted with savevm, while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw, rping -V and rc_verify (every RC opcode); no error on either side"

@@ -1184,6 +1184,7 @@ static void pvrdma_db_drain_all(PvrdmaState *s)
  */
 static void pvrdma_move_out(PvrdmaState *s)
 {
+    int64_t start = qemu_clock_get_us(QEMU_CLOCK_REALTIME);
     char *err = NULL;
 
     pvrdma_db_drain_all(s);
@@ -1191,6 +1192,8 @@ static void pvrdma_move_out(PvrdmaState *s)
     if (!pvrdma_core_move_out(s->core, PVRDMA_MOVE_TIMEOUT_NS, &err)) {
         s->move_err = err;
     }
+    trace_pvrdma_move_out(!s->move_err,
+                          qemu_clock_get_us(QEMU_CLOCK_REALTIME) - start);
     s->moved_out = true;
     s->move_work = pvrdma_core_move_work(s->core);
 }

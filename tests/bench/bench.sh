@@ -24,12 +24,14 @@
 # Output in $PVRDMA_OUT/bench (or BENCH_OUT): results.txt (every
 # measurement), results.json, results.md (tables with ratios), latency.png
 # and bandwidth.png (gnuplot).  BENCH_QUICK=1: one size per series, one
-# round (a few minutes).  BENCH_SETUPS="vm 2vm 2tcp" chooses the setups.
+# round (a few minutes).  BENCH_SETUPS="vm 2vm 2tcp mig" chooses the
+# setups; mig: the blackout a migration causes the peers
+# (tests/bench/migrate-bench.sh, results in migration.txt).
 . "$(dirname "$0")/../guest/lib.sh"
 . "$TESTS_TOP/tests/guest/vmpair.sh"
 
 out=${BENCH_OUT:-$PVRDMA_OUT/bench}
-setups=${BENCH_SETUPS:-vm 2vm 2tcp}
+setups=${BENCH_SETUPS:-vm 2vm 2tcp mig}
 mkdir -p "$out"
 command -v gnuplot > /dev/null ||
     fail "gnuplot is missing: run scripts/install-deps.sh (apt-get install gnuplot-nox)"
@@ -154,7 +156,12 @@ for s in $setups; do
         ip netns del "$nsa"
         ip netns del "$nsb"
         collect 2tcp "$PVRDMA_OUT/vm/bench-2tcp-b.log" ;;
-    *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm, 2tcp)" ;;
+    mig)
+        # A VM moved while RDMA runs with its peer (tests/bench/
+        # migrate-bench.sh): after the report's tables.
+        BENCH_OUT=$out bash "$TESTS_TOP/tests/bench/migrate-bench.sh" ||
+            fail "the migration benchmark failed" ;;
+    *) fail "BENCH_SETUPS: unknown setup $s (vm, 2vm, 2tcp, mig)" ;;
     esac
     log "bench: setup $s done ($((SECONDS - start)) s)"
 done
@@ -167,6 +174,10 @@ python3 "$TESTS_TOP/tests/bench/report.py" "$out" \
 if [ -s "$TEST_OUT/missing.txt" ]; then
     { echo; echo "Rounds left out (the pair hung or failed; the median is of the others):"
       echo; sed 's/^/- /' "$TEST_OUT/missing.txt"; } >> "$out/results.md"
+fi
+if [ -s "$out/migration.txt" ]; then
+    { echo; echo "## A VM moved while RDMA runs with its peer"; echo
+      echo '```'; cat "$out/migration.txt"; echo '```'; } >> "$out/results.md"
 fi
 cat "$out/results.md"
 pass "results in $out (results.json, results.md, latency.png, bandwidth.png), $((SECONDS - start)) s"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench in its quick mode (tests/bench/bench.sh, BENCH_QUICK=1: one
 # size of each series, one round, every setup): every series of every
-# transport gives a figure, the report and the plots are made.  Figures
+# transport gives a figure, the report and the plots are made, and the
+# migration benchmark measures a move at 64 QPs.  Figures
 # are not judged here (these machines are noisy; docs/benchmarks.md).
 . "$(dirname "$0")/lib.sh"
 
@@ -27,6 +28,12 @@ for s in vm 2vm; do
             fail "no TCP $x figure in the $s setup"
     done
 done
+# A VM moved while RDMA runs with its peer: QEMU's figures, the quiesce
+# and the peer's gaps for 64 QPs, and an idle move.
+grep -qE '^64 +[0-9]+ +[0-9.]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' \
+    "$out/migration.txt" || fail "no migration figures for 64 QPs"
+grep -qE '^idle +[0-9]+ ' "$out/migration.txt" ||
+    fail "no figures for the idle migration"
 # Two VMs whose fabrics talk TCP over a veth pair: pvrdma only.
 for x in send_lat write_lat read_lat write_bw send_bw read_bw write_rate \
          send_rate read_rate pingpong pingpong_event send_bw_event \

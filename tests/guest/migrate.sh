@@ -10,9 +10,15 @@
 # fabric and one Ethernet link (QEMU's UDP multicast socket netdev on the
 # loopback, which every QEMU M moves to hears too), each running
 # ROLE=m|p PEER_IP=... SELF_IP=... sh ./guest.sh:
-#   xmig_setup LINK FILE...    LINK shm (a fabric directory) or tcp (P
-#                              listens, M's QEMUs name it as fabric-peer);
-#                              FILEs are copied into both guests
+#   xmig_setup LINK FILE...    LINK shm (a fabric directory), tcp (P
+#                              listens, M's QEMUs name it as fabric-peer)
+#                              or netns (as tcp, but M's QEMUs run in two
+#                              network namespaces in turn, each joined to
+#                              P's by a veth pair: a move between hosts;
+#                              the guests' Ethernet is then a unix
+#                              datagram link whose M end each new QEMU
+#                              takes over); FILEs are copied into both
+#                              guests
 #   xmig_start_p [ARGS...]     boot P (its vm.sh's PID in $pid)
 #   xmig_start_m NAME HOSTPORT [ARGS...]
 #                              boot a QEMU of M (or, with -incoming, one
@@ -20,6 +26,8 @@
 #                              time, a QMP socket, return-path on, and a
 #                              second NIC for the host (hostfwd HOSTPORT
 #                              to the guest's port 7000)
+#   xmig_tell HOSTPORT         tell the guest of the newest M QEMU "go"
+#                              (its port 7000) through HOSTPORT
 #   xmig_seen NAME RE COUNT    until NAME's console has COUNT lines
 #                              matching RE ($ppid and $mpid must live)
 #   xmig_cleanup               kill what is left of the guests
@@ -58,11 +66,14 @@ wait_running() {
     return 1
 }
 
-xmig_pids=()
+xmig_pids=() xmig_ns=()
 xmig_cleanup() {
     local p
     for p in "${xmig_pids[@]}"; do
         pkill -KILL -s "$p" 2> /dev/null || true
+    done
+    for p in "${xmig_ns[@]}"; do
+        ip netns del "$p" 2> /dev/null || true
     done
 }
 
@@ -82,18 +93,54 @@ xmig_setup() {
     tcp) fport=$(free_port)
          xmig_fab_p=",fabric-listen=127.0.0.1:$fport"
          xmig_fab_m=",fabric-peer=127.0.0.1:$fport" ;;
-    *) fail "fabric link: shm or tcp, not $link" ;;
+    netns) fport=$(free_port)
+         xmig_fab_p=",fabric-listen=0.0.0.0:$fport" xmig_fab_m=
+         _xmig_netns 1 "$fport" && _xmig_netns 2 "$fport" ||
+             fail "cannot make network namespaces and veth pairs (needs root)" ;;
+    *) fail "fabric link: shm, tcp or netns, not $link" ;;
     esac
+    xmig_link=$link xmig_next_ns=1
     xmig_lan="socket,mcast=239.255.9.$((RANDOM % 250 + 1)):$mport,localaddr=127.0.0.1"
+}
+
+# _xmig_netns I FPORT: namespace pvrdma-mI-PID, a veth to it from here
+# (10.77.I.1 here, 10.77.I.2 there).
+_xmig_netns() {
+    local ns=pvrdma-m$1-$$ here=pvm$1h$$ there=pvm$1t$$
+    xmig_ns+=("$ns")
+    ip netns add "$ns" &&
+        ip link add "$here" type veth peer name "$there" &&
+        ip link set "$there" netns "$ns" &&
+        ip addr add "10.77.$1.1/24" dev "$here" &&
+        ip -n "$ns" addr add "10.77.$1.2/24" dev "$there" &&
+        ip link set "$here" up && ip -n "$ns" link set "$there" up &&
+        ip -n "$ns" link set lo up
 }
 
 # _xmig_start NAME ROLE IP MAC [vm.sh args...]: a guest in its own session.
 _xmig_start() {
     local name=$1 role=$2 ip=$3 mac=$4 peer=10.9.0.1 fab=$xmig_fab_p
+    local lan=$xmig_lan i
+    local -a wrap=()
     shift 4
     [ "$ip" = 10.9.0.1 ] && peer=10.9.0.2 fab=$xmig_fab_m
-    setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
-        --ip "$ip/24" --mac "$mac" --net "$xmig_lan" -d "$fab" \
+    if [ "$xmig_link" = netns ]; then
+        # A unix datagram link: each side binds its own path, sends to
+        # the other's; a new M takes its path over (the old one's frames
+        # are lost meanwhile, which TCP in the guests retransmits).
+        if [ "$role" = m ]; then
+            i=$xmig_next_ns
+            xmig_next_ns=$((3 - i)) xmig_cur_ns=pvrdma-m$i-$$
+            fab=",fabric-peer=10.77.$i.1:${xmig_fab_p##*:}"
+            wrap=(ip netns exec "$xmig_cur_ns")
+            rm -f "$d/lan-m.sock"
+            lan="dgram,local.type=unix,local.path=$d/lan-m.sock,remote.type=unix,remote.path=$d/lan-p.sock"
+        else
+            lan="dgram,local.type=unix,local.path=$d/lan-p.sock,remote.type=unix,remote.path=$d/lan-m.sock"
+        fi
+    fi
+    "${wrap[@]}" setsid "$PVRDMA_TOP/scripts/vm.sh" --name "xmig-$name" --timeout 900 \
+        --ip "$ip/24" --mac "$mac" --net "$lan" -d "$fab" \
         "${xmig_adds[@]}" "$@" \
         -- "ROLE=$role PEER_IP=$peer SELF_IP=$ip sh ./guest.sh" \
         > "$d/$name.out" 2> "$d/$name.err" < /dev/null &
@@ -122,6 +169,16 @@ xmig_start_m() {
     qmp "$d/qmp-$name.sock" migrate-set-capabilities \
         '{"capabilities": [{"capability": "return-path", "state": true}]}' \
         > /dev/null
+}
+
+xmig_tell() {
+    local port=$1
+    local -a wrap=()
+    [ "$xmig_link" = netns ] && wrap=(ip netns exec "$xmig_cur_ns")
+    until "${wrap[@]}" bash -c "{ echo go >&3; } 3<> /dev/tcp/127.0.0.1/$port" 2> /dev/null; do
+        kill -0 "$mpid" 2> /dev/null || fail "guest M's QEMU stopped"
+        sleep 0.1
+    done
 }
 
 xmig_seen() {

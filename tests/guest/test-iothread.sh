@@ -9,8 +9,9 @@
 # before the save), and across two VMs
 # rc_verify and the suite of test-xvm.sh (ping-pongs, perftest, RDMA CM,
 # UCX, NVMe and NFS over RDMA, MPI), and a VM moved twice while RDMA
-# runs with a peer VM over TCP fabric links (test-xvm-migrate.sh's TCP
-# variant: the quiesce runs while the IOThread owns the links).  Every
+# runs with a peer VM, from one network namespace to another, over TCP
+# fabric links (test-xvm-migrate.sh's netns variant: a move between
+# hosts; the quiesce runs while the IOThread owns the links).  Every
 # other test passes with PVRDMA_IOTHREAD=1 too (docs/architecture.md,
 # "Threading").
 . "$(dirname "$0")/lib.sh"
@@ -21,7 +22,7 @@ for t in $tests; do
     PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread PVRDMA_MIGRATE_FULL=0 \
         bash "$TESTS_TOP/tests/guest/$t.sh" || fail "$t with iothread= failed"
 done
-PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread PVRDMA_XMIGRATE_LINK=tcp \
+PVRDMA_IOTHREAD=1 PVRDMA_TEST_SUFFIX=-iothread PVRDMA_XMIGRATE_LINK=netns \
     PVRDMA_XMIGRATE_MOVES=2 bash "$TESTS_TOP/tests/guest/test-xvm-migrate.sh" ||
-    fail "test-xvm-migrate (TCP links, 2 moves) with iothread= failed"
-pass "with iothread=: $tests test-xvm-migrate (TCP links, 2 moves)"
+    fail "test-xvm-migrate (between network namespaces, 2 moves) with iothread= failed"
+pass "with iothread=: $tests test-xvm-migrate (between network namespaces, 2 moves)"

@@ -30,7 +30,9 @@
 
 # Variants (test-iothread): PVRDMA_XMIGRATE_MOVES=N moves; with
 # PVRDMA_XMIGRATE_LINK=tcp the fabric links are TCP instead (P listens,
-# each of M's QEMUs names it as fabric-peer), as between hosts.
+# each of M's QEMUs names it as fabric-peer); with netns, as between
+# hosts: M's QEMUs run in two network namespaces in turn, each joined to
+# P's by its own veth pair (migrate.sh, xmig_setup; needs root).
 moves=${PVRDMA_XMIGRATE_MOVES:-6}
 link=${PVRDMA_XMIGRATE_LINK:-shm}
 d=$TEST_OUT
@@ -199,11 +201,7 @@ qmp "$d/qmp-$cur.sock" query-status | grep -q '"running"' ||
     fail "the VM did not go on after savevm"
 xmig_seen "$cur" '^sync: ' $((n + 4))
 log "snapshot taken on $cur with the RDMA running; it went on"
-send_go() { { echo go >&3; } 3<> "/dev/tcp/127.0.0.1/$hport"; }
-until send_go 2> /dev/null; do
-    kill -0 "$mpid" 2> /dev/null || fail "QEMU $cur stopped ($d/$cur.err)"
-    sleep 0.1
-done
+xmig_tell "$hport"
 rc=0
 wait "$mpid" || rc=$?
 mlog=$PVRDMA_OUT/vm/xmig-$cur.log plog=$PVRDMA_OUT/vm/xmig-p.log
@@ -221,4 +219,5 @@ trap - EXIT
 xmig_cleanup
 where="QEMUs of one fabric directory"
 [ "$link" = tcp ] && where="QEMUs linked to P's by TCP"
+[ "$link" = netns ] && where="QEMUs in two network namespaces in turn, linked to P's by TCP over veth pairs"
 pass "VM M moved $moves times between $where, then snapshotted with savevm, while RDMA ran with VM P ($rounds rounds): WRITE streams both ways with every block checked, NVMe over RDMA I/O read back, ibv_rc/srq/ud_pingpong -c, ib_read_bw, ib_atomic_bw, rping -V and rc_verify (every RC opcode); no error on either side"

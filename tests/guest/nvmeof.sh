@@ -5,6 +5,10 @@
 #   nvmeof_connect IP    connect; NVME_DEV is the controller (nvmeN)
 #   nvmeof_host IP       connect, write 4 MiB of random data, drop the page
 #                        cache, read it back and compare; disconnect
+#   nvme_io DEV N        on the connected namespace DEV (nvmeN), write 1 MiB
+#                        of fresh random data at the N-th of 15 places,
+#                        drop the page cache, read it back and compare
+#                        (status only: a test's rounds call it)
 #   dmesg_mark, dmesg_clean [WORDS]
 #                        fail on errors of NVMe, NFS or RDMA (or of the
 #                        extended regex WORDS) logged in between
@@ -90,4 +94,14 @@ dmesg_clean() {
        grep -iE "error|fail|timeout|timed out|reset|warn"; then
         fail "kernel reported errors (above)"
     fi
+}
+
+nvme_io() {
+    dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2> /dev/null &&
+        dd if=/tmp/nvme.data of="/dev/${1}n1" bs=65536 count=16 \
+            seek=$(($2 % 15 * 16)) conv=fsync 2> /dev/null &&
+        echo 3 > /proc/sys/vm/drop_caches &&
+        dd if="/dev/${1}n1" of=/tmp/nvme.back bs=65536 count=16 \
+            skip=$(($2 % 15 * 16)) 2> /dev/null &&
+        cmp /tmp/nvme.data /tmp/nvme.back
 }

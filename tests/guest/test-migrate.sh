@@ -94,15 +94,6 @@ dmesg_mark
 nvmeof_target $ip > /dev/null
 nvmeof_connect $ip
 nvme=$NVME_DEV
-nvme_io() {
-    dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2>/dev/null &&
-        dd if=/tmp/nvme.data of=/dev/${nvme}n1 bs=65536 count=16 \
-            seek=$(($1 % 15 * 16)) conv=fsync 2>/dev/null &&
-        echo 3 > /proc/sys/vm/drop_caches &&
-        dd if=/dev/${nvme}n1 of=/tmp/nvme.back bs=65536 count=16 \
-            skip=$(($1 % 15 * 16)) 2>/dev/null &&
-        cmp /tmp/nvme.data /tmp/nvme.back
-}
 # Told by the host (port 7000) once the VM runs on the destination; the
 # stream stops at once then.
 (nc -l -p 7000 > /tmp/go 2>/dev/null; touch /tmp/go.seen) &
@@ -155,12 +146,12 @@ r=0
 while ! [ -s /tmp/go ]; do
     r=$((r + 1))
     round $r || { echo "FAIL: ping-pong round $r"; exit 1; }
-    nvme_io $r || { echo "FAIL: NVMe I/O round $r"; exit 1; }
+    nvme_io $nvme $r || { echo "FAIL: NVMe I/O round $r"; exit 1; }
     verify || { echo "FAIL: rc_verify run $r"; exit 1; }
     echo "round $r ok"
 done
 echo "migrated after $r rounds"
-round 1000 && nvme_io 1000 && verify && round 1001 && nvme_io 1001 ||
+round 1000 && nvme_io $nvme 1000 && verify && round 1001 && nvme_io $nvme 1001 ||
     { echo "FAIL: ping-pong, NVMe I/O or rc_verify after the switch"; exit 1; }
 echo 1 > /sys/class/nvme/$nvme/delete_controller || fail "NVMe disconnect"
 nvmeof_target_down > /dev/null

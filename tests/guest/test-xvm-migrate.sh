@@ -97,29 +97,20 @@ if [ "$ROLE" = m ]; then
     sync_wait "$PEER_IP" nvme-up 120
     nvmeof_connect "$PEER_IP"
     nvme=$NVME_DEV
-    nvme_io() {
-        dd if=/dev/urandom of=/tmp/nvme.data bs=65536 count=16 2> /dev/null &&
-            dd if=/tmp/nvme.data of=/dev/${nvme}n1 bs=65536 count=16 \
-                seek=$(($1 % 15 * 16)) conv=fsync 2> /dev/null &&
-            echo 3 > /proc/sys/vm/drop_caches &&
-            dd if=/dev/${nvme}n1 of=/tmp/nvme.back bs=65536 count=16 \
-                skip=$(($1 % 15 * 16)) 2> /dev/null &&
-            cmp /tmp/nvme.data /tmp/nvme.back
-    }
     echo MIGRATE-NOW
     r=0
     while ! [ -s /tmp/go ]; do
         r=$((r + 1))
         tell_peer $r
         round $r
-        nvme_io $r || fail "NVMe I/O round $r"
+        nvme_io $nvme $r || fail "NVMe I/O round $r"
         echo "round $r ok"
     done
     echo "moved after $r rounds"
     for r in 1000 1001; do
         tell_peer $r
         round $r
-        nvme_io $r || fail "NVMe I/O round $r"
+        nvme_io $nvme $r || fail "NVMe I/O round $r"
     done
     tell_peer stop
     echo 1 > /sys/class/nvme/$nvme/delete_controller || fail "NVMe disconnect"

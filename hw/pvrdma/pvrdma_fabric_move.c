@@ -198,6 +198,21 @@ void pvrdma_fabric_release_parked(PvrdmaFabric *fab)
     }
 }
 
+static void pvrdma_fabric_departed_free(PvrdmaFabric *fab,
+                                        PvrdmaFabricDeparted *d)
+{
+    fab->departed = g_list_remove(fab->departed, d);
+    g_free(d->rport);
+    g_free(d);
+}
+
+/*
+ * Ports whose link closed while they moved, kept at most this many (a
+ * peer could quiesce and reconnect in a loop): the oldest hold then ends
+ * early, as if it had run out.
+ */
+#define PVRDMA_FABRIC_MAX_DEPARTED  64
+
 void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
                                 PvrdmaLinkRPort *rp)
 {
@@ -206,15 +221,13 @@ void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
     d->index = index;
     d->rport = rp;
     fab->departed = g_list_prepend(fab->departed, d);
-    pvrdma_fabric_arm_tick(fab);
-}
+    if (g_list_length(fab->departed) > PVRDMA_FABRIC_MAX_DEPARTED) {
+        PvrdmaFabricDeparted *old = g_list_last(fab->departed)->data;
 
-static void pvrdma_fabric_departed_free(PvrdmaFabric *fab,
-                                        PvrdmaFabricDeparted *d)
-{
-    fab->departed = g_list_remove(fab->departed, d);
-    g_free(d->rport);
-    g_free(d);
+        pvrdma_fabric_hold_expired(fab, old->index, old->rport);
+        pvrdma_fabric_departed_free(fab, old);
+    }
+    pvrdma_fabric_arm_tick(fab);
 }
 
 bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now)

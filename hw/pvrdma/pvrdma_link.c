@@ -923,20 +923,25 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
     pvrdma_link_flush(l);
 }
 
+/* QUIESCE or QUIESCED for port @index. */
+static void pvrdma_link_send_port_frame(PvrdmaLink *l, uint8_t type,
+                                        unsigned index)
+{
+    uint8_t *b = pvrdma_link_frame(l, type, 0, 0, PVRDMA_LINK_QUIESCE_SIZE);
+
+    memset(b, 0, PVRDMA_LINK_QUIESCE_SIZE);
+    b[0] = index;
+    pvrdma_link_flush(l);
+}
+
 /* Ask the peer to hold its requests to @index (that port moves). */
 void pvrdma_link_send_quiesce(PvrdmaLink *l, unsigned index)
 {
-    uint8_t *b;
-
     if (l->dead || !l->up) {
         return;
     }
     bit_set(l->quiesced, index, false);
-    b = pvrdma_link_frame(l, PVRDMA_LINK_QUIESCE, 0, 0,
-                          PVRDMA_LINK_QUIESCE_SIZE);
-    memset(b, 0, PVRDMA_LINK_QUIESCE_SIZE);
-    b[0] = index;
-    pvrdma_link_flush(l);
+    pvrdma_link_send_port_frame(l, PVRDMA_LINK_QUIESCE, index);
 }
 
 bool pvrdma_link_peer_quiesced(PvrdmaLink *l, unsigned index)
@@ -967,7 +972,6 @@ static bool pvrdma_link_reqs_to(PvrdmaLink *l, unsigned index)
 static void pvrdma_link_quiesce_answer(PvrdmaLink *l)
 {
     unsigned i, owed = 0;
-    uint8_t *b;
 
     for (i = 0; i < G_N_ELEMENTS(l->owe_quiesced); i++) {
         owed |= l->owe_quiesced[i];
@@ -977,11 +981,7 @@ static void pvrdma_link_quiesce_answer(PvrdmaLink *l)
             continue;
         }
         bit_set(l->owe_quiesced, i, false);
-        b = pvrdma_link_frame(l, PVRDMA_LINK_QUIESCED, 0, 0,
-                              PVRDMA_LINK_QUIESCE_SIZE);
-        memset(b, 0, PVRDMA_LINK_QUIESCE_SIZE);
-        b[0] = i;
-        pvrdma_link_flush(l);
+        pvrdma_link_send_port_frame(l, PVRDMA_LINK_QUIESCED, i);
     }
 }
 

@@ -162,6 +162,22 @@ typedef struct PvrdmaRecvWr {
     PvrdmaSgl sgl;
 } PvrdmaRecvWr;
 
+/*
+ * What a saved state carries for a backend's port (docs/migration.md):
+ * the secret that lets a destination take the GIDs over, and the port's
+ * *life*.  A port starts a new life, remembering the older ones, each
+ * time it runs from a saved state (a destination, or a source running on
+ * after a save), so a copy of a state run later is told from the run that
+ * went on (docs/fabric.md, "Restored snapshots").
+ */
+#define PVRDMA_MOVE_LINEAGE     16
+typedef struct PvrdmaMoveState {
+    uint8_t token[32];
+    uint64_t life;                          /* nonzero */
+    uint32_t nancestors;                    /* <= PVRDMA_MOVE_LINEAGE */
+    uint64_t ancestors[PVRDMA_MOVE_LINEAGE]; /* newest first, nonzero */
+} PvrdmaMoveState;
+
 typedef struct PvrdmaBackendOps {
     const char *name;
     /*
@@ -295,16 +311,16 @@ typedef struct PvrdmaBackendOps {
      * core submits nothing until move_back or the destination's move_in.
      * Peers are asked to hold their requests, and what is in flight ends,
      * within @timeout_ns; false (with @errmsg) if it did not: the save is
-     * refused.  move_token: the secret the state carries (32 bytes) that
-     * lets the destination take the GIDs over; move_in (destination, the
-     * guest runs): announce them with it (NULL: a state without one).
-     * move_work: a count that moves whenever the port executed a peer's
-     * request or got an answer (the save checks none came in too late).
+     * refused.  move_save: what the state carries for the port
+     * (PvrdmaMoveState); move_in (destination, the guest runs): announce
+     * the GIDs with it (NULL: a state without one).  move_work: a count
+     * that moves whenever the port executed a peer's request or got an
+     * answer (the save checks none came in too late).
      */
     bool (*move_out)(void *be, int64_t timeout_ns, char **errmsg);
     void (*move_back)(void *be);
-    void (*move_token)(void *be, uint8_t token[32]);
-    void (*move_in)(void *be, const uint8_t *token);
+    void (*move_save)(void *be, PvrdmaMoveState *ms);
+    void (*move_in)(void *be, const PvrdmaMoveState *ms);
     uint64_t (*move_work)(void *be);
 } PvrdmaBackendOps;
 

@@ -1360,6 +1360,10 @@ static int pvrdma_cmd_modify_qp(PvrdmaCore *core,
     }
     old = qp->state;
     qp->state = next;
+    if (next == PVRDMA_QPS_RESET ||
+        (old == PVRDMA_QPS_INIT && next == PVRDMA_QPS_RTR)) {
+        qp->peer_life = 0;      /* a new connection: no partner heard */
+    }
     if (!core->loading) {
         pvrdma_wq_qp_modified(core, qp, old);
     }

@@ -297,6 +297,12 @@ struct PvrdmaQp {
      */
     uint32_t max_outstanding;
     uint32_t mw_binds;          /* type 2 windows bound through it */
+    /*
+     * The life of the port its partner is in, as last heard over a link
+     * (PvrdmaMoveState; 0: nothing heard since it connected).  Kept by the
+     * backend, saved with the QP.
+     */
+    uint64_t peer_life;
     void *be;
 };
 
@@ -367,9 +373,9 @@ struct PvrdmaCore {
     uint32_t load_npages;
     bool loading;
     bool loaded;                /* loaded, the guest not running yet */
-    /* The loaded state's token for the backend's move_in (ST_MOVE). */
-    bool has_move_token;
-    uint8_t move_token[32];
+    /* The loaded state's record for the backend's move_in (ST_MOVE). */
+    bool has_move_state;
+    PvrdmaMoveState move_state;
     /* Stopped for a save (move_out): send queues submit nothing. */
     bool paused;
 

@@ -106,6 +106,7 @@ PvrdmaFabricPort *pvrdma_fabric_port_new(PvrdmaFabric *fab, PvrdmaCore *core,
     port->core = core;
     port->index = index;
     pvrdma_fabric_new_token(port->token);
+    pvrdma_fabric_new_life(port);
     fab->ports[index] = port;
     return port;
 }

@@ -78,6 +78,13 @@ typedef struct PvrdmaFabricMsg {
      * drops the later ones of g still in flight and takes the next g+1.
      */
     uint32_t gen;
+    /*
+     * Links only (0 in one process): the requester port's life, and the
+     * life of the responder's port the requester QP last heard from
+     * (0: none yet).
+     */
+    uint64_t src_life;
+    uint64_t dst_life;
 } PvrdmaFabricMsg;
 
 /* Does @opcode carry its payload to the responder (SENDs, WRITEs)? */
@@ -109,6 +116,13 @@ typedef struct PvrdmaFabricAck {
     uint8_t rnr_timer;          /* responder's min_rnr_timer encoding */
     uint32_t status;            /* PVRDMA_WC_* for the requester */
     uint64_t atomic_orig;       /* host order */
+    /*
+     * Links only: the responder's life (0: no QP took the request), and
+     * whether the connection is lost (its two ends are from lives that
+     * parted: the requester's QP goes to ERR with QP_FATAL).
+     */
+    uint64_t life;
+    bool lost;
 } PvrdmaFabricAck;
 
 /*
@@ -180,6 +194,15 @@ struct PvrdmaFabricPort {
      * destination proves with it that it is where those GIDs went.
      */
     uint8_t token[32];
+    /*
+     * Its life and the earlier ones, newest first (PvrdmaMoveState): a
+     * new one each time it runs from a saved state.  @saved: the state
+     * was saved since the guest stopped (move_back then starts a life).
+     */
+    uint64_t life;
+    uint32_t nancestors;
+    uint64_t ancestors[PVRDMA_MOVE_LINEAGE];
+    bool saved;
     uint64_t work;              /* execs begun and answers taken in */
     bool moving;                /* quiesced: stopped for a save */
     bool claiming;              /* loaded: announces with claim_token */
@@ -195,8 +218,17 @@ bool pvrdma_fabric_move_out(PvrdmaFabricPort *port, int64_t timeout_ns,
                             char **errmsg);
 /* The guest runs on at the source: announce again, with a new token. */
 void pvrdma_fabric_move_back(PvrdmaFabricPort *port);
-/* The guest runs at the destination: claim the GIDs with @token. */
-void pvrdma_fabric_move_in(PvrdmaFabricPort *port, const uint8_t *token);
+/* The state is saved: what it carries for @port. */
+void pvrdma_fabric_move_save(PvrdmaFabricPort *port, PvrdmaMoveState *ms);
+/*
+ * The guest runs at the destination: a new life after @ms's, and a claim
+ * of the GIDs with its token (@ms NULL: a state without one).
+ */
+void pvrdma_fabric_move_in(PvrdmaFabricPort *port, const PvrdmaMoveState *ms);
+/* A fresh life for @port, after its current one (which may be 0: none). */
+void pvrdma_fabric_new_life(PvrdmaFabricPort *port);
+/* Is @life @port's or one of its earlier ones? */
+bool pvrdma_fabric_life_mine(const PvrdmaFabricPort *port, uint64_t life);
 void pvrdma_fabric_move_free(PvrdmaFabric *fab);
 
 /* A fabric with no ports; reference counted (each port holds one). */

@@ -26,6 +26,15 @@
  * of its own.  A source that runs on draws a new token too, so a copy of
  * the state (a snapshot) restored later proves nothing.
  *
+ * Lives: whatever runs from a saved state (the destination, a source that
+ * runs on after its state was saved) starts a new life of the port,
+ * remembering the life saved as its ancestor.  A QP keeps the life of its
+ * partner it last heard from; a peer's frame from a life that is neither
+ * that one nor a later one of it (a copy of an older state, run later)
+ * is refused, and so is a request for a life of ours that is not ours or
+ * an earlier one (the partner heard from a run of us that went on
+ * elsewhere): docs/fabric.md, "Restored snapshots".
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <glib.h>
@@ -407,6 +416,49 @@ static void pvrdma_fabric_announce(PvrdmaFabricPort *port)
     }
 }
 
+void pvrdma_fabric_new_life(PvrdmaFabricPort *port)
+{
+    uint64_t life;
+
+    if (port->life) {
+        memmove(port->ancestors + 1, port->ancestors,
+                (PVRDMA_MOVE_LINEAGE - 1) * sizeof(port->ancestors[0]));
+        port->ancestors[0] = port->life;
+        port->nancestors = MIN(port->nancestors + 1, PVRDMA_MOVE_LINEAGE);
+    }
+    do {
+        uint8_t r[32];
+
+        pvrdma_fabric_new_token(r);
+        memcpy(&life, r, sizeof(life));
+    } while (!life || pvrdma_fabric_life_mine(port, life));
+    port->life = life;
+}
+
+bool pvrdma_fabric_life_mine(const PvrdmaFabricPort *port, uint64_t life)
+{
+    uint32_t i;
+
+    if (life == port->life) {
+        return true;
+    }
+    for (i = 0; i < port->nancestors; i++) {
+        if (port->ancestors[i] == life) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void pvrdma_fabric_move_save(PvrdmaFabricPort *port, PvrdmaMoveState *ms)
+{
+    memcpy(ms->token, port->token, 32);
+    ms->life = port->life;
+    ms->nancestors = port->nancestors;
+    memcpy(ms->ancestors, port->ancestors, sizeof(ms->ancestors));
+    port->saved = true;
+}
+
 void pvrdma_fabric_move_back(PvrdmaFabricPort *port)
 {
     if (!port->moving) {
@@ -415,15 +467,26 @@ void pvrdma_fabric_move_back(PvrdmaFabricPort *port)
     port->moving = false;
     /* The state saved meanwhile (a snapshot) proves nothing any more. */
     pvrdma_fabric_new_token(port->token);
+    if (port->saved) {
+        /* ... and what it goes on to do is not that copy's. */
+        pvrdma_fabric_new_life(port);
+        port->saved = false;
+    }
     pvrdma_fabric_announce(port);
 }
 
-void pvrdma_fabric_move_in(PvrdmaFabricPort *port, const uint8_t *token)
+void pvrdma_fabric_move_in(PvrdmaFabricPort *port, const PvrdmaMoveState *ms)
 {
     port->moving = false;
-    if (token) {
-        memcpy(port->claim_token, token, 32);
+    port->saved = false;
+    if (ms) {
+        memcpy(port->claim_token, ms->token, 32);
         port->claiming = true;
+        port->life = ms->life;
+        port->nancestors = MIN(ms->nancestors, PVRDMA_MOVE_LINEAGE);
+        memcpy(port->ancestors, ms->ancestors, sizeof(port->ancestors));
+        /* This run from the saved state is one of possibly several. */
+        pvrdma_fabric_new_life(port);
     }
     pvrdma_fabric_new_token(port->token);
     pvrdma_fabric_announce(port);

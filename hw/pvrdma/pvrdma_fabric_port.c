@@ -199,14 +199,14 @@ static void pvrdma_fabric_move_back_op(void *be)
     pvrdma_fabric_move_back(be);
 }
 
-static void pvrdma_fabric_move_token_op(void *be, uint8_t token[32])
+static void pvrdma_fabric_move_save_op(void *be, PvrdmaMoveState *ms)
 {
-    memcpy(token, ((PvrdmaFabricPort *)be)->token, 32);
+    pvrdma_fabric_move_save(be, ms);
 }
 
-static void pvrdma_fabric_move_in_op(void *be, const uint8_t *token)
+static void pvrdma_fabric_move_in_op(void *be, const PvrdmaMoveState *ms)
 {
-    pvrdma_fabric_move_in(be, token);
+    pvrdma_fabric_move_in(be, ms);
 }
 
 static uint64_t pvrdma_fabric_move_work_op(void *be)
@@ -236,7 +236,7 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .poll_end = pvrdma_fabric_poll_end_op,
     .move_out = pvrdma_fabric_move_out_op,
     .move_back = pvrdma_fabric_move_back_op,
-    .move_token = pvrdma_fabric_move_token_op,
+    .move_save = pvrdma_fabric_move_save_op,
     .move_in = pvrdma_fabric_move_in_op,
     .move_work = pvrdma_fabric_move_work_op,
 };

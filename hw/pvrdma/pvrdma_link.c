@@ -474,6 +474,11 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaFabricReq *req)
     b[105] = wr->hop_limit;
     /* The transport: 0 RC, 1 a datagram, 2 UC. */
     b[106] = wr->ud ? 1 : wr->uc ? 2 : 0;
+    if (!wr->ud) {
+        /* Who asks, and whom it last heard from (Restored snapshots). */
+        wr64(b + 112, req->port->life);
+        wr64(b + 120, req->qp->peer_life);
+    }
 }
 
 static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
@@ -485,8 +490,10 @@ static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
     wr32(b, ack->status);
     b[4] = ack->rnr;
     b[5] = ack->rnr_timer;
-    wr16(b + 6, 0);
+    b[6] = ack->lost ? PVRDMA_LINK_ACK_LOST : 0;
+    b[7] = 0;
     wr64(b + 8, ack->atomic_orig);
+    wr64(b + 16, ack->life);
 }
 
 /*
@@ -498,6 +505,8 @@ static void pvrdma_link_send_ack(PvrdmaLink *l, uint32_t id,
 static void pvrdma_link_ack_exec(PvrdmaLink *l, uint32_t id,
                                  PvrdmaFabricExec *ex)
 {
+    PvrdmaFabricAck ack = ex->ack;
+
     if (ex->qp && !ex->msg.ud && !ex->msg.uc &&
         (ex->ack.rnr || ex->ack.status != PVRDMA_WC_SUCCESS)) {
         PvrdmaFabricQp *fqp = ex->qp->be;
@@ -505,7 +514,10 @@ static void pvrdma_link_ack_exec(PvrdmaLink *l, uint32_t id,
         fqp->dropping = true;
         fqp->drop_gen = ex->msg.gen;
     }
-    pvrdma_link_send_ack(l, id, &ex->ack);
+    /* A QP of ours took it: the requester hears which life we are. */
+    ack.life = ex->qp && ex->port && !ex->msg.ud && !ack.lost ?
+               ex->port->life : 0;
+    pvrdma_link_send_ack(l, id, &ack);
 }
 
 static void pvrdma_link_tx_free(PvrdmaLink *l, PvrdmaLinkTx *tx)
@@ -830,11 +842,16 @@ static void pvrdma_link_answer(PvrdmaLink *l, PvrdmaFabricReq *req,
                                PvrdmaFabricAck *ack)
 {
     pvrdma_link_req_unlink(req);
+    if (ack->life && !req->wr->ud) {
+        /* It took the request as ours: that is the life we talk to. */
+        req->qp->peer_life = ack->life;
+    }
     if (req->fail) {
         ack->status = req->fail;
         ack->rnr = false;
     }
-    pvrdma_fabric_req_answered(req, ack, false);
+    /* Lost: as when the partner is gone, retries exhausted, QP fatal. */
+    pvrdma_fabric_req_answered(req, ack, ack->lost && !req->fail);
     pvrdma_link_pump(l);
 }
 
@@ -905,6 +922,13 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
     b[0] = port->index;
     b[1] = port->claiming ? PVRDMA_LINK_GIDS_CLAIM : 0;
     wr16(b + 2, n);
+    /* Its life and the earlier ones (Restored snapshots). */
+    memset(b + 68, 0, PVRDMA_LINK_GIDS_MIN - 68);
+    wr64(b + 68, port->life);
+    b[76] = port->nancestors;
+    for (i = 0; i < port->nancestors; i++) {
+        wr64(b + 80 + 8 * i, port->ancestors[i]);
+    }
     /* What proves the next move of these GIDs, for this peer only. */
     pvrdma_fabric_commitment(port->token, l->peer_instance, b + 4);
     if (port->claiming) {
@@ -1089,13 +1113,19 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
 
 static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
 {
-    uint32_t index = b[0], n = rd16(b + 2);
+    uint32_t index = b[0], n = rd16(b + 2), i, nanc = b[76];
     uint64_t order = 0;
     PvrdmaLinkRPort *rp;
 
     if ((b[1] & ~PVRDMA_LINK_GIDS_CLAIM) || n > PVRDMA_FABRIC_MAX_GIDS ||
-        len != PVRDMA_LINK_GIDS_MIN + n * 16) {
+        len != PVRDMA_LINK_GIDS_MIN + n * 16 || !rd64(b + 68) ||
+        nanc > PVRDMA_MOVE_LINEAGE || b[77] || b[78] || b[79]) {
         return false;
+    }
+    for (i = 0; i < PVRDMA_MOVE_LINEAGE; i++) {
+        if (!rd64(b + 80 + 8 * i) != (i >= nanc)) {
+            return false;       /* ancestors nonzero, the rest zero */
+        }
     }
     if (bit_get(l->moved_away, index)) {
         /* That port moved to another link with proof: not this one's. */
@@ -1118,6 +1148,11 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
         rp->order = order ? order : pvrdma_fabric_next_order(l->fab);
         rp->n = n;
         memcpy(rp->commit, b + 4, 32);
+        rp->life = rd64(b + 68);
+        rp->nancestors = nanc;
+        for (i = 0; i < nanc; i++) {
+            rp->ancestors[i] = rd64(b + 80 + 8 * i);
+        }
         memcpy(rp->gid, b + PVRDMA_LINK_GIDS_MIN, n * 16);
         l->rports[index] = rp;
     }
@@ -1189,6 +1224,11 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     msg->hop_limit = b[105];
     msg->ud = b[106] == 1;
     msg->uc = b[106] == 2;
+    msg->src_life = rd64(b + 112);
+    msg->dst_life = rd64(b + 120);
+    if (b[107] || b[108] || b[109] || b[110] || b[111]) {
+        return false;
+    }
     /* UC: SENDs and WRITEs only. */
     if (msg->uc && (msg->opcode == PVRDMA_WR_RDMA_READ ||
                     msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP ||
@@ -1225,6 +1265,74 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
            msg->length <= PVRDMA_PORT_MAX_MSG_SZ;
 }
 
+/* The port behind @l that owns (@gid, @qpn), as announced, or NULL. */
+static const PvrdmaLinkRPort *pvrdma_link_rport_of(PvrdmaLink *l,
+                                                   const uint8_t gid[16],
+                                                   uint32_t qpn)
+{
+    uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+    unsigned i;
+
+    if (index) {
+        return pvrdma_link_rport_has(l->rports[index], gid) ?
+               l->rports[index] : NULL;
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        if (pvrdma_link_rport_has(l->rports[i], gid)) {
+            return l->rports[i];
+        }
+    }
+    return NULL;
+}
+
+enum {
+    PVRDMA_LINK_LIFE_OK,
+    PVRDMA_LINK_LIFE_PEER_PARTED,   /* the requester is not the run we knew */
+    PVRDMA_LINK_LIFE_WE_PARTED,     /* we are not the run it knew */
+};
+
+/*
+ * Restored snapshots (docs/fabric.md): a request from the partner @qp is
+ * connected to is taken if it comes from the life of the partner's port
+ * that @qp last heard from, or a later one (that life among the
+ * ancestors its port announced), and is meant for a life of ours (or
+ * nobody in particular yet).  Taken, @qp now knows the requester's life.
+ */
+static int pvrdma_link_life_check(PvrdmaLink *l, PvrdmaFabricPort *port,
+                                  PvrdmaQp *qp, const PvrdmaFabricMsg *msg)
+{
+    const PvrdmaLinkRPort *rp;
+    uint32_t i;
+
+    if (qp->attr.dest_qp_num != msg->src_qpn ||
+        memcmp(qp->attr.ah_attr.grh.dgid, msg->sgid, 16) ||
+        qp->state < PVRDMA_QPS_RTR || qp->state > PVRDMA_QPS_SQD) {
+        return PVRDMA_LINK_LIFE_OK;     /* not its partner: rc_begin drops */
+    }
+    if (msg->dst_life && !pvrdma_fabric_life_mine(port, msg->dst_life)) {
+        return PVRDMA_LINK_LIFE_WE_PARTED;
+    }
+    if (qp->peer_life && qp->peer_life != msg->src_life) {
+        rp = msg->src_life ?
+             pvrdma_link_rport_of(l, msg->sgid, msg->src_qpn) : NULL;
+        if (!rp || rp->life != msg->src_life) {
+            return PVRDMA_LINK_LIFE_PEER_PARTED;
+        }
+        for (i = 0; i < rp->nancestors; i++) {
+            if (rp->ancestors[i] == qp->peer_life) {
+                break;
+            }
+        }
+        if (i == rp->nancestors) {
+            return PVRDMA_LINK_LIFE_PEER_PARTED;
+        }
+    }
+    if (msg->src_life) {
+        qp->peer_life = msg->src_life;
+    }
+    return PVRDMA_LINK_LIFE_OK;
+}
+
 static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
 {
     PvrdmaFabricExec *ex;
@@ -1244,8 +1352,18 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
     if (port && !msg.ud) {
         PvrdmaFabricQp *fqp = qp->be;
+        int life = pvrdma_link_life_check(l, port, qp, &msg);
 
-        if (fqp->dropping && msg.gen == fqp->drop_gen) {
+        if (life == PVRDMA_LINK_LIFE_WE_PARTED) {
+            /* A copy of an older state of ours: this connection is over. */
+            pvrdma_core_enter(port->core);
+            pvrdma_core_qp_error(port->core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
+            pvrdma_core_leave(port->core);
+        }
+        if (life != PVRDMA_LINK_LIFE_OK) {
+            port = NULL;
+            ex->ack.lost = true;
+        } else if (fqp->dropping && msg.gen == fqp->drop_gen) {
             port = NULL;        /* after a NAK of its generation */
         } else {
             fqp->dropping = false;
@@ -1452,8 +1570,15 @@ static bool pvrdma_link_ack(PvrdmaLink *l, uint32_t id, const uint8_t *b)
         .rnr = b[4] != 0,
         .rnr_timer = b[5] & 31,
         .atomic_orig = rd64(b + 8),
+        .lost = b[6] & PVRDMA_LINK_ACK_LOST,
+        .life = rd64(b + 16),
     };
 
+    if ((b[6] & ~PVRDMA_LINK_ACK_LOST) || b[7] ||
+        (ack.lost && (ack.status != PVRDMA_WC_RETRY_EXC_ERR || ack.rnr ||
+                      ack.life))) {
+        return false;
+    }
     if (!req) {
         /* Timed out or cancelled already; one never sent is a lie. */
         return id != 0 && (int32_t)(id - l->next_id) <= 0;

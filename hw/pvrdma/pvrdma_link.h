@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         4
+#define PVRDMA_LINK_VERSION         5
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -36,12 +36,13 @@ enum {
 #define PVRDMA_LINK_DATA_ABORT      1u  /* the stream ends here, unfinished */
 
 #define PVRDMA_LINK_HELLO_SIZE      24
-#define PVRDMA_LINK_GIDS_MIN        68  /* + 16 per GID */
+#define PVRDMA_LINK_GIDS_MIN        208 /* + 16 per GID */
 #define PVRDMA_LINK_GIDS_CLAIM      1u  /* GIDS flag: taken over by proof */
-#define PVRDMA_LINK_REQ_SIZE        112
+#define PVRDMA_LINK_REQ_SIZE        128
 #define PVRDMA_LINK_RESP_SIZE       8
 #define PVRDMA_LINK_SHM_DATA_SIZE   4   /* byte count in the ring */
-#define PVRDMA_LINK_ACK_SIZE        16
+#define PVRDMA_LINK_ACK_SIZE        24
+#define PVRDMA_LINK_ACK_LOST        1u  /* ACK flag: the connection is lost */
 #define PVRDMA_LINK_CREDIT_SIZE     4
 #define PVRDMA_LINK_RECV_POSTED_SIZE 40
 #define PVRDMA_LINK_QUIESCE_SIZE    4
@@ -85,6 +86,9 @@ typedef struct PvrdmaLinkRPort {
     bool held;                  /* moving (QUIESCE): requests wait */
     int64_t held_since;
     uint8_t commit[32];         /* what a proof of its move must hash to */
+    uint64_t life;              /* PvrdmaMoveState, as announced */
+    uint32_t nancestors;
+    uint64_t ancestors[PVRDMA_MOVE_LINEAGE];
     uint32_t n;
     uint8_t gid[][16];
 } PvrdmaLinkRPort;

@@ -307,6 +307,7 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         put8(b, qp->wq.rnr_pending);
         put8(b, qp->wq.rnr_left);
         put64(b, qp->wq.rnr_pending ? qp->wq.rnr_deadline : 0);
+        put64(b, qp->peer_life);
         st_end(b, at);
     }
     PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, o) {
@@ -334,17 +335,22 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         }
     }
     st_end(b, at);
-    if (core->be_ops->move_token) {
-        uint8_t token[32];
+    if (core->be_ops->move_save) {
+        PvrdmaMoveState ms;
 
-        if (core->loaded && core->has_move_token) {
-            /* Not run since its load: still the source's token. */
-            memcpy(token, core->move_token, sizeof(token));
+        if (core->loaded && core->has_move_state) {
+            /* Not run since its load: still the source's record. */
+            ms = core->move_state;
         } else {
-            core->be_ops->move_token(core->be, token);
+            core->be_ops->move_save(core->be, &ms);
         }
         at = st_begin(b, ST_MOVE);
-        g_byte_array_append(b, token, sizeof(token));
+        g_byte_array_append(b, ms.token, sizeof(ms.token));
+        put64(b, ms.life);
+        put32(b, ms.nancestors);
+        for (h = 0; h < ms.nancestors; h++) {
+            put64(b, ms.ancestors[h]);
+        }
         st_end(b, at);
     }
 }
@@ -929,6 +935,7 @@ static bool st_load_qp(StLoad *ld, StR *r)
     uint32_t sq_cons, rq_cons;
     uint8_t rnr_left;
     int64_t rnr_deadline, now;
+    uint64_t peer_life;
     g_autofree uint64_t *pages = NULL;
     union pvrdma_cmd_req req, attr;
     const uint8_t *raw;
@@ -969,6 +976,7 @@ static bool st_load_qp(StLoad *ld, StR *r)
     }
     rnr_left = get8(r);
     rnr_deadline = (int64_t)get64(r);
+    peer_life = get64(r);
     if (r->bad) {
         return false;
     }
@@ -1032,6 +1040,8 @@ static bool st_load_qp(StLoad *ld, StR *r)
         rnr_deadline = now;
     }
     qp->wq.rnr_deadline = rnr ? rnr_deadline : 0;
+    /* Any value: it only decides which peer frames the QP takes. */
+    qp->peer_life = peer_life;
     return true;
 }
 
@@ -1134,6 +1144,32 @@ static bool st_load_mr_gen(StLoad *ld, StR *r)
     return true;
 }
 
+static bool st_load_move(StLoad *ld, StR *r)
+{
+    PvrdmaMoveState *ms = &ld->core->move_state;
+    const uint8_t *token = take(r, 32);
+    uint32_t i;
+
+    if (!token || ld->core->has_move_state) {
+        return st_fail(ld, "bad move record");
+    }
+    memcpy(ms->token, token, 32);
+    ms->life = get64(r);
+    ms->nancestors = get32(r);
+    if (r->bad || !ms->life || ms->nancestors > PVRDMA_MOVE_LINEAGE) {
+        return st_fail(ld, "bad move record (life, %u ancestors)",
+                       ms->nancestors);
+    }
+    for (i = 0; i < ms->nancestors; i++) {
+        ms->ancestors[i] = get64(r);
+        if (!ms->ancestors[i]) {
+            return st_fail(ld, "bad move record (ancestor %u)", i);
+        }
+    }
+    ld->core->has_move_state = true;
+    return true;
+}
+
 static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
 {
     switch (type) {
@@ -1159,16 +1195,8 @@ static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
         return st_load_gid(ld, r);
     case ST_MR_GEN:
         return st_load_mr_gen(ld, r);
-    case ST_MOVE: {
-        const uint8_t *token = take(r, 32);
-
-        if (!token || ld->core->has_move_token) {
-            return st_fail(ld, "bad move token record");
-        }
-        memcpy(ld->core->move_token, token, 32);
-        ld->core->has_move_token = true;
-        return true;
-    }
+    case ST_MOVE:
+        return st_load_move(ld, r);
     default:
         return st_fail(ld, "unknown record type %u", type);
     }
@@ -1190,7 +1218,7 @@ bool pvrdma_core_state_load(PvrdmaCore *core, const uint8_t *buf, size_t len,
                      version, ST_VERSION);
     }
     core->loading = true;
-    core->has_move_token = false;
+    core->has_move_state = false;
     while (ok && !ended) {
         uint32_t rlen;
         StR rec;
@@ -1262,10 +1290,10 @@ void pvrdma_core_state_resume(PvrdmaCore *core)
     core->loaded = false;
     if (core->be_ops->move_in) {
         /* Peers learn where the GIDs went before our requests reach them. */
-        core->be_ops->move_in(core->be, core->has_move_token ?
-                                        core->move_token : NULL);
+        core->be_ops->move_in(core->be, core->has_move_state ?
+                                        &core->move_state : NULL);
     }
-    core->has_move_token = false;
+    core->has_move_state = false;
     PVRDMA_TABLE_FOREACH(&core->qp_tbl, h, o) {
         pvrdma_wq_qp_resumed(core, o);
     }

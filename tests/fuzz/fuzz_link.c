@@ -40,6 +40,9 @@
 #define FL_PEER_QPN     0x20002u
 #define FL_VA           0x7f0000000000ull
 #define FL_MR_LEN       (16 * 4096ull)
+/* The peer port's life, and the one it announces after a move. */
+#define FL_PEER_LIFE    0x1111111111111111ull
+#define FL_PEER_LIFE2   0x2222222222222222ull
 
 static void put_hdr(GByteArray *b, uint8_t type, uint16_t flags,
                     uint32_t len, uint32_t id)
@@ -81,6 +84,7 @@ static GByteArray *preamble(void)
 
     put_hdr(b, PVRDMA_LINK_HELLO, 0, sizeof(hello), 0);
     g_byte_array_append(b, hello, sizeof(hello));
+    put64(body + 68, FL_PEER_LIFE);
     fg_test_gid(0, body + PVRDMA_LINK_GIDS_MIN);
     put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(body), 0);
     g_byte_array_append(b, body, sizeof(body));
@@ -105,6 +109,7 @@ static void req_gen(GByteArray *b, uint32_t id, uint32_t op, uint64_t addr,
     put32(r + 56, rkey);
     put64(r + 64, addr);
     put64(r + 88, len);
+    put64(r + 112, FL_PEER_LIFE);
     put_hdr(b, PVRDMA_LINK_REQ, 0, sizeof(r), id);
     g_byte_array_append(b, r, sizeof(r));
 }
@@ -226,12 +231,44 @@ int main(int argc, char **argv)
         data(b, 2, 4096);
         ack(b, 2, 0);
         fg_test_gid(0, g + PVRDMA_LINK_GIDS_MIN);
+        /* A new life, the one we knew its ancestor. */
+        put64(g + 68, FL_PEER_LIFE2);
+        g[76] = 1;
+        put64(g + 80, FL_PEER_LIFE);
         put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(g), 0);
         g_byte_array_append(b, g, sizeof(g));
         g[1] = 0;
         put_hdr(b, PVRDMA_LINK_GIDS, 0, sizeof(g), 0);
         g_byte_array_append(b, g, sizeof(g));
         save(argv[1], "move", b);
+    }
+    /*
+     * Lives (restored snapshots): a request from the new life (taken:
+     * the old one is its ancestor), one from a life that parted (NAKed,
+     * connection lost), and an ACK saying our connection is lost.
+     */
+    {
+        GByteArray *l = g_byte_array_new();
+        uint8_t a[PVRDMA_LINK_ACK_SIZE] = { PVRDMA_WC_RETRY_EXC_ERR, [6] = 1 };
+        uint8_t g[PVRDMA_LINK_GIDS_MIN + 16] = { 2, 0, 1, 0 };
+
+        req(l, 1, PVRDMA_WR_SEND, 0, 0, 10);
+        data(l, 1, 10);
+        put64(g + 68, FL_PEER_LIFE2);
+        g[76] = 1;
+        put64(g + 80, FL_PEER_LIFE);
+        fg_test_gid(0, g + PVRDMA_LINK_GIDS_MIN);
+        put_hdr(l, PVRDMA_LINK_GIDS, 0, sizeof(g), 0);
+        g_byte_array_append(l, g, sizeof(g));
+        req(l, 2, PVRDMA_WR_SEND, 0, 0, 10);
+        put64(l->data + l->len - PVRDMA_LINK_REQ_SIZE + 112, FL_PEER_LIFE2);
+        data(l, 2, 10);
+        req(l, 3, PVRDMA_WR_SEND, 0, 0, 10);
+        data(l, 3, 10);
+        put_hdr(l, PVRDMA_LINK_ACK, 0, sizeof(a), 1);
+        g_byte_array_append(l, a, sizeof(a));
+        save(argv[1], "lives", l);
+        g_byte_array_free(l, true);
     }
     g_byte_array_free(b, true);
     return 0;

@@ -280,19 +280,36 @@ FakeGuest *fg_new_minimal(const PvrdmaCoreConfig *cfg)
     return fg_new_ops(cfg, &fg_ops_minimal);
 }
 
-size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg))
+FgSnapshot *fg_snapshot(FakeGuest *fg)
 {
-    g_autofree uint8_t *state = NULL, *again = NULL, *mem = NULL;
-    size_t len = 0, len2 = 0;
+    FgSnapshot *snap = g_new0(FgSnapshot, 1);
     char *err = NULL;
 
-    state = pvrdma_core_state_save(fg->core, &len, &err);
-    if (!state) {
+    snap->state = pvrdma_core_state_save(fg->core, &snap->len, &err);
+    if (!snap->state) {
         fail_msg("save: %s", err);
     }
-    mem = g_memdup2(fg->mem, FG_MEM_SIZE);
+    snap->mem = g_memdup2(fg->mem, FG_MEM_SIZE);
+    return snap;
+}
+
+void fg_snapshot_free(FgSnapshot *snap)
+{
+    g_free(snap->state);
+    g_free(snap->mem);
+    g_free(snap);
+}
+
+size_t fg_restore(FakeGuest *fg, const FgSnapshot *snap,
+                  void (*rejoin)(FakeGuest *fg))
+{
+    g_autofree uint8_t *again = NULL;
+    size_t len = snap->len, len2 = 0;
+    const uint8_t *state = snap->state;
+    char *err = NULL;
+
     pvrdma_core_free(fg->core);
-    memcpy(fg->mem, mem, FG_MEM_SIZE);
+    memcpy(fg->mem, snap->mem, FG_MEM_SIZE);
     fg->timer_expire = -1;
     fg->core = pvrdma_core_new(&fg->cfg, fg->ops, fg);
     pvrdma_core_set_uar_base(fg->core, FG_UAR_BASE);
@@ -307,6 +324,15 @@ size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg))
     assert_int_equal(len2, len);
     assert_memory_equal(again, state, len);
     pvrdma_core_state_resume(fg->core);
+    return len;
+}
+
+size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg))
+{
+    FgSnapshot *snap = fg_snapshot(fg);
+    size_t len = fg_restore(fg, snap, rejoin);
+
+    fg_snapshot_free(snap);
     return len;
 }
 

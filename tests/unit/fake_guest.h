@@ -101,6 +101,16 @@ void fg_advance(FakeGuest *fg, int64_t ns);
  * save again byte for byte) and resumed.  Returns the state's size.
  */
 size_t fg_migrate(FakeGuest *fg, void (*rejoin)(FakeGuest *fg));
+/* The same in two steps: a copy of the state and memory, restored later. */
+typedef struct FgSnapshot {
+    uint8_t *state;
+    size_t len;
+    uint8_t *mem;
+} FgSnapshot;
+FgSnapshot *fg_snapshot(FakeGuest *fg);
+size_t fg_restore(FakeGuest *fg, const FgSnapshot *snap,
+                  void (*rejoin)(FakeGuest *fg));
+void fg_snapshot_free(FgSnapshot *snap);
 void fg_free(FakeGuest *fg);
 
 /* Host pointer for guest bus address @addr (must be inside RAM). */

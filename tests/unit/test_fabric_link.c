@@ -1563,7 +1563,7 @@ static void test_move_claim(void **state)
     Net *n = net_new(true);
     Host *hc = host_new(), *hd = host_new();
     FakeGuest *fd;
-    uint8_t bogus[32];
+    PvrdmaMoveState bogus = { .life = 0x4242 };
     struct pvrdma_cqe c;
 
     (void)state;
@@ -1572,8 +1572,8 @@ static void test_move_claim(void **state)
     /* D, another process, announces b's GID on port index 2. */
     fd = guest_on(hd, 2);
     link_hosts(n->ha, hd, n->hb);
-    memset(bogus, 0x42, sizeof(bogus));
-    pvrdma_fabric_move_in(fd->core->be, bogus);
+    memset(bogus.token, 0x42, sizeof(bogus.token));
+    pvrdma_fabric_move_in(fd->core->be, &bogus);
     run3(n->ha, n->hb, hd, 30);
     if (fv_cq_poll(n->cqa, &c)) {
         fail_msg("completed (status %u) while b moved", c.status);
@@ -1694,6 +1694,169 @@ static void test_move_hold_expires(void **state)
     assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
                                     n->a->handle), 1);
     net_free(n);
+}
+
+/* ---- a snapshot restored after its peers moved on ----------------------- */
+
+/*
+ * a and b exchange a SEND; b's state is saved while its guest is stopped
+ * (savevm); b runs on and, with @went_on, exchanges once more with a (a's
+ * QP hears b's new life).  Then b's process ends and a new one, *@hc,
+ * restores the snapshot.
+ */
+static void restore_setup(Net *n, bool went_on, Host **hc)
+{
+    FgSnapshot *snap;
+
+    post_send_to_b(n, 1);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 4096);
+    expect(wait_cqe(n, n->cqb), 1, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 4096);
+    move_out(n);
+    snap = fg_snapshot(n->fb);
+    pvrdma_core_move_back(n->fb->core);
+    if (went_on) {
+        post_send_to_b(n, 2);
+        expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS,
+               4096);
+        expect(wait_cqe(n, n->cqb), 2, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS,
+               4096);
+    }
+    *hc = move_dest = host_new();
+    link_hosts(n->ha, *hc, n->hb);
+    fg_restore(n->fb, snap, move_rejoin);
+    fg_snapshot_free(snap);
+    run3(n->ha, n->hb, *hc, 20);
+}
+
+static void restore_free(Net *n, Host *hc)
+{
+    assert_int_equal(n->fa->guest_errors, 0);
+    assert_int_equal(n->fb->guest_errors, 0);
+    net_free(n);
+    host_free(hc);
+}
+
+/* b (restored) SENDs 100 bytes to a, whose receive is posted. */
+static void post_send_to_a(Net *n, uint64_t id)
+{
+    struct pvrdma_sge s = sge(n->mb, VA_B, 100);
+    struct pvrdma_sge r = sge(n->ma, VA_A, 100);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_SEND, 1);
+
+    fv_post_recv(n->a, id, &r, 1);
+    fv_ring_rq(n->a);
+    fv_post_send(n->b, &h, &s, 1);
+    fv_ring_sq(n->b);
+}
+
+/*
+ * a heard from b after the snapshot; the restored b SENDs first: a
+ * refuses it unexecuted (b's life is not the one it knew nor a later
+ * one), b's SEND completes with RETRY_EXC_ERR, b's QP goes to ERR with
+ * QP_FATAL; a's QP is untouched (a copy that parted cannot break a
+ * connection), then learns as it sends to b: RETRY_EXC_ERR, QP_FATAL.
+ */
+static void test_restore_parted_peer_sends(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cqe c;
+    Host *hc;
+
+    (void)state;
+    restore_setup(n, true, &hc);
+    post_send_to_a(n, 3);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 3, PVRDMA_WC_SEND,
+           PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->b), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fb, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->b->handle), 1);
+    run3(n->ha, n->hb, hc, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 0);
+    /* Its own SEND to b, whose QP is in ERR now, fails. */
+    post_send_to_b(n, 4);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 4, PVRDMA_WC_SEND,
+           PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    restore_free(n, hc);
+}
+
+/*
+ * a heard from b after the snapshot and SENDs first to the restored b:
+ * b sees a request for a life of its port that is not its own nor an
+ * earlier one, so its QP goes to ERR with QP_FATAL (its posted receive
+ * flushed, nothing written); a's SEND completes with RETRY_EXC_ERR and
+ * QP_FATAL.  Both reconnected (RESET, new connection) work again.
+ */
+static void test_restore_parted_peer_answers(void **state)
+{
+    Net *n = net_new(true);
+    Host *hc;
+
+    (void)state;
+    restore_setup(n, true, &hc);
+    memset(fv_mr_ptr(n->mb, VA_B), 0, 4096);
+    post_send_to_b(n, 3);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 3, PVRDMA_WC_SEND,
+           PVRDMA_WC_RETRY_EXC_ERR, 0);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 1);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 3, PVRDMA_WC_RECV,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    assert_int_equal(fv_qp_state(n->b), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fb, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->b->handle), 1);
+    assert_int_equal(*fv_mr_ptr(n->mb, VA_B + 1), 0);
+    /* A new connection, between new QPs. */
+    g_free(n->a);
+    g_free(n->b);
+    n->a = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL, 16,
+                     4, false);
+    n->b = fv_qp_new(n->fb, PVRDMA_QPT_RC, n->pdb, n->cqb, n->cqb, NULL, 16,
+                     4, false);
+    fv_connect(n->a, n->b, &conn_opts);
+    post_send_to_b(n, 5);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 5, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 5, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
+    post_send_to_a(n, 6);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 6, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 100);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 6, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 100);
+    restore_free(n, hc);
+}
+
+/*
+ * Nothing passed between a and b after the snapshot: restoring it loses
+ * nothing of that connection, which goes on both ways.
+ */
+static void test_restore_unparted(void **state)
+{
+    Net *n = net_new(true);
+    Host *hc;
+
+    (void)state;
+    restore_setup(n, false, &hc);
+    post_send_to_b(n, 3);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 3, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 3, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 4096);
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4096);
+    post_send_to_a(n, 4);
+    expect(wait_cqe3(n->cqb, n->ha, n->hb, hc), 4, PVRDMA_WC_SEND,
+           PVRDMA_WC_SUCCESS, 100);
+    expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 4, PVRDMA_WC_RECV,
+           PVRDMA_WC_SUCCESS, 100);
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_qp_state(n->b), PVRDMA_QPS_RTS);
+    restore_free(n, hc);
 }
 
 /* The peer stops answering but keeps the socket: the QP's timeout. */
@@ -1879,7 +2042,7 @@ static void test_hostile_frames(void **state)
         uint16_t flags;
         uint32_t len;
         uint32_t id;
-        uint8_t body[PVRDMA_LINK_REQ_SIZE];
+        uint8_t body[PVRDMA_LINK_GIDS_MIN];
         uint32_t body_len;
     } cases[] = {
         { "bad type", 99, 0, 0, 0, { 0 }, 0 },
@@ -1930,14 +2093,32 @@ static void test_hostile_frames(void **state)
           PVRDMA_LINK_QUIESCE_SIZE, 0, { 2, 1 }, PVRDMA_LINK_QUIESCE_SIZE },
         { "QUIESCED of 8 bytes", PVRDMA_LINK_QUIESCED, 0, 8, 0, { 2 }, 8 },
         { "GIDS with an unknown flag", PVRDMA_LINK_GIDS, 0,
-          PVRDMA_LINK_GIDS_MIN, 0, { 1, 2 }, PVRDMA_LINK_GIDS_MIN },
+          PVRDMA_LINK_GIDS_MIN, 0, { 1, 2, [68] = 1 }, PVRDMA_LINK_GIDS_MIN },
+        { "GIDS without a life", PVRDMA_LINK_GIDS, 0,
+          PVRDMA_LINK_GIDS_MIN, 0, { 1 }, PVRDMA_LINK_GIDS_MIN },
+        { "GIDS with 17 ancestors", PVRDMA_LINK_GIDS, 0,
+          PVRDMA_LINK_GIDS_MIN, 0, { 1, [68] = 1, [76] = 17 },
+          PVRDMA_LINK_GIDS_MIN },
+        { "GIDS with a zero ancestor", PVRDMA_LINK_GIDS, 0,
+          PVRDMA_LINK_GIDS_MIN, 0, { 1, [68] = 1, [76] = 1 },
+          PVRDMA_LINK_GIDS_MIN },
+        { "GIDS with an ancestor past its count", PVRDMA_LINK_GIDS, 0,
+          PVRDMA_LINK_GIDS_MIN, 0, { 1, [68] = 1, [88] = 5 },
+          PVRDMA_LINK_GIDS_MIN },
+        { "REQ with a reserved byte set", PVRDMA_LINK_REQ, 0,
+          PVRDMA_LINK_REQ_SIZE, 1, { PVRDMA_WR_SEND, [109] = 1 },
+          PVRDMA_LINK_REQ_SIZE },
+        { "ACK of a lost connection with a success", PVRDMA_LINK_ACK, 0,
+          PVRDMA_LINK_ACK_SIZE, 1, { 0, [6] = 1 }, PVRDMA_LINK_ACK_SIZE },
+        { "ACK with an unknown flag", PVRDMA_LINK_ACK, 0,
+          PVRDMA_LINK_ACK_SIZE, 1, { 0, [6] = 2 }, PVRDMA_LINK_ACK_SIZE },
     };
     unsigned i;
 
     (void)state;
     for (i = 0; i < G_N_ELEMENTS(cases); i++) {
         Raw *r = raw_new();
-        uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_REQ_SIZE];
+        uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN];
 
         put_hdr(buf, cases[i].type, cases[i].flags, cases[i].len,
                 cases[i].id);
@@ -2181,6 +2362,7 @@ static void test_shm_hostile_counters(void **state)
     /* A valid empty GIDS frame, through the ring. */
     r = raw_shm_new();
     put_hdr(gids, PVRDMA_LINK_GIDS, 0, PVRDMA_LINK_GIDS_MIN, 0);
+    gids[PVRDMA_LINK_HDR_SIZE + 68] = 1;    /* its life */
     raw_shm_frames(r, gids, sizeof(gids));
     assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
     /* The fabric's counters page: it consumed all of ours. */
@@ -2366,6 +2548,9 @@ int main(void)
         cmocka_unit_test(test_move_back),
         cmocka_unit_test(test_move_peer_stopped),
         cmocka_unit_test(test_move_hold_expires),
+        cmocka_unit_test(test_restore_parted_peer_sends),
+        cmocka_unit_test(test_restore_parted_peer_answers),
+        cmocka_unit_test(test_restore_unparted),
         cmocka_unit_test(test_peer_silent),
         cmocka_unit_test(test_teardown_midstream),
         cmocka_unit_test(test_hostile_frames),

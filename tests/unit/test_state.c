@@ -492,6 +492,21 @@ static void test_state_refusals(void **state)
     s[0] = 'X';
     expect_refused(dst, s, len, bare, bare_len, "not a pvrdma device state");
     s[0] = 'P';
+    /*
+     * The fabric's move record ends the state (before the 8-byte end
+     * record): ..., life (8), ancestor count (4), no ancestors here.
+     */
+    {
+        uint8_t life[8];
+
+        memcpy(life, s + len - 20, 8);
+        memset(s + len - 20, 0, 8);
+        expect_refused(dst, s, len, bare, bare_len, "bad move record");
+        memcpy(s + len - 20, life, 8);
+        s[len - 12] = PVRDMA_MOVE_LINEAGE + 1;
+        expect_refused(dst, s, len, bare, bare_len, "17 ancestors");
+        s[len - 12] = 0;
+    }
     /* The real one loads into that device. */
     {
         char *err = NULL;

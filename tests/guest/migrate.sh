@@ -26,8 +26,8 @@
 #                              time, a QMP socket, return-path on, and a
 #                              second NIC for the host (hostfwd HOSTPORT
 #                              to the guest's port 7000)
-#   xmig_tell HOSTPORT         tell the guest of the newest M QEMU "go"
-#                              (its port 7000) through HOSTPORT
+#   xmig_tell HOSTPORT [WORD]  tell the guest of the newest M QEMU WORD
+#                              (go) on its port 7000, through HOSTPORT
 #   xmig_seen NAME RE COUNT    until NAME's console has COUNT lines
 #                              matching RE ($ppid and $mpid must live)
 #   xmig_cleanup               kill what is left of the guests
@@ -172,10 +172,10 @@ xmig_start_m() {
 }
 
 xmig_tell() {
-    local port=$1
+    local port=$1 word=${2:-go}
     local -a wrap=()
     [ "$xmig_link" = netns ] && wrap=(ip netns exec "$xmig_cur_ns")
-    until "${wrap[@]}" bash -c "{ echo go >&3; } 3<> /dev/tcp/127.0.0.1/$port" 2> /dev/null; do
+    until "${wrap[@]}" bash -c "{ echo $word >&3; } 3<> /dev/tcp/127.0.0.1/$port" 2> /dev/null; do
         kill -0 "$mpid" 2> /dev/null || fail "guest M's QEMU stopped"
         sleep 0.1
     done

@@ -18,6 +18,9 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate.sh"
 
+# PVRDMA_RESTORE_INPLACE=1: M goes back with `loadvm` in its own QEMU
+# (whose fabric links stay up) instead of a new QEMU with -loadvm.
+inplace=${PVRDMA_RESTORE_INPLACE:-0}
 d=$TEST_OUT
 rm -f "$d"/*.sock
 parted=$(build_prog parted)
@@ -61,16 +64,24 @@ log "snapshot taken; M goes on"
 xmig_tell "$hport" live
 xmig_seen m1 '^parted M: live round ok' 1
 xmig_seen p '^parted P: round 2 ok' 1
-qmp "$d/qmp-m1.sock" quit > /dev/null || true
-wait "$mpid" || true
-log "M's QEMU quit after a round with P; restoring the snapshot"
-hport=$(free_port)
-xmig_start_m m2 "$hport" "${snap[@]}" -q -loadvm -q parted
-mpid=$pid
+if [ "$inplace" = 1 ]; then
+    out=$(qmp "$d/qmp-m1.sock" human-monitor-command \
+          '{"command-line": "loadvm parted"}')
+    [ "$out" = '""' ] || fail "loadvm: $out"
+    log "M went back to the snapshot (loadvm in its QEMU) after a round with P"
+    cur=m1
+else
+    qmp "$d/qmp-m1.sock" quit > /dev/null || true
+    wait "$mpid" || true
+    log "M's QEMU quit after a round with P; restoring the snapshot"
+    hport=$(free_port)
+    xmig_start_m m2 "$hport" "${snap[@]}" -q -loadvm -q parted
+    mpid=$pid cur=m2
+fi
 xmig_tell "$hport" restored
 rc=0
 wait "$mpid" || rc=$?
-mlog=$PVRDMA_OUT/vm/xmig-m2.log plog=$PVRDMA_OUT/vm/xmig-p.log
+mlog=$PVRDMA_OUT/vm/xmig-$cur.log plog=$PVRDMA_OUT/vm/xmig-p.log
 grep -E '^parted' "$mlog" | sed 's/^/  [M] /'
 [ $rc = 0 ] || fail "restored guest M failed (status $rc; log: $mlog)"
 grep -q '^RESTORED-OK' "$mlog" || fail "no RESTORED-OK in $mlog"

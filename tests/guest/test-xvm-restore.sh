@@ -5,8 +5,9 @@
 # of P (tests/guest/progs/parted.c) and exchange a SEND each way. The
 # host takes a snapshot of M (savevm) and M goes on: another exchange on
 # X and Y, so P's QPs hear from M's run after the snapshot. M's QEMU
-# then quits, and a new QEMU restores the snapshot (-loadvm): M's process
-# is back where it was at the snapshot, its QPs in RTS, while P went on.
+# then quits, and a new QEMU restores the snapshot (-loadvm), or M's own
+# QEMU goes back to it (loadvm): M's process is back where it was at the
+# snapshot, its QPs in RTS, while P went on.
 # Checked, in the guests:
 #   - X, M sends first: its SEND completes with RETRY_EXC_ERR, its QP is
 #     in ERR with IBV_EVENT_QP_FATAL; P did not take the SEND (P's
@@ -18,9 +19,11 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate.sh"
 
-# PVRDMA_RESTORE_INPLACE=1: M goes back with `loadvm` in its own QEMU
-# (whose fabric links stay up) instead of a new QEMU with -loadvm.
-inplace=${PVRDMA_RESTORE_INPLACE:-0}
+# Twice: M restored in a new QEMU (-loadvm: a new process joins the
+# fabric), then with `loadvm` in its own QEMU (its fabric links stay up;
+# its device is reset and loaded under them). PVRDMA_RESTORE_MODES
+# picks ("new", "inplace").
+modes=${PVRDMA_RESTORE_MODES:-new inplace}
 d=$TEST_OUT
 rm -f "$d"/*.sock
 parted=$(build_prog parted)
@@ -44,52 +47,60 @@ else
 fi
 GUEST
 
-start=$SECONDS
-xmig_setup shm "$parted" "$d/guest.sh" "$TESTS_TOP/tests/guest/sync.sh" \
-    "$TESTS_TOP/tests/guest/pair.sh"
-rm -f "$d/snap.qcow2"
-qemu-img create -q -f qcow2 "$d/snap.qcow2" 64M ||
-    fail "qemu-img create failed (scripts/install-deps.sh installs qemu-utils)"
-snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
-xmig_start_p
-ppid=$pid
-hport=$(free_port)
-xmig_start_m m1 "$hport" "${snap[@]}"
-mpid=$pid
-xmig_seen m1 '^parted: snapshot now' 1
-out=$(qmp "$d/qmp-m1.sock" human-monitor-command \
-      '{"command-line": "savevm parted"}')
-[ "$out" = '""' ] || fail "savevm: $out"
-log "snapshot taken; M goes on"
-xmig_tell "$hport" live
-xmig_seen m1 '^parted M: live round ok' 1
-xmig_seen p '^parted P: round 2 ok' 1
-if [ "$inplace" = 1 ]; then
-    out=$(qmp "$d/qmp-m1.sock" human-monitor-command \
-          '{"command-line": "loadvm parted"}')
-    [ "$out" = '""' ] || fail "loadvm: $out"
-    log "M went back to the snapshot (loadvm in its QEMU) after a round with P"
-    cur=m1
-else
-    qmp "$d/qmp-m1.sock" quit > /dev/null || true
-    wait "$mpid" || true
-    log "M's QEMU quit after a round with P; restoring the snapshot"
+# restore MODE: the whole sequence once, with a new P.
+restore() {
+    local mode=$1 out rc cur mlog plog
+    xmig_setup shm "$parted" "$d/guest.sh" "$TESTS_TOP/tests/guest/sync.sh" \
+        "$TESTS_TOP/tests/guest/pair.sh"
+    rm -f "$d/snap.qcow2"
+    qemu-img create -q -f qcow2 "$d/snap.qcow2" 64M ||
+        fail "qemu-img create failed (scripts/install-deps.sh installs qemu-utils)"
+    snap=(-q -drive -q "if=none,id=snap,file=$d/snap.qcow2,format=qcow2")
+    xmig_start_p
+    ppid=$pid
     hport=$(free_port)
-    xmig_start_m m2 "$hport" "${snap[@]}" -q -loadvm -q parted
-    mpid=$pid cur=m2
-fi
-xmig_tell "$hport" restored
-rc=0
-wait "$mpid" || rc=$?
-mlog=$PVRDMA_OUT/vm/xmig-$cur.log plog=$PVRDMA_OUT/vm/xmig-p.log
-grep -E '^parted' "$mlog" | sed 's/^/  [M] /'
-[ $rc = 0 ] || fail "restored guest M failed (status $rc; log: $mlog)"
-grep -q '^RESTORED-OK' "$mlog" || fail "no RESTORED-OK in $mlog"
-rc=0
-wait "$ppid" || rc=$?
-grep -E '^parted' "$plog" | sed 's/^/  [P] /'
-[ $rc = 0 ] || fail "guest P failed (status $rc; log: $plog)"
-grep -q '^PEER-OK' "$plog" || fail "no PEER-OK in $plog"
+    xmig_start_m m1 "$hport" "${snap[@]}"
+    mpid=$pid
+    xmig_seen m1 '^parted: snapshot now' 1
+    out=$(qmp "$d/qmp-m1.sock" human-monitor-command \
+          '{"command-line": "savevm parted"}')
+    [ "$out" = '""' ] || fail "savevm: $out"
+    log "$mode: snapshot taken; M goes on"
+    xmig_tell "$hport" live
+    xmig_seen m1 '^parted M: live round ok' 1
+    xmig_seen p '^parted P: round 2 ok' 1
+    if [ "$mode" = inplace ]; then
+        out=$(qmp "$d/qmp-m1.sock" human-monitor-command \
+              '{"command-line": "loadvm parted"}')
+        [ "$out" = '""' ] || fail "loadvm: $out"
+        log "$mode: M went back to the snapshot (loadvm) after a round with P"
+        cur=m1
+    else
+        qmp "$d/qmp-m1.sock" quit > /dev/null || true
+        wait "$mpid" || true
+        log "$mode: M's QEMU quit after a round with P; restoring the snapshot"
+        hport=$(free_port)
+        xmig_start_m m2 "$hport" "${snap[@]}" -q -loadvm -q parted
+        mpid=$pid cur=m2
+    fi
+    xmig_tell "$hport" restored
+    rc=0
+    wait "$mpid" || rc=$?
+    mlog=$PVRDMA_OUT/vm/xmig-$cur.log plog=$PVRDMA_OUT/vm/xmig-p.log
+    grep -E '^parted' "$mlog" | sed "s/^/  [$mode M] /"
+    [ $rc = 0 ] || fail "$mode: restored guest M failed (status $rc; log: $mlog)"
+    grep -q '^RESTORED-OK' "$mlog" || fail "$mode: no RESTORED-OK in $mlog"
+    rc=0
+    wait "$ppid" || rc=$?
+    grep -E '^parted' "$plog" | sed "s/^/  [$mode P] /"
+    [ $rc = 0 ] || fail "$mode: guest P failed (status $rc; log: $plog)"
+    grep -q '^PEER-OK' "$plog" || fail "$mode: no PEER-OK in $plog"
+    xmig_cleanup
+}
+
+start=$SECONDS
+for m in $modes; do
+    case $m in new|inplace) restore "$m" ;; *) fail "PVRDMA_RESTORE_MODES: new or inplace, not $m" ;; esac
+done
 trap - EXIT
-xmig_cleanup
-pass "snapshot restored after M's peer heard from M's later run: the restored QPs end with RETRY_EXC_ERR / flush, ERR and QP_FATAL on both sides whoever sends first, nothing of theirs taken; UD and a new RC connection work ($((SECONDS - start)) s)"
+pass "snapshot restored ($modes) after M's peer heard from M's later run: the restored QPs end with RETRY_EXC_ERR / flush, ERR and QP_FATAL on both sides whoever sends first, nothing of theirs taken; UD and a new RC connection work ($((SECONDS - start)) s)"

@@ -1,0 +1,206 @@
+/*
+ * The cost of a small message between two QEMU processes, without QEMU
+ * or guests: two fabrics in this process stand for the two processes
+ * (tests/unit/fake_host.c), linked by a socket pair with shared rings as
+ * fabric-path makes them (or inline, as over TCP, with -i), one fake
+ * guest on each, one connected RC QP pair.  The requester keeps a window
+ * of 64-byte RDMA WRITEs (or SENDs, -S) outstanding, as ib_write_bw does,
+ * and takes its completions with the CQ_POLL doorbell as our provider
+ * does; both processes' loops run in turn in this thread.
+ *
+ *   link_ops [-n N] [-w WINDOW] [-S] [-i]
+ *
+ * Prints the CPU nanoseconds per message of both sides together (what
+ * bounds the message rate between two VMs, each side's share on its own
+ * core).  Under `valgrind --tool=callgrind` (make -C tests/bench
+ * link-ops) the instructions per message, which repeat exactly and so
+ * compare two builds without the noise of these machines.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <glib.h>
+
+#include "fake_guest.h"
+#include "fake_host.h"
+#include "fake_verbs.h"
+#include "pvrdma_core_int.h"
+#include "pvrdma_fabric.h"
+
+#define VA_A        0x10000000ull
+#define VA_B        0x20000000ull
+#define MR_LEN      (64u << 10)
+#define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
+                     PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
+
+static unsigned n_msgs = 200000, window = 16;
+static bool use_send, inline_link;
+
+static FakeGuest *guest_on(Host *h, int index)
+{
+    FakeGuest *fg = fg_new(NULL);
+    PvrdmaFabricPort *port;
+    char *msg = NULL;
+
+    port = pvrdma_fabric_port_new(h->fab, fg->core, index, &msg);
+    assert_non_null(port);
+    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
+    fg_setup(fg);
+    assert_int_equal(fg_bind_gid(fg, 0), 0);
+    return fg;
+}
+
+static double cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void post(FvQp *qp, FvMr *mr, uint64_t id, uint32_t rkey)
+{
+    struct pvrdma_sge s = { .addr = VA_A + id % 64 * 64, .length = 64,
+                            .lkey = mr->lkey };
+    struct pvrdma_sq_wqe_hdr h = { .wr_id = id, .num_sge = 1,
+                                   .send_flags = PVRDMA_WR_FLAG_SIGNALED };
+
+    if (use_send) {
+        h.opcode = PVRDMA_WR_SEND;
+    } else {
+        h.opcode = PVRDMA_WR_RDMA_WRITE;
+        h.wr.rdma.remote_addr = VA_B + id % 64 * 64;
+        h.wr.rdma.rkey = rkey;
+    }
+    fv_post_send(qp, &h, &s, 1);
+}
+
+static void post_recvs(FvQp *qp, FvMr *mr, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        struct pvrdma_sge r = { .addr = VA_B + i % 64 * 64, .length = 64,
+                                .lkey = mr->lkey };
+
+        fv_post_recv(qp, i, &r, 1);
+    }
+    fv_ring_rq(qp);
+}
+
+static void bench(void **state)
+{
+    const FvConnOpts o = { .access = ALL_ACCESS, .min_rnr_timer = 1,
+                           .rnr_retry = 7, .retry_cnt = 7 };
+    Host *ha = host_new_real(), *hb = host_new_real(), *hs[2] = { ha, hb };
+    FakeGuest *fa = guest_on(ha, 1), *fb = guest_on(hb, 2);
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+    struct pvrdma_cqe c;
+    unsigned posted = 0, done = 0, got = 0, i;
+    double t0, t1;
+    int sv[2];
+
+    (void)state;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+                     0);
+    pvrdma_fabric_add_link(ha->fab, sv[0], !inline_link, "bench-a");
+    pvrdma_fabric_add_link(hb->fab, sv[1], !inline_link, "bench-b");
+    for (i = 0; i < 100 && !pvrdma_fabric_links_up(ha->fab); i++) {
+        hosts_step(hs, 2, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(ha->fab), 1);
+    assert_int_equal(fg_create_pd(fa, 0, &pda), 0);
+    assert_int_equal(fg_create_pd(fb, 0, &pdb), 0);
+    cqa = fv_cq_new(fa, 0, 1024);
+    cqb = fv_cq_new(fb, 0, 1024);
+    a = fv_qp_new(fa, PVRDMA_QPT_RC, pda, cqa, cqa, NULL, window, 1, true);
+    b = fv_qp_new(fb, PVRDMA_QPT_RC, pdb, cqb, cqb, NULL, 256, 1, true);
+    ma = fv_mr_new(fa, pda, VA_A, MR_LEN, ALL_ACCESS);
+    mb = fv_mr_new(fb, pdb, VA_B, MR_LEN, ALL_ACCESS);
+    fv_connect(a, b, &o);
+    for (i = 0; i < 50; i++) {
+        hosts_step(hs, 2, 0);    /* the GIDs reach both sides */
+    }
+    if (use_send) {
+        post_recvs(b, mb, 256);
+    }
+    t0 = cpu_ns();
+    while (done < n_msgs) {
+        if (posted - done < window && posted < n_msgs) {
+            while (posted - done < window && posted < n_msgs) {
+                post(a, ma, posted++, mb->rkey);
+            }
+            fv_ring_sq(a);
+        }
+        hosts_step(hs, 2, 0);
+        while (fv_cq_poll(cqa, &c)) {
+            assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+            done++;
+        }
+        fv_cq_poll_doorbell(cqa);
+        if (use_send) {
+            unsigned k = 0;
+
+            while (fv_cq_poll(cqb, &c)) {
+                assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+                k++;
+            }
+            got += k;
+            if (k) {
+                post_recvs(b, mb, k);
+            }
+        }
+    }
+    t1 = cpu_ns();
+    printf("link_ops: %u %s of 64 B over a%s link, window %u: %.0f ns of "
+           "CPU per message (both processes)\n", n_msgs,
+           use_send ? "SENDs" : "WRITEs", inline_link ? "n inline" : " shm",
+           window, (t1 - t0) / n_msgs);
+    fg_free(fa);
+    fg_free(fb);
+    host_free(ha);
+    host_free(hb);
+    g_free(cqa);
+    g_free(cqb);
+    g_free(a);
+    g_free(b);
+    g_free(ma);
+    g_free(mb);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = { cmocka_unit_test(bench) };
+    int c;
+
+    while ((c = getopt(argc, argv, "n:w:Si")) != -1) {
+        switch (c) {
+        case 'n': n_msgs = atoi(optarg); break;
+        case 'w': window = atoi(optarg); break;
+        case 'S': use_send = true; break;
+        case 'i': inline_link = true; break;
+        default:
+            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i]\n");
+            return 2;
+        }
+    }
+    if (!window || window > 64) {
+        fprintf(stderr, "link_ops: a window of 1 to 64\n");
+        return 2;
+    }
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

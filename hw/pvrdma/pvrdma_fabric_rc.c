@@ -493,6 +493,17 @@ _Static_assert(offsetof(PvrdmaFabricExec, rwr) <
                offsetof(PvrdmaFabricExec, sgl) <
                offsetof(PvrdmaFabricExec, mem), "PvrdmaFabricExec order");
 
+void pvrdma_fabric_exec_clear(PvrdmaFabricExec *ex)
+{
+    /* All but the segment arrays (3 KiB; only the first nseg are read). */
+    memset(ex, 0, offsetof(PvrdmaFabricExec, rwr));
+    ex->rwr.wr_id = 0;
+    ex->rwr.status = 0;
+    pvrdma_sgl_clear(&ex->rwr.sgl);
+    pvrdma_sgl_clear(&ex->sgl);
+    memset(&ex->mem, 0, sizeof(*ex) - offsetof(PvrdmaFabricExec, mem));
+}
+
 bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex)
 {
@@ -501,13 +512,7 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     uint8_t type;
 
     port->work++;
-    /* All but the segment arrays (3 KiB; only the first nseg are read). */
-    memset(ex, 0, offsetof(PvrdmaFabricExec, rwr));
-    ex->rwr.wr_id = 0;
-    ex->rwr.status = 0;
-    pvrdma_sgl_clear(&ex->rwr.sgl);
-    pvrdma_sgl_clear(&ex->sgl);
-    memset(&ex->mem, 0, sizeof(*ex) - offsetof(PvrdmaFabricExec, mem));
+    pvrdma_fabric_exec_clear(ex);
     ex->port = port;
     ex->qp = qp;
     ex->msg = *msg;

@@ -468,13 +468,15 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaFabricReq *req)
     wr64(b + 72, wr->compare_add);
     wr64(b + 80, wr->swap);
     wr64(b + 88, wr->length);
-    wr32(b + 96, wr->qkey);
-    wr32(b + 100, wr->flow_label);
-    b[104] = wr->tclass;
-    b[105] = wr->hop_limit;
     /* The transport: 0 RC, 1 a datagram, 2 UC. */
     b[106] = wr->ud ? 1 : wr->uc ? 2 : 0;
-    if (!wr->ud) {
+    if (wr->ud) {
+        /* (only a datagram's are set: nothing else leaves the host) */
+        wr32(b + 96, wr->qkey);
+        wr32(b + 100, wr->flow_label);
+        b[104] = wr->tclass;
+        b[105] = wr->hop_limit;
+    } else {
         /* Who asks, and whom it last heard from (Restored snapshots). */
         wr64(b + 112, req->port->life);
         wr64(b + 120, req->qp->peer_life);
@@ -1348,7 +1350,8 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     if (payload && l->rx.open) {
         return false;           /* one stream at a time */
     }
-    ex = g_new0(PvrdmaFabricExec, 1);
+    ex = g_new(PvrdmaFabricExec, 1);
+    pvrdma_fabric_exec_clear(ex);
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
     if (port && !msg.ud) {
         PvrdmaFabricQp *fqp = qp->be;

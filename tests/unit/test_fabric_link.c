@@ -1986,6 +1986,85 @@ static void test_hostile_frames(void **state)
     }
 }
 
+/*
+ * What a REQ carries beyond its request: an RC READ's datagram fields
+ * (Q_Key, flow label, traffic class, hop limit) are zero, not whatever
+ * the host's heap held; its lives are the port's and none yet.
+ */
+static void test_req_bytes(void **state)
+{
+    Raw *r = raw_new();
+    uint8_t gids[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN + 16] = { 0 };
+    uint8_t in[4096], *req = NULL;
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_RDMA_READ, 1);
+    struct pvrdma_sge sg;
+    uint32_t pd;
+    FvCq *cq;
+    FvQp *qp;
+    FvMr *mr;
+    size_t got = 0, off;
+    unsigned i;
+
+    (void)state;
+    /* The raw peer announces the test GID as its port 2. */
+    put_hdr(gids, PVRDMA_LINK_GIDS, 0, PVRDMA_LINK_GIDS_MIN + 16, 0);
+    gids[PVRDMA_LINK_HDR_SIZE] = 2;
+    gids[PVRDMA_LINK_HDR_SIZE + 2] = 1;
+    gids[PVRDMA_LINK_HDR_SIZE + 68] = 7;
+    fg_test_gid(0, gids + PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN);
+    assert_false(raw_feed(r, gids, sizeof(gids)));
+    assert_int_equal(fg_create_pd(r->fg, 0, &pd), 0);
+    cq = fv_cq_new(r->fg, 0, 16);
+    qp = fv_qp_new(r->fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 4, 1, false);
+    mr = fv_mr_new(r->fg, pd, VA_A, 4096, ALL_ACCESS);
+    assert_int_equal(fv_qp_rts(qp, 0x20002, 0, &conn_opts), 0);
+    sg = sge(mr, VA_A, 64);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = 0x100;
+    fv_post_send(qp, &h, &sg, 1);
+    fv_ring_sq(qp);
+    for (i = 0; i < 20 && !req; i++) {
+        ssize_t n;
+
+        run(r->h, NULL, 1);
+        n = read(r->fd, in + got, sizeof(in) - got);
+        got += n > 0 ? (size_t)n : 0;
+        /* Frames: the fabric's own GIDS, then the REQ. */
+        for (off = 0; off + PVRDMA_LINK_HDR_SIZE <= got;) {
+            uint32_t len = in[off + 8] | in[off + 9] << 8 |
+                           in[off + 10] << 16 | (uint32_t)in[off + 11] << 24;
+
+            if (off + PVRDMA_LINK_HDR_SIZE + len > got) {
+                break;
+            }
+            if (in[off + 5] == PVRDMA_LINK_REQ) {
+                req = in + off + PVRDMA_LINK_HDR_SIZE;
+            }
+            off += PVRDMA_LINK_HDR_SIZE + len;
+        }
+    }
+    assert_non_null(req);
+    assert_int_equal(req[0], PVRDMA_WR_RDMA_READ);
+    for (i = 96; i < 112; i++) {
+        if (req[i]) {
+            fail_msg("REQ byte %u is 0x%02x, not 0", i, req[i]);
+        }
+    }
+    for (i = 0, off = 0; i < 8; i++) {
+        off |= req[112 + i];
+    }
+    assert_true(off != 0);      /* the requester's life */
+    for (i = 120; i < PVRDMA_LINK_REQ_SIZE; i++) {
+        assert_int_equal(req[i], 0);    /* nothing heard from the peer */
+    }
+    fv_qp_modify_state(qp, PVRDMA_QPS_ERR);
+    run(r->h, NULL, 3);
+    g_free(cq);
+    g_free(qp);
+    g_free(mr);
+    raw_free(r);
+}
+
 /* A REQ for a QP that does not exist is answered, not a violation. */
 static void test_req_to_nobody(void **state)
 {
@@ -2410,6 +2489,7 @@ int main(void)
         cmocka_unit_test(test_teardown_midstream),
         cmocka_unit_test(test_hostile_frames),
         cmocka_unit_test(test_req_to_nobody),
+        cmocka_unit_test(test_req_bytes),
         cmocka_unit_test(test_random_frames),
         cmocka_unit_test(test_peer_never_reads),
         cmocka_unit_test(test_shm_hello_without_ring),

@@ -33,6 +33,6 @@ vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
     "${XVM_ARGS[@]}" \
     --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
     --a-arg -d --a-arg ",fabric-listen=192.168.77.1:7471" \
-    --b-arg -d --b-arg ",fabric-peer=192.168.77.1:7471"
+    --b-arg -d --b-arg ",fabric-peer=192.168.77.1:7471" --b-arg --iothread
 xvm_check "$TEST_NAME"
-pass "ping-pongs, perftest, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP between namespaces"
+pass "ping-pongs, perftest, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP between namespaces (B with iothread=)"

@@ -8,7 +8,9 @@
 # every opcode, byte, completion field and error status of the one-VM run.
 # Guest B first runs rc_verify within itself; the cross-VM run must pass
 # as many checks as that one, with none failed. The device has a fabric
-# with peers elsewhere, so empty polls ring CQ_POLL (-P).
+# with peers elsewhere, so empty polls ring CQ_POLL (-P). One side runs
+# its device with iothread=: A (the responder) over shared memory, B (the
+# requester) over TCP.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/vmpair.sh"
 rc_verify=$(build_prog rc_verify)
@@ -56,8 +58,8 @@ check_pair() {
     fi
     CHECKS=$two
 }
-check_pair "$TEST_NAME" --arg -d --arg ",fabric-path=$fdir"
+check_pair "$TEST_NAME" --arg -d --arg ",fabric-path=$fdir" --a-arg --iothread
 # TCP: a port of the loopback that nothing of the test suite else uses.
 check_pair "$TEST_NAME-tcp" --a-arg -d --a-arg ",fabric-listen=127.0.0.1:7591" \
-    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591"
+    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591" --b-arg --iothread
 pass "rc_verify across two VMs, shared memory and TCP: all $CHECKS checks of the one-VM run"

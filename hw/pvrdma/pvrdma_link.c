@@ -124,8 +124,14 @@ struct PvrdmaLink {
     uint64_t fr_done;           /* of those, consumed by the peer (seen) */
     uint64_t fr_tail;           /* bytes ever taken from the peer's */
 
-    /* Our requests, by id. */
-    GHashTable *reqs;
+    /*
+     * Our requests, by id: slot id & reqs_mask holds the one with that id
+     * (ids skip the taken slots; at most half are used, else it doubles).
+     * A hash table cost a tenth of a small message's instructions.
+     */
+    PvrdmaFabricReq **reqs;
+    uint32_t reqs_mask;
+    uint32_t nreqs;
     uint32_t next_id;
 
     /* Streams we send: the one sending, then the waiting ones. */
@@ -208,6 +214,65 @@ static inline uint64_t rd64(const uint8_t *p)
 }
 
 /* ---- output -------------------------------------------------------------- */
+
+/* ---- our requests by id ------------------------------------------------ */
+
+#define PVRDMA_LINK_REQS_MIN    64
+
+static PvrdmaFabricReq *pvrdma_link_req_get(PvrdmaLink *l, uint32_t id)
+{
+    PvrdmaFabricReq *req = l->reqs[id & l->reqs_mask];
+
+    return req && req->id == id ? req : NULL;
+}
+
+/* A new id for @req (its slot free) and @req in it. */
+static void pvrdma_link_req_put(PvrdmaLink *l, PvrdmaFabricReq *req)
+{
+    if (l->nreqs + 1 > (l->reqs_mask + 1) / 2) {
+        /* Twice the slots: ids apart in the old mask stay apart. */
+        uint32_t i, mask = l->reqs_mask * 2 + 1;
+        PvrdmaFabricReq **slots = g_new0(PvrdmaFabricReq *, mask + 1);
+
+        for (i = 0; i <= l->reqs_mask; i++) {
+            if (l->reqs[i]) {
+                slots[l->reqs[i]->id & mask] = l->reqs[i];
+            }
+        }
+        g_free(l->reqs);
+        l->reqs = slots;
+        l->reqs_mask = mask;
+    }
+    do {
+        l->next_id++;
+    } while (!l->next_id || l->reqs[l->next_id & l->reqs_mask]);
+    req->id = l->next_id;
+    l->reqs[req->id & l->reqs_mask] = req;
+    l->nreqs++;
+}
+
+static void pvrdma_link_req_del(PvrdmaLink *l, PvrdmaFabricReq *req)
+{
+    l->reqs[req->id & l->reqs_mask] = NULL;
+    l->nreqs--;
+}
+
+/* The request in the first used slot from *@i on (*@i then past it). */
+static PvrdmaFabricReq *pvrdma_link_req_next(PvrdmaLink *l, uint32_t *i)
+{
+    while (*i <= l->reqs_mask) {
+        PvrdmaFabricReq *req = l->reqs[(*i)++];
+
+        if (req) {
+            return req;
+        }
+    }
+    return NULL;
+}
+
+/* Each of @l's requests as @req (it may leave the table meanwhile). */
+#define PVRDMA_LINK_FOREACH_REQ(l, i, req) \
+    for ((i) = 0; ((req) = pvrdma_link_req_next((l), &(i))) != NULL;)
 
 static void pvrdma_link_update_watch(PvrdmaLink *l)
 {
@@ -769,16 +834,11 @@ void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     PvrdmaSendWr *wr = req->wr;
 
-    do {
-        l->next_id++;
-    } while (!l->next_id ||
-             g_hash_table_contains(l->reqs, GUINT_TO_POINTER(l->next_id)));
+    pvrdma_link_req_put(l, req);
     req->link = l;
-    req->id = l->next_id;
     req->timeout_ns = pvrdma_link_qp_timeout(req->qp);
     req->since = h->clock_ns(h->opaque);
     req->gen = ((PvrdmaFabricQp *)req->qp->be)->gen;
-    g_hash_table_insert(l->reqs, GUINT_TO_POINTER(req->id), req);
     if (pvrdma_fabric_op_has_payload(wr->opcode) && wr->length) {
         req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
                                      wr->length);
@@ -806,7 +866,7 @@ static void pvrdma_link_req_unlink(PvrdmaFabricReq *req)
 {
     PvrdmaLink *l = req->link;
 
-    g_hash_table_remove(l->reqs, GUINT_TO_POINTER(req->id));
+    pvrdma_link_req_del(l, req);
     if (req->tx) {
         req->tx->req = NULL;    /* its stream aborts or is dropped */
         req->tx = NULL;
@@ -859,24 +919,22 @@ static void pvrdma_link_answer(PvrdmaLink *l, PvrdmaFabricReq *req,
 
 void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
 {
-    GHashTableIter it;
-    gpointer k, v;
+    PvrdmaFabricReq *req;
     GSList *expired = NULL, *e;
+    uint32_t i;
 
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, &k, &v)) {
-        PvrdmaFabricReq *req = v;
+    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
         int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
 
         if (req->timeout_ns && now - since >= req->timeout_ns) {
-            expired = g_slist_prepend(expired, k);
+            expired = g_slist_prepend(expired, GUINT_TO_POINTER(req->id));
         } else {
             *busy = true;
         }
     }
     /* By id: completing one may cancel others of its QP. */
     for (e = expired; e; e = e->next) {
-        PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, e->data);
+        req = pvrdma_link_req_get(l, GPOINTER_TO_UINT(e->data));
 
         /* A peer that went silent: retries exhausted, QP fatal. */
         if (req) {
@@ -979,12 +1037,11 @@ bool pvrdma_link_peer_quiesced(PvrdmaLink *l, unsigned index)
 static bool pvrdma_link_reqs_to(PvrdmaLink *l, unsigned index)
 {
     const PvrdmaLinkRPort *rp = l->rports[index];
-    GHashTableIter it;
-    gpointer v;
+    PvrdmaFabricReq *req;
+    uint32_t i;
 
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        const PvrdmaSendWr *wr = ((PvrdmaFabricReq *)v)->wr;
+    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
+        const PvrdmaSendWr *wr = req->wr;
         uint32_t to = wr->dst_qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
 
         if (to == index || (!to && pvrdma_link_rport_has(rp, wr->dgid))) {
@@ -1426,7 +1483,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
 
 static bool pvrdma_link_resp(PvrdmaLink *l, uint32_t id, const uint8_t *b)
 {
-    PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, GUINT_TO_POINTER(id));
+    PvrdmaFabricReq *req = pvrdma_link_req_get(l, id);
     uint64_t len = rd64(b);
 
     if (l->rx.open || !len || len > PVRDMA_PORT_MAX_MSG_SZ) {
@@ -1567,7 +1624,7 @@ static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
 
 static bool pvrdma_link_ack(PvrdmaLink *l, uint32_t id, const uint8_t *b)
 {
-    PvrdmaFabricReq *req = g_hash_table_lookup(l->reqs, GUINT_TO_POINTER(id));
+    PvrdmaFabricReq *req = pvrdma_link_req_get(l, id);
     PvrdmaFabricAck ack = {
         .status = rd32(b),
         .rnr = b[4] != 0,
@@ -1963,7 +2020,8 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     l->ibuf = g_malloc(PVRDMA_LINK_IBUF_SIZE);
     l->send_fd = -1;
     l->peer_fd = -1;
-    l->reqs = g_hash_table_new(NULL, NULL);
+    l->reqs_mask = PVRDMA_LINK_REQS_MIN - 1;
+    l->reqs = g_new0(PvrdmaFabricReq *, PVRDMA_LINK_REQS_MIN);
     l->last_rx = h->clock_ns(h->opaque);
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     if (shm) {
@@ -1987,8 +2045,6 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
 void pvrdma_link_close(PvrdmaLink *l, const char *why)
 {
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
-    GHashTableIter it;
-    gpointer v;
     unsigned i;
 
     if (l->dead) {
@@ -2029,14 +2085,13 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
      * Our requests: RETRY_EXC_ERR, as when a real peer stops answering.
      * One at a time: completing one may cancel others of its QP.
      */
-    for (;;) {
-        PvrdmaFabricReq *req;
+    while (l->nreqs) {
+        PvrdmaFabricReq *req = NULL;
+        uint32_t k;
 
-        g_hash_table_iter_init(&it, l->reqs);
-        if (!g_hash_table_iter_next(&it, NULL, &v)) {
+        PVRDMA_LINK_FOREACH_REQ(l, k, req) {
             break;
         }
-        req = v;
         pvrdma_link_req_finish(req, req->fail ? req->fail :
                                PVRDMA_WC_RETRY_EXC_ERR, !req->fail);
     }
@@ -2046,7 +2101,7 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
 void pvrdma_link_free(PvrdmaLink *l)
 {
     g_assert(l->dead);
-    g_assert(g_hash_table_size(l->reqs) == 0);
+    g_assert(l->nreqs == 0);
     if (l->send_fd >= 0) {
         close(l->send_fd);
     }
@@ -2059,7 +2114,7 @@ void pvrdma_link_free(PvrdmaLink *l)
     if (l->rx_ring) {
         munmap((void *)l->rx_ring, PVRDMA_LINK_RING_MAP);
     }
-    g_hash_table_destroy(l->reqs);
+    g_free(l->reqs);
     g_byte_array_free(l->obuf, true);
     g_free(l->ibuf);
     g_free(l->name);
@@ -2083,7 +2138,7 @@ bool pvrdma_link_shm(PvrdmaLink *l)
 
 bool pvrdma_link_busy(PvrdmaLink *l)
 {
-    return !l->dead && g_hash_table_size(l->reqs) > 0;
+    return !l->dead && l->nreqs > 0;
 }
 
 bool pvrdma_link_pending_in(PvrdmaLink *l)
@@ -2136,15 +2191,14 @@ bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp, const uint8_t gid[16])
 
 bool pvrdma_link_port_busy(PvrdmaLink *l, PvrdmaFabricPort *port)
 {
-    GHashTableIter it;
-    gpointer v;
+    PvrdmaFabricReq *req;
+    uint32_t i;
 
     if (l->rx.open && l->rx.ex && l->rx.ex->port == port) {
         return true;
     }
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        if (((PvrdmaFabricReq *)v)->port == port) {
+    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
+        if (req->port == port) {
             return true;
         }
     }
@@ -2181,15 +2235,14 @@ bool pvrdma_link_owns(PvrdmaLink *l, const uint8_t gid[16], uint32_t qpn,
 
 void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port)
 {
-    GHashTableIter it;
-    gpointer v;
+    PvrdmaFabricReq *req;
     GList *reqs = NULL, *e;
+    uint32_t i;
 
     /* Execs of the port were aborted by the port; requests are dropped. */
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        if (((PvrdmaFabricReq *)v)->port == port) {
-            reqs = g_list_prepend(reqs, v);
+    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
+        if (req->port == port) {
+            reqs = g_list_prepend(reqs, req);
         }
     }
     for (e = reqs; e; e = e->next) {
@@ -2205,13 +2258,10 @@ void pvrdma_link_port_gone(PvrdmaLink *l, PvrdmaFabricPort *port)
 void pvrdma_link_mr_gone(PvrdmaLink *l, PvrdmaFabricPort *port,
                          const PvrdmaMr *mr)
 {
-    GHashTableIter it;
-    gpointer v;
+    PvrdmaFabricReq *req;
+    uint32_t i;
 
-    g_hash_table_iter_init(&it, l->reqs);
-    while (g_hash_table_iter_next(&it, NULL, &v)) {
-        PvrdmaFabricReq *req = v;
-
+    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
         if (req->port == port && !req->fail &&
             pvrdma_fabric_sgl_uses(&req->wr->local, mr)) {
             pvrdma_link_req_fail(req, PVRDMA_WC_LOC_PROT_ERR);

@@ -901,6 +901,60 @@ static void test_window_inline(void **state)
     do_window(false);
 }
 
+/*
+ * More requests out on one link than its first table of ids holds (64
+ * slots, half used at most): five QP pairs with 16 WRITEs each out at
+ * once; the table grows under them and every WRITE lands once.
+ */
+static void test_many_out_on_a_link(void **state)
+{
+    Net *n = net_new(true);
+    FvQp *a[5], *b[5];
+    struct pvrdma_cqe c;
+    unsigned q, i, done = 0;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 80 * 256, 41);
+    for (q = 0; q < 5; q++) {
+        a[q] = q ? fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa,
+                             NULL, 16, 1, false) : n->a;
+        b[q] = q ? fv_qp_new(n->fb, PVRDMA_QPT_RC, n->pdb, n->cqb, n->cqb,
+                             NULL, 16, 1, false) : n->b;
+        if (q) {
+            fv_connect(a[q], b[q], &conn_opts);
+        }
+    }
+    for (q = 0; q < 5; q++) {
+        for (i = 0; i < 16; i++) {
+            uint64_t off = (q * 16 + i) * 256;
+            struct pvrdma_sge s = sge(n->ma, VA_A + off, 256);
+            struct pvrdma_sq_wqe_hdr h = wqe(q * 16 + i, PVRDMA_WR_RDMA_WRITE,
+                                             1);
+
+            h.wr.rdma.remote_addr = VA_B + off;
+            h.wr.rdma.rkey = n->mb->rkey;
+            fv_post_send(a[q], &h, &s, 1);
+        }
+        fv_ring_sq(a[q]);
+    }
+    for (q = 0; q < 5; q++) {
+        assert_int_equal(nout(n->fa, a[q]), 16);
+    }
+    while (done < 80) {
+        c = wait_cqe(n, n->cqa);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+        done++;
+    }
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    expect_same(n->ma, VA_A, n->mb, VA_B, 80 * 256);
+    for (q = 1; q < 5; q++) {
+        g_free(a[q]);
+        g_free(b[q]);
+    }
+    net_free(n);
+}
+
 /* READs and atomics out at once: at most max_rd_atomic (4 here). */
 static void test_window_rd_atomic(void **state)
 {
@@ -2464,6 +2518,7 @@ int main(void)
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),
+        cmocka_unit_test(test_many_out_on_a_link),
         cmocka_unit_test(test_read_stream_shm),
         cmocka_unit_test(test_read_stream_inline),
         cmocka_unit_test(test_window_rnr),

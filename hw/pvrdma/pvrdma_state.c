@@ -32,7 +32,7 @@
 #include "pvrdma_core_int.h"
 
 #define ST_MAGIC            "PVRDMAS1"
-#define ST_VERSION          1
+#define ST_VERSION          2   /* 2: lives (QP partner, MOVE) */
 
 enum {
     ST_CONFIG = 1,

@@ -486,9 +486,9 @@ static void test_state_refusals(void **state)
     join(dst);
     bare = save(dst, &bare_len);
     /* Another format version, or not a state at all. */
+    s[8] = 3;
+    expect_refused(dst, s, len, bare, bare_len, "version 3");
     s[8] = 2;
-    expect_refused(dst, s, len, bare, bare_len, "version 2");
-    s[8] = 1;
     s[0] = 'X';
     expect_refused(dst, s, len, bare, bare_len, "not a pvrdma device state");
     s[0] = 'P';

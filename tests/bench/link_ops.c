@@ -47,20 +47,6 @@
 static unsigned n_msgs = 200000, window = 16;
 static bool use_send, inline_link;
 
-static FakeGuest *guest_on(Host *h, int index)
-{
-    FakeGuest *fg = fg_new(NULL);
-    PvrdmaFabricPort *port;
-    char *msg = NULL;
-
-    port = pvrdma_fabric_port_new(h->fab, fg->core, index, &msg);
-    assert_non_null(port);
-    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
-    fg_setup(fg);
-    assert_int_equal(fg_bind_gid(fg, 0), 0);
-    return fg;
-}
-
 static double cpu_ns(void)
 {
     struct timespec ts;
@@ -104,7 +90,7 @@ static void bench(void **state)
     const FvConnOpts o = { .access = ALL_ACCESS, .min_rnr_timer = 1,
                            .rnr_retry = 7, .retry_cnt = 7 };
     Host *ha = host_new_real(), *hb = host_new_real(), *hs[2] = { ha, hb };
-    FakeGuest *fa = guest_on(ha, 1), *fb = guest_on(hb, 2);
+    FakeGuest *fa = host_guest(ha, 1), *fb = host_guest(hb, 2);
     uint32_t pda, pdb;
     FvCq *cqa, *cqb;
     FvQp *a, *b;

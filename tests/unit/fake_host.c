@@ -3,8 +3,13 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
 #include <poll.h>
 #include <time.h>
+
+#include <cmocka.h>
 
 #include "fake_host.h"
 
@@ -149,4 +154,18 @@ void run(Host *a, Host *b, unsigned rounds)
     while (rounds--) {
         hosts_step(hs, b ? 2 : 1, 1);
     }
+}
+
+FakeGuest *host_guest(Host *h, int index)
+{
+    FakeGuest *fg = fg_new(NULL);
+    PvrdmaFabricPort *port;
+    char *msg = NULL;
+
+    port = pvrdma_fabric_port_new(h->fab, fg->core, index, &msg);
+    assert_non_null(port);
+    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
+    fg_setup(fg);
+    assert_int_equal(fg_bind_gid(fg, 0), 0);
+    return fg;
 }

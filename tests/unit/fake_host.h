@@ -15,6 +15,7 @@
 
 #include <glib.h>
 
+#include "fake_guest.h"
 #include "pvrdma_fabric.h"
 
 typedef struct Watch {
@@ -46,5 +47,10 @@ void host_free(Host *h);
 void hosts_step(Host **hs, unsigned n, int timeout_ms);
 /* @rounds rounds of @a and @b (NULL: @a alone), 1 ms poll each. */
 void run(Host *a, Host *b, unsigned rounds);
+/*
+ * A fake guest whose device is port @index of @h's fabric, its DSR
+ * loaded and the test GID 0 bound.
+ */
+FakeGuest *host_guest(Host *h, int index);
 
 #endif /* FAKE_HOST_H */

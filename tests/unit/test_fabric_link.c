@@ -55,20 +55,6 @@ typedef struct Net {
     int sv[2];
 } Net;
 
-static FakeGuest *guest_on(Host *h, int index)
-{
-    FakeGuest *fg = fg_new(NULL);
-    PvrdmaFabricPort *port;
-    char *msg = NULL;
-
-    port = pvrdma_fabric_port_new(h->fab, fg->core, index, &msg);
-    assert_non_null(port);
-    pvrdma_core_set_backend(fg->core, &pvrdma_fabric_backend_ops, port);
-    fg_setup(fg);
-    assert_int_equal(fg_bind_gid(fg, 0), 0);
-    return fg;
-}
-
 static const FvConnOpts conn_opts = {
     .access = ALL_ACCESS, .min_rnr_timer = 1, .rnr_retry = 7,
     .retry_cnt = 7,
@@ -99,8 +85,8 @@ static Net *net_new(bool shm)
     n->ha = host_new();
     n->hb = host_new();
     /* Same GID on both (fake guests bind one test GID): QPN tells. */
-    n->fa = guest_on(n->ha, 1);
-    n->fb = guest_on(n->hb, 2);
+    n->fa = host_guest(n->ha, 1);
+    n->fb = host_guest(n->hb, 2);
     net_link(n, shm);
     assert_int_equal(fg_create_pd(n->fa, 0, &n->pda), 0);
     assert_int_equal(fg_create_pd(n->fb, 0, &n->pdb), 0);
@@ -1479,7 +1465,7 @@ static void test_move_claim(void **state)
     move_out_and_send(n);
 
     /* D, another process, announces b's GID on port index 2. */
-    fd = guest_on(hd, 2);
+    fd = host_guest(hd, 2);
     link_hosts(n->ha, hd, n->hb);
     memset(bogus.token, 0x42, sizeof(bogus.token));
     pvrdma_fabric_move_in(fd->core->be, &bogus);
@@ -1903,7 +1889,7 @@ static Raw *raw_new(void)
     unsigned i;
 
     r->h = host_new();
-    r->fg = guest_on(r->h, 1);
+    r->fg = host_guest(r->h, 1);
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
     pvrdma_fabric_add_link(r->h->fab, sv[0], false, "raw");
     r->fd = sv[1];
@@ -2275,7 +2261,7 @@ static RawShm *raw_shm_new(void)
     unsigned i;
 
     r->h = host_new();
-    r->fg = guest_on(r->h, 1);
+    r->fg = host_guest(r->h, 1);
     mfd = memfd_create("raw-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     assert_true(mfd >= 0);
     assert_int_equal(ftruncate(mfd, PVRDMA_LINK_RING_MAP), 0);

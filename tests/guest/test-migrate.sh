@@ -301,20 +301,22 @@ qmp "$d/qmp-src.sock" quit > /dev/null || true
 wait "$src" || true
 if [ "$full" = 1 ]; then
 # One byte inside the device's first object record (past its header).
-python3 - "$d/vm.state" "$d/bad.state" <<'PY'
+badv=$(python3 - "$d/vm.state" "$d/bad.state" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], "rb").read())
 at = b.find(b"PVRDMAS1")
 assert at >= 0, "no pvrdma device state in the file"
 b[at + 8] ^= 0x7f          # the format version
 open(sys.argv[2], "wb").write(b)
+print(b[at + 8])
 PY
+)
 start badf "$(free_port)" -q -incoming -q defer
 badf=$pid
 qmp "$d/qmp-badf.sock" migrate-incoming "{\"uri\": \"file:$d/bad.state\"}" \
     > /dev/null || true
 wait "$badf" || true
-grep -q "pvrdma: the saved device state is invalid: device state version 126" \
+grep -q "pvrdma: the saved device state is invalid: device state version $badv," \
     "$d/badf.err" ||
     fail "a corrupted device state was not refused with the device's message ($d/badf.err)"
 fi

@@ -1398,7 +1398,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     PvrdmaFabricPort *port;
     PvrdmaFabricMsg msg;
     PvrdmaQp *qp;
-    bool payload, moves = false;
+    bool payload, moves = false, lost = false;
 
     if (!pvrdma_link_decode_req(b, &msg)) {
         return false;
@@ -1407,8 +1407,8 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     if (payload && l->rx.open) {
         return false;           /* one stream at a time */
     }
+    /* (made empty by rc_begin, or below) */
     ex = g_new(PvrdmaFabricExec, 1);
-    pvrdma_fabric_exec_clear(ex);
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
     if (port && !msg.ud) {
         PvrdmaFabricQp *fqp = qp->be;
@@ -1422,7 +1422,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
         }
         if (life != PVRDMA_LINK_LIFE_OK) {
             port = NULL;
-            ex->ack.lost = true;
+            lost = true;
         } else if (fqp->dropping && msg.gen == fqp->drop_gen) {
             port = NULL;        /* after a NAK of its generation */
         } else {
@@ -1435,6 +1435,8 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
         pvrdma_core_leave(port->core);
     } else {
         /* No such QP here: dropped, the requester runs out of retries. */
+        pvrdma_fabric_exec_clear(ex);
+        ex->ack.lost = lost;
         ex->msg = msg;
         ex->done = true;
         ex->ack.status = PVRDMA_WC_RETRY_EXC_ERR;

@@ -3,7 +3,7 @@
 # makes Soft-RoCE rxe0 on its eth0 and runs our QEMU with
 # -device pvrdma,backend=ibverbs,ibdev=rxe0 for inner guests, whose RDMA
 # then goes through rxe0:
-#  (a) an inner guest (10.0.3.2) against native programs of the outer
+#  (a) an inner guest A (10.0.3.2) against native programs of the outer
 #      guest: ibv_rc_pingpong (data checked, -c), ib_write_bw (64 KiB,
 #      1 MiB), and our verification program rc_verify with its requester
 #      in the inner guest and its responder (agent) on the outer rxe0:
@@ -16,11 +16,13 @@
 #      (a kernel user: RDMA CM, fast-reg MRs), the data found on the
 #      target's disk; an NFS over RDMA client of the outer guest's nfsd,
 #      the file checked on the server;
-#  (b) two inner guests at once (10.0.4.2 and 10.0.5.2) through rxe0:
+#  (b) a second inner guest B (10.0.5.2) against A, both through rxe0:
 #      ibv_rc_pingpong -c between them (B reaches A's TCP port through a
 #      user-mode hostfwd of A's QEMU, once A listens), then rping (RDMA
 #      CM) from B to A, and NVMe over RDMA from B (host) to A (target),
-#      the data found on A's disk;
+#      the data found on A's disk. A is the inner guest of (a), which
+#      turns to B when it is done with the native programs; B boots while
+#      A runs (a) (two inner guests, one boot less than a guest per part);
 #  (c) what QEMU says when the host device is missing, has no such port
 #      or GID, is down, or guest RAM is not shared, and when such a VM is
 #      asked to migrate.
@@ -71,11 +73,11 @@ case $ip in
     dmesg_mark
     nfs_client 10.0.2.15
     dmesg_clean
-    echo "NFS-CLIENT-OK" ;;
-10.0.4.2)   # (b), A: serves (port 18515, forwarded from the outer 18600)
+    echo "NFS-CLIENT-OK"
+    # (b): serves B (port 18515, forwarded from the outer 18600); the
+    # outer guest lets B go once this ping-pong listens.
+    echo "SERVE-B"
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c || exit 1
-    fail() { echo "FAIL: $*"; exit 1; }
-    . ./nvmeof.sh
     nvmeof_target "$ip"
     rping -s -a "$ip" -C 20 -S 4000 -v | tee /tmp/rping.out
     [ "$(grep -c "^server ping data: " /tmp/rping.out)" = 20 ] || exit 1
@@ -85,11 +87,18 @@ case $ip in
     nc -l -p 5000 > /dev/null
     echo "NVMET-DISK $(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)"
     nvmeof_target_down ;;
-10.0.5.2)   # (b), B: started once A listens
+10.0.5.2)   # (b), B: waits until the outer guest says A listens (port
+    # 18602 of the outer guest; refused until then)
+    i=0
+    until timeout 10 nc "$gw" 18602 < /dev/null 2> /dev/null | grep -q go; do
+        i=$((i + 1))
+        [ $i -lt 600 ] || { echo "FAIL: never told that A listens"; exit 1; }
+        sleep 2
+    done
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" || exit 1
     # A's rping server starts after its ping-pong: until then A rejects.
     for i in $(seq 120); do
-        rping -c -a 10.0.4.2 -C 20 -S 4000 -V -v > /tmp/rping.out
+        rping -c -a 10.0.3.2 -C 20 -S 4000 -V -v > /tmp/rping.out
         if [ "$(grep -c "^ping data: " /tmp/rping.out)" = 20 ]; then
             echo "RPING-CLIENT-OK"
             break
@@ -102,7 +111,7 @@ case $ip in
         fail() { echo "FAIL: $*"; exit 1; }
         . ./nvmeof.sh
         dmesg_mark
-        nvmeof_host 10.0.4.2
+        nvmeof_host 10.0.3.2
         dmesg_clean
         echo "NVMEOF-HOST-OK"
     )
@@ -121,7 +130,7 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./nvmeof.sh
 . ./nfs.sh
 rxe_up
-for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
+for a in 10.0.3.2 10.0.5.2; do
     ip addr add $a/24 dev eth0
 done
 for i in $(seq 20); do
@@ -129,7 +138,7 @@ for i in $(seq 20); do
     sleep 0.5
 done
 idx=$(rxe_gid_index 10.0.2.15)
-for a in 10.0.3.2 10.0.4.2 10.0.5.2; do
+for a in 10.0.3.2 10.0.5.2; do
     [ -n "$(rxe_gid_index $a)" ] || fail "rxe0 has no GID for $a"
 done
 echo "rxe0: GID index $idx for 10.0.2.15, $(rxe_gid_index 10.0.3.2) for 10.0.3.2"
@@ -214,10 +223,38 @@ servers_said() {
     done
     return 0
 }
-if ! INNER_QEMU_ARGS="-d guest_errors" inner_run inner 10.0.3.2 512 900; then
+INNER_QEMU_ARGS="-d guest_errors" \
+INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.3.2:18515,hostfwd=tcp:127.0.0.1:18601-10.0.3.2:5000" \
+    inner_run innerA 10.0.3.2 512 1300 > /tmp/innerA.out 2>&1 &
+a=$!
+inner_run innerB 10.0.5.2 512 1300 > /tmp/innerB.out 2>&1 &
+b=$!
+# B's connection through the hostfwd must find A listening (a forwarded
+# connection to a port nobody listens on yet can hang): A says SERVE-B
+# and prints its address just before it listens; then B is told so.
+(
+    for i in $(seq 1300); do
+        if sed -n '/^SERVE-B/,$p' /tmp/innerA.log 2>/dev/null |
+           grep -q "local address"; then
+            nc -l -p 18602 -w 600 -e echo go
+            exit
+        fi
+        kill -0 $a 2>/dev/null || exit 1
+        sleep 1
+    done
+    exit 1
+) > /dev/null 2>&1 &
+tell_b=$!
+wait $a || rc_a=1
+# B would wait for A until its time is up
+[ -z "$rc_a" ] || pkill -f "pvrdma.ip=10.0.5.2" 2>/dev/null
+wait $b || rc_b=1
+kill $tell_b 2>/dev/null
+cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
+if [ -n "$rc_a" ] && ! grep -q NFS-CLIENT-OK /tmp/innerA.log; then
     kill $agent 2>/dev/null
     servers_said
-    fail "the inner guest failed"
+    fail "inner guest A failed against the native programs"
 fi
 # The agent waits for its client without a limit: one the inner guest
 # never reached is stopped here (its rc_verify has failed by then).
@@ -232,7 +269,7 @@ grep -qE "^ *65536 +200 " /tmp/bw.out && grep -qE "^ *1048576 +50 " /tmp/bw1m.ou
 wait $agent || { cat /tmp/agent.out; fail "the rc_verify agent failed"; }
 sed 's/^/[agent] /' /tmp/agent.out
 # (its requester's side: every check passed, none failed)
-res=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1 \2/p' /tmp/inner.log)
+res=$(sed -n 's/^RESULT passed=\([0-9]*\) failed=\([0-9]*\)$/\1 \2/p' /tmp/innerA.log)
 [ -n "$res" ] || fail "rc_verify in the inner guest printed no RESULT"
 set -- $res
 [ "$1" -gt 0 ] && [ "$2" -eq 0 ] ||
@@ -240,56 +277,41 @@ set -- $res
 echo "rc_verify inner guest -> native rxe0: all $1 checks passed"
 wait $rping_srv && [ "$(grep -c "^server ping data: " /tmp/rping-srv.out)" = 20 ] ||
     { cat /tmp/rping-srv.out; fail "native rping server failed"; }
-grep -q RPING-CLIENT-OK /tmp/inner.log ||
+grep -q RPING-CLIENT-OK /tmp/innerA.log ||
     fail "the inner guest's rping client did not connect to the native server"
 wait $rping_cli || { tail /tmp/rping-cli.out; fail "native rping client failed"; }
-grep -q RPING-SERVER-OK /tmp/inner.log ||
+grep -q RPING-SERVER-OK /tmp/innerA.log ||
     fail "the native rping client never reached the inner guest's server"
 echo "RDMA CM: inner rping client -> native server, native client -> inner server: ok"
 wait $ud_srv || { cat /tmp/ud-srv.out; fail "native udaddy server failed"; }
-grep -q UDADDY-CLIENT-OK /tmp/inner.log ||
+grep -q UDADDY-CLIENT-OK /tmp/innerA.log ||
     fail "the inner guest's udaddy client did not reach the native server (SIDR)"
 wait $ud_cli || { tail /tmp/ud-cli.out; fail "native udaddy client failed"; }
-grep -q UDADDY-SERVER-OK /tmp/inner.log ||
+grep -q UDADDY-SERVER-OK /tmp/innerA.log ||
     fail "the native udaddy client never reached the inner guest's server"
 echo "RDMA CM UD (SIDR): inner udaddy client -> native server, native client -> inner server: ok"
-grep -q NVMEOF-HOST-OK /tmp/inner.log ||
+grep -q NVMEOF-HOST-OK /tmp/innerA.log ||
     fail "NVMe over RDMA from the inner guest to the native target failed"
 # What the inner guest wrote is on the target's RAM disk, byte for byte.
-sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp/inner.log)
+sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp/innerA.log)
 [ -n "$sum" ] && [ "$(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)" = "$sum" ] ||
     fail "the native target's RAM disk does not hold what the inner guest wrote"
 nvmeof_target_down
 echo "NVMe over RDMA: inner guest host -> native target: 4 MiB written, read back and found on the target's disk"
-grep -q NFS-CLIENT-OK /tmp/inner.log ||
+grep -q NFS-CLIENT-OK /tmp/innerA.log ||
     fail "NFS over RDMA from the inner guest to the native nfsd failed"
-sum=$(sed -n 's/.*16 MiB written and read back equal in .* READs (\([0-9a-f]*\)).*/\1/p' /tmp/inner.log)
+sum=$(sed -n 's/.*16 MiB written and read back equal in .* READs (\([0-9a-f]*\)).*/\1/p' /tmp/innerA.log)
 [ -n "$sum" ] && [ "$(nfs_server_md5)" = "$sum" ] ||
     fail "the native nfsd's file is not what the inner guest wrote"
 nfs_server_down
 echo "NFS over RDMA: inner guest client -> native nfsd: 16 MiB written, read back over RDMA and found on the server"
 
-echo "=== (b) two inner guests"
-INNER_NET_OPTS=",hostfwd=tcp:127.0.0.1:18600-10.0.4.2:18515,hostfwd=tcp:127.0.0.1:18601-10.0.4.2:5000" \
-    inner_run innerA 10.0.4.2 512 600 > /tmp/innerA.out 2>&1 &
-a=$!
-# B's connection through the hostfwd must find A listening (a forwarded
-# connection to a port nobody listens on yet can hang): A prints its
-# address just before it listens, B takes a minute to boot.
-for i in $(seq 600); do
-    grep -q "local address" /tmp/innerA.log 2>/dev/null && break
-    kill -0 $a 2>/dev/null || break
-    sleep 1
-done
-grep -q "local address" /tmp/innerA.log 2>/dev/null ||
-    { cat /tmp/innerA.out; fail "inner guest A never listened"; }
-inner_run innerB 10.0.5.2 512 600 > /tmp/innerB.out 2>&1 || rc_b=1
-wait $a || rc_a=1
-cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
+echo "=== (b) inner guest B against A"
 [ -z "$rc_a$rc_b" ] || fail "inner guests A and B: ping-pong failed"
-grep -q "200 iters in" /tmp/innerA.log && grep -q "200 iters in" /tmp/innerB.log ||
+# (A's log has a ping-pong and an rping server of (a) before B's.)
+[ "$(grep -c "200 iters in" /tmp/innerA.log)" = 2 ] && grep -q "200 iters in" /tmp/innerB.log ||
     fail "inner guests A and B: no ping-pong result"
-grep -q RPING-SERVER-OK /tmp/innerA.log && grep -q RPING-CLIENT-OK /tmp/innerB.log ||
+[ "$(grep -c RPING-SERVER-OK /tmp/innerA.log)" = 2 ] && grep -q RPING-CLIENT-OK /tmp/innerB.log ||
     fail "inner guests A and B: rping (RDMA CM) did not complete"
 echo "RDMA CM: inner B rping client -> inner A server: ok"
 grep -q NVMEOF-HOST-OK /tmp/innerB.log ||

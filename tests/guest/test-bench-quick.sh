@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # make bench in its quick mode (tests/bench/bench.sh, BENCH_QUICK=1: one
-# size of each series, one round, every setup): every series of every
-# transport gives a figure, the report and the plots are made, and the
-# migration benchmark measures a move at 64 QPs.  Figures
-# are not judged here (these machines are noisy; docs/benchmarks.md).
+# size of each series, one round, every setup, Soft-RoCE in one VM only):
+# every series of every transport gives a figure, the report and the
+# plots are made, and the migration benchmark measures a move at 64 QPs.
+# Figures are not judged here (these machines are noisy; docs/benchmarks.md).
 . "$(dirname "$0")/lib.sh"
 
 out=$TEST_OUT/bench
@@ -13,9 +13,12 @@ BENCH_QUICK=1 BENCH_OUT=$out "$TESTS_TOP/tests/bench/bench.sh" ||
 for f in results.txt results.json results.md latency.png bandwidth.png; do
     [ -s "$out/$f" ] || fail "make bench made no $f"
 done
-# Every transport of every setup measured every series once.
+# Every transport of every setup measured every series once (Soft-RoCE
+# in one VM only: the quick run leaves it out between two).
 for s in vm 2vm; do
-    for t in pvrdma rxe; do
+    ts="pvrdma rxe"
+    [ $s = vm ] || ts=pvrdma
+    for t in $ts; do
         for x in send_lat write_lat read_lat write_bw send_bw read_bw \
                  write_rate send_rate read_rate pingpong pingpong_event \
                  send_bw_event write_bw_event write_bw_evpoll; do
@@ -44,4 +47,4 @@ done
 grep -q "^R host memcpy memcpy " "$out/results.txt" || fail "no memcpy figure"
 grep -q "completion events against polling" "$out/results.md" ||
     fail "results.md has no table of event-mode streams"
-pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM and across two, pvrdma across a TCP link, report and plots"
+pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM, pvrdma and TCP across two, pvrdma across a TCP link, report and plots"

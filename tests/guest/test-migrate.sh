@@ -18,11 +18,16 @@
 #   unix: first to a destination whose -device pvrdma has another max-qp
 #         (refused, the property named in its log; the source goes on),
 #         a migration cancelled while it copies and one whose destination
-#         is killed (the source goes on), then to a good destination;
-#   file: `migrate file:` (the VM stops at the end); a copy of the file
+#         is killed (the source goes on), then to a good destination,
+#         whose device runs in an IOThread (iothread=: the VM moves from
+#         doorbells run by its vCPUs to doorbells run by an IOThread);
+#   file: `migrate file:` by a QEMU whose device runs in an IOThread
+#         (doorbells it still had queued run before the save), the VM
+#         stopping at the end; a copy of the file
 #         with one byte of the device state changed is refused by a
 #         destination (-incoming defer + migrate-incoming) with the
-#         device's message; the file itself restores the VM, which goes on;
+#         device's message; the file itself restores the VM (no IOThread
+#         there), which goes on;
 #   snapshot: `savevm` to a qcow2 image with the traffic running, then a
 #         new QEMU started with -loadvm goes on from it.
 . "$(dirname "$0")/lib.sh"
@@ -220,6 +225,13 @@ finish() {
     log "$name: $(grep '^ev_bw: WRITE' "$log"), $rounds rounds before the switch"
 }
 
+# in_iothread NAME: QEMU NAME has the IOThread vm.sh --iothread makes
+# (its devices run there; scripts/vm.sh).
+in_iothread() {
+    qmp "$d/qmp-$1.sock" query-iothreads | grep -q '"id": "pvrdma-io"' ||
+        fail "QEMU $1 has no IOThread pvrdma-io"
+}
+
 wait_traffic() {
     until grep -q '^MIGRATE-NOW' "$srclog" 2> /dev/null; do
         kill -0 "$src" 2> /dev/null || fail "the source guest stopped before the migration (log: $srclog)"
@@ -276,8 +288,9 @@ qmp "$d/qmp-src.sock" migrate-set-parameters \
     '{"max-bandwidth": 17179869184}' > /dev/null
 fi
 port=$(free_port)
-start dst "$port" -q -incoming -q "unix:$d/mig.sock"
+start dst "$port" --iothread -q -incoming -q "unix:$d/mig.sock"
 dst=$pid
+in_iothread dst
 return_path dst
 qmp "$d/qmp-src.sock" migrate "{\"uri\": \"unix:$d/mig.sock\"}" > /dev/null
 st=$(migrate_wait src)
@@ -289,8 +302,9 @@ wait "$src" || true
 finish dst "$dst"
 
 # ---- file: a corrupted copy refused, then the file restored -------------
-start src "$(free_port)"
+start src "$(free_port)" --iothread
 src=$pid
+in_iothread src
 wait_traffic
 rm -f "$d/vm.state"
 qmp "$d/qmp-src.sock" migrate "{\"uri\": \"file:$d/vm.state\"}" > /dev/null
@@ -359,7 +373,7 @@ what="ping-pongs, ib_write_bw, NVMe over RDMA I/O and rc_verify"
 [ "$provider" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the stock provider)"
 [ "$driver" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the upstream vmw_pvrdma driver)"
 if [ "$full" = 1 ]; then
-    pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time), through a file (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"
+    pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) to a device in an IOThread, through a file from a device in an IOThread (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"
 else
-    pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket and through a file (-incoming defer); the traffic went on after each switch, data checked"
+    pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket to a device in an IOThread and through a file (-incoming defer) from one; the traffic went on after each switch, data checked"
 fi

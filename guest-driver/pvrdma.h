@@ -527,6 +527,8 @@ void pvrdma_pdir_set_page(struct pvrdma_pdir *pdir, unsigned int idx,
 int pvrdma_pdir_pin_user_ring(struct pvrdma_dev *dev, struct ib_udata *udata,
 			      size_t ring_bytes, struct ib_umem **umem,
 			      struct pvrdma_pdir *pdir);
+void pvrdma_umem_mark_dead(struct pvrdma_dev *dev, struct ib_umem *umem,
+			   unsigned int offset);
 int pvrdma_pdir_insert_umem(struct pvrdma_pdir *pdir, struct ib_umem *umem,
 			    unsigned int first);
 void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,

@@ -702,6 +702,8 @@ int pvrdma_destroy_cq(struct ib_cq *ibcq, struct ib_udata *udata)
 
 	/* The device must not touch the ring after this (spec §5.6). */
 	pvrdma_destroy_cq_cmd(dev, cq->cq_handle);
+	pvrdma_umem_mark_dead(dev, cq->umem, PVRDMA_RING_STATE_RX_OFFSET +
+			      offsetof(struct pvrdma_ring, prod_tail));
 	pvrdma_cq_free_ring(dev, cq);
 	atomic_dec(&dev->num_cqs);
 	pvrdma_dbg_cq(cq, "destroyed\n");

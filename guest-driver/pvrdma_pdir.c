@@ -5,6 +5,7 @@
  * data pages.  Page i sits in table i >> 9, slot i & 0x1FF.
  */
 #include <linux/dma-mapping.h>
+#include <linux/highmem.h>
 #include <linux/slab.h>
 #include <rdma/iter.h>
 
@@ -235,4 +236,35 @@ err_release_umem:
 	ib_umem_release(*umem);
 	*umem = NULL;
 	return ret;
+}
+
+/**
+ * pvrdma_umem_mark_dead() - mark a user ring index dead after removal
+ * @dev: the device, being removed (ib_active false)
+ * @umem: the pinned user buffer whose first page is the ring state
+ * @offset: byte offset of the u32 index in that page
+ *
+ * Called when the IB core destroys a user object because the device is
+ * going away with the object's context still open (its process runs on,
+ * polling or posting, and the device will never touch the ring again).
+ * The index becomes PVRDMA_RING_DEAD in the process's own memory, so the
+ * provider's next poll or post fails instead of spinning forever.  Does
+ * nothing while the device is registered (a process destroying its own
+ * objects) or for a buffer that does not start on a page boundary.
+ */
+void pvrdma_umem_mark_dead(struct pvrdma_dev *dev, struct ib_umem *umem,
+			   unsigned int offset)
+{
+	struct page *page;
+	__le32 *index;
+	void *va;
+
+	if (READ_ONCE(dev->ib_active) || !umem || ib_umem_offset(umem) ||
+	    offset > PAGE_SIZE - sizeof(u32) || !umem->sgt_append.sgt.sgl)
+		return;
+	page = sg_page(umem->sgt_append.sgt.sgl);
+	va = kmap_local_page(page);
+	index = va + offset;
+	WRITE_ONCE(*index, cpu_to_le32(PVRDMA_RING_DEAD));
+	kunmap_local(va);
 }

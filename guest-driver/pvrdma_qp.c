@@ -782,6 +782,10 @@ int pvrdma_destroy_qp(struct ib_qp *ibqp, struct ib_udata *udata)
 		pvrdma_cq_purge_qp(to_pcq(ibqp->recv_cq), qp->qp_handle);
 	mutex_unlock(&dev->qp_handle_lock);
 
+	pvrdma_umem_mark_dead(dev, qp->sumem, PVRDMA_RING_STATE_TX_OFFSET +
+			      offsetof(struct pvrdma_ring, cons_head));
+	pvrdma_umem_mark_dead(dev, qp->sumem, PVRDMA_RING_STATE_RX_OFFSET +
+			      offsetof(struct pvrdma_ring, cons_head));
 	pvrdma_qp_free_rings(dev, qp);
 	atomic_dec(&dev->num_qps);
 	pvrdma_dbg_qp(qp, "destroyed\n");

@@ -260,6 +260,8 @@ int pvrdma_destroy_srq(struct ib_srq *ibsrq, struct ib_udata *udata)
 	pvrdma_srq_tbl_remove(dev, srq);
 
 	pvrdma_destroy_srq_cmd(dev, srq->srq_handle);
+	pvrdma_umem_mark_dead(dev, srq->umem, PVRDMA_RING_STATE_RX_OFFSET +
+			      offsetof(struct pvrdma_ring, cons_head));
 	pvrdma_srq_free_ring(dev, srq);
 	atomic_dec(&dev->num_srqs);
 	pvrdma_dbg_srq(srq, "destroyed\n");

@@ -360,6 +360,22 @@ static void pvrdma_cqe_to_wc(const struct pvrdma_cqe *cqe,
 }
 
 /*
+ * A poll found the ring's indices out of range: the device corrupted
+ * them, or our driver marked the CQ dead because the device was removed
+ * with this context open (PVRDMA_RING_DEAD).
+ */
+static void pvrdma_cq_invalid(struct pvrdma_context *ctx,
+			      struct pvrdma_cq *cq)
+{
+	if (le32toh(cq->ring->prod_tail) == PVRDMA_RING_DEAD)
+		verbs_err_datapath(&ctx->ibvctx,
+				   "CQ %u: the device was removed\n", cq->cqn);
+	else
+		verbs_err_datapath(&ctx->ibvctx,
+				   "CQ %u: ring state invalid\n", cq->cqn);
+}
+
+/*
  * Take one CQE; on an empty ring, ring CQ_POLL first if it is time (see
  * pvrdma_poll_cq) and look once more. *rang: CQ_POLL was rung already.
  */
@@ -427,8 +443,7 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 	pthread_spin_unlock(&cq->lock);
 
 	if (ret < 0 && !npolled) {
-		verbs_err_datapath(&ctx->ibvctx, "CQ %u: ring state invalid\n",
-				   cq->cqn);
+		pvrdma_cq_invalid(ctx, cq);
 		return -EIO;
 	}
 	return npolled;
@@ -454,8 +469,7 @@ static int pvrdma_cqx_take(struct pvrdma_cq *cq, bool *rang)
 	ret = pvrdma_poll_one(ctx, cq, &cq->cur, &cq->cur_qp, &drops_left,
 			      rang);
 	if (ret < 0) {
-		verbs_err_datapath(&ctx->ibvctx, "CQ %u: ring state invalid\n",
-				   cq->cqn);
+		pvrdma_cq_invalid(ctx, cq);
 		return EIO;
 	}
 	if (!ret)

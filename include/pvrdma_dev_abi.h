@@ -120,6 +120,14 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_state, 16);
  * by the device only): PVRDMA_RQ_DB_SKIP, or 0 (ring every doorbell). */
 #define PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET 16
 #define PVRDMA_RQ_DB_SKIP               1u
+/* Written by our guest driver, not the device: when the device leaves
+ * (hot-unplug, driver unbind) with user objects open, each user CQ's
+ * rx.prod_tail and each user QP's and SRQ's device-side indices (tx and
+ * rx cons_head) get this value once the device has destroyed the object.
+ * It is outside [0, 2N) for every ring, so any provider's next poll or
+ * post finds the ring invalid and fails instead of waiting for a device
+ * that is gone; ours says the device was removed. */
+#define PVRDMA_RING_DEAD                0xffffffffu
 
 /* Async event ring element (spec §6.3). */
 struct pvrdma_eqe {

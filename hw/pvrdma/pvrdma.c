@@ -1410,6 +1410,7 @@ static void pvrdma_exit(PCIDevice *pdev)
     g_clear_pointer(&s->state_buf, g_free);
     pvrdma_lock();
     pvrdma_exit_core(s);
+    pvrdma_fabric_glue_release();
     pvrdma_unlock();
     pvrdma_exit_pci(s);
 }

@@ -58,6 +58,11 @@ PvrdmaFabric *pvrdma_fabric_ref(PvrdmaFabric *fab)
     return fab;
 }
 
+bool pvrdma_fabric_unused(const PvrdmaFabric *fab)
+{
+    return fab->refs == 1;
+}
+
 void pvrdma_fabric_unref(PvrdmaFabric *fab)
 {
     GList *e;

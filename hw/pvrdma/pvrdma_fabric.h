@@ -235,6 +235,8 @@ void pvrdma_fabric_move_free(PvrdmaFabric *fab);
 PvrdmaFabric *pvrdma_fabric_new(void);
 PvrdmaFabric *pvrdma_fabric_ref(PvrdmaFabric *fab);
 void pvrdma_fabric_unref(PvrdmaFabric *fab);
+/* Does nothing but its maker hold @fab (no port, nothing in flight)? */
+bool pvrdma_fabric_unused(const PvrdmaFabric *fab);
 
 /*
  * Join @core to @fab as port @index (0..255; the QEMU glue uses the PCI

@@ -38,7 +38,13 @@ typedef struct PvrdmaFabricWatch {
     void *tag;
 } PvrdmaFabricWatch;
 
-/* Fabrics of this process by their properties; kept for its lifetime. */
+/*
+ * Fabrics of this process by their properties.  An entry stays for the
+ * process's lifetime (a watch may still be dispatched in an IOThread
+ * after its fd was unwatched, and finds its glue); its fabric, with the
+ * links, rings and sockets, goes when the last device on it leaves
+ * (pvrdma_fabric_glue_release) and is made again by the next device.
+ */
 static GHashTable *pvrdma_fabrics;
 
 static void pvrdma_fabric_glue_set_fd(PvrdmaFabricGlue *g, int fd,
@@ -136,8 +142,52 @@ static void pvrdma_fabric_glue_timer_cb(void *opaque)
     PvrdmaFabricGlue *g = opaque;
 
     pvrdma_lock();
-    pvrdma_fabric_timer_expired(g->fab);
+    if (g->fab) {
+        pvrdma_fabric_timer_expired(g->fab);
+    }
     pvrdma_unlock();
+}
+
+/* Drop @g's fabric: its links, sockets and rings go with it. */
+static void pvrdma_fabric_glue_stop(PvrdmaFabricGlue *g)
+{
+    pvrdma_fabric_unref(g->fab);
+    g->fab = NULL;
+    timer_free(g->timer);
+    g->timer = NULL;
+}
+
+/* Make @g's fabric in @ctx and join it as the properties say. */
+static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g, const char *path,
+                                     const char *listen, const char *peer,
+                                     AioContext *ctx, Error **errp)
+{
+    PvrdmaFabricHost host = {
+        .watch = pvrdma_fabric_glue_watch,
+        .unwatch = pvrdma_fabric_glue_unwatch,
+        .timer_mod = pvrdma_fabric_glue_timer_mod,
+        .clock_ns = pvrdma_fabric_glue_clock,
+        .report = pvrdma_fabric_glue_report,
+        .opaque = g,
+    };
+    char *msg = NULL;
+
+    g->fab = pvrdma_fabric_new();
+    g->ctx = ctx;
+    g->timer = ctx ? aio_timer_new(ctx, QEMU_CLOCK_REALTIME, SCALE_NS,
+                                   pvrdma_fabric_glue_timer_cb, g) :
+                     timer_new_ns(QEMU_CLOCK_REALTIME,
+                                  pvrdma_fabric_glue_timer_cb, g);
+    pvrdma_fabric_set_host(g->fab, &host);
+    if ((path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||
+        (listen && !pvrdma_fabric_listen(g->fab, listen, &msg)) ||
+        (peer && !pvrdma_fabric_add_peer(g->fab, peer, &msg))) {
+        error_setg(errp, "%s", msg);
+        g_free(msg);
+        pvrdma_fabric_glue_stop(g);
+        return false;
+    }
+    return true;
 }
 
 PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
@@ -145,14 +195,7 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
                                      Error **errp)
 {
     PvrdmaFabricGlue *g;
-    PvrdmaFabricHost host = {
-        .watch = pvrdma_fabric_glue_watch,
-        .unwatch = pvrdma_fabric_glue_unwatch,
-        .timer_mod = pvrdma_fabric_glue_timer_mod,
-        .clock_ns = pvrdma_fabric_glue_clock,
-        .report = pvrdma_fabric_glue_report,
-    };
-    char *key, *msg = NULL;
+    char *key;
 
     if (path && (listen || peer)) {
         error_setg(errp, "pvrdma: fabric-path (VMs of one host) and "
@@ -168,31 +211,31 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
     g = g_hash_table_lookup(pvrdma_fabrics, key);
     if (g) {
         g_free(key);
-        return g->fab;
+        if (g->fab) {
+            return g->fab;
+        }
+    } else {
+        g = g_new0(PvrdmaFabricGlue, 1);
+        g->key = key;
+        g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
+        g_hash_table_insert(pvrdma_fabrics, g->key, g);
     }
-    g = g_new0(PvrdmaFabricGlue, 1);
-    g->key = key;
-    g->fab = pvrdma_fabric_new();
-    g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
-    g->ctx = ctx;
-    g->timer = ctx ? aio_timer_new(ctx, QEMU_CLOCK_REALTIME, SCALE_NS,
-                                   pvrdma_fabric_glue_timer_cb, g) :
-                     timer_new_ns(QEMU_CLOCK_REALTIME,
-                                  pvrdma_fabric_glue_timer_cb, g);
-    host.opaque = g;
-    pvrdma_fabric_set_host(g->fab, &host);
-    if ((path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||
-        (listen && !pvrdma_fabric_listen(g->fab, listen, &msg)) ||
-        (peer && !pvrdma_fabric_add_peer(g->fab, peer, &msg))) {
-        error_setg(errp, "%s", msg);
-        g_free(msg);
-        pvrdma_fabric_unref(g->fab);
-        timer_free(g->timer);
-        g_hash_table_destroy(g->watches);
-        g_free(g->key);
-        g_free(g);
-        return NULL;
+    return pvrdma_fabric_glue_start(g, path, listen, peer, ctx, errp) ?
+           g->fab : NULL;
+}
+
+void pvrdma_fabric_glue_release(void)
+{
+    GHashTableIter it;
+    PvrdmaFabricGlue *g;
+
+    if (!pvrdma_fabrics) {
+        return;
     }
-    g_hash_table_insert(pvrdma_fabrics, g->key, g);
-    return g->fab;
+    g_hash_table_iter_init(&it, pvrdma_fabrics);
+    while (g_hash_table_iter_next(&it, NULL, (void **)&g)) {
+        if (g->fab && pvrdma_fabric_unused(g->fab)) {
+            pvrdma_fabric_glue_stop(g);
+        }
+    }
 }

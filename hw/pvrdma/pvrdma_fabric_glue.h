@@ -19,6 +19,13 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
                                      Error **errp);
 
 /*
+ * Drop every fabric of this process that no device uses any more (its
+ * links to other processes, sockets and rings; a device that names it
+ * again makes it anew).  Under pvrdma_lock, after a device left.
+ */
+void pvrdma_fabric_glue_release(void);
+
+/*
  * The lock of every pvrdma core, fabric and backend of the process
  * (pvrdma.c): held by whatever calls into them.
  */

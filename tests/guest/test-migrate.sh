@@ -40,7 +40,7 @@ rcv=$(build_prog rc_verify)
 
 # Variant runs: PVRDMA_MIGRATE_PROVIDER=stock, the processes use
 # rdma-core's stock vmw_pvrdma provider instead of ours
-# (test-stock-provider); PVRDMA_MIGRATE_DRIVER=KO, the guest runs the
+# (test-stock-driver, with the next); PVRDMA_MIGRATE_DRIVER=KO, the guest runs the
 # upstream vmw_pvrdma kernel driver KO (built by test-stock-driver) on
 # one device beside a vmxnet3 at function 0, instead of ours on two.
 # PVRDMA_MIGRATE_FULL=0 (the variants): only the switches of the
@@ -376,7 +376,7 @@ fi
 trap - EXIT
 what="ping-pongs, ib_write_bw, NVMe over RDMA I/O and rc_verify"
 [ "$provider" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the stock provider)"
-[ "$driver" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the upstream vmw_pvrdma driver)"
+[ "$driver" = ours ] || what="ping-pongs, ib_write_bw and NVMe over RDMA I/O (the upstream vmw_pvrdma driver, $provider provider)"
 if [ "$full" = 1 ]; then
     pass "one VM moved with RDMA WRITEs streaming and $what running: over a unix socket (after a destination with other properties refused it, a cancelled migration and a killed destination, the source going on each time) to a device in an IOThread, through a file from a device in an IOThread (a corrupted copy refused) and as a snapshot restored with -loadvm; the traffic went on after each switch, data checked"
 else

@@ -92,9 +92,11 @@ GUEST
     --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 # A live migration (unix socket, then file) with the upstream driver and
-# its processes running.
-PVRDMA_MIGRATE_DRIVER=$drv/vmw_pvrdma.ko PVRDMA_MIGRATE_FULL=0 \
+# rdma-core's stock provider, as Ubuntu, Fedora, RHEL or SUSE guests run
+# them, their processes running.
+PVRDMA_MIGRATE_DRIVER=$drv/vmw_pvrdma.ko PVRDMA_MIGRATE_PROVIDER=stock \
+    PVRDMA_MIGRATE_FULL=0 \
     PVRDMA_TEST_SUFFIX=-stockdrv \
     bash "$TESTS_TOP/tests/guest/test-migrate.sh" ||
     fail "a migration with the upstream driver failed"
-pass "upstream vmw_pvrdma driver: port ACTIVE, ping-pong and ib_write_bw with both providers, kernel verbs, a live migration with traffic"
+pass "upstream vmw_pvrdma driver: port ACTIVE, ping-pong and ib_write_bw with both providers, kernel verbs, a live migration with traffic (driver and provider both stock)"

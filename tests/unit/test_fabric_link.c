@@ -1301,9 +1301,13 @@ static void test_peer_dies(void **state)
     fv_ring_sq(n->a);
     run(n->ha, NULL, 20);
     assert_false(fv_cq_poll(n->cqa, &c));
-    /* SIGKILL: the kernel closes the socket. */
+    /* SIGKILL: the kernel closes the socket.  (Or B's last device is
+     * unplugged: nothing but B's glue holds its fabric then, and the
+     * glue drops it, closing the link the same way.) */
     fg_free(n->fb);
     n->fb = NULL;
+    assert_true(pvrdma_fabric_unused(n->hb->fab));
+    assert_false(pvrdma_fabric_unused(n->ha->fab));
     host_free(n->hb);
     n->hb = NULL;
     run(n->ha, NULL, 5);

@@ -1392,6 +1392,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
 
 err_free_core:
     pvrdma_exit_core(s);
+    pvrdma_fabric_glue_release();       /* a fabric made for nothing */
 err_exit_pci:
     pvrdma_unlock();
     pvrdma_exit_pci(s);

@@ -245,7 +245,22 @@ for k in $(seq 1 $((cycles + 1))); do
     if [ -z "$pid" ]; then
         pid=$(qemu_pid)
         [ -n "$pid" ] || fail "cannot find A's QEMU"
-        fd0=$(fds "$pid") map0=$(maps "$pid")
+        # A device whose fabric cannot start is refused with the reason
+        # and leaves nothing behind. (The first refusal maps glibc's
+        # gconv cache for the error text: mappings are counted after it.)
+        fd0=$(fds "$pid")
+        for i in 1 2; do
+            if out=$(qmp "$qa" device_add \
+                     '{"driver": "pvrdma", "id": "bad", "bus": "rp1", "fabric-listen": "192.0.2.1:7471"}' 2>&1); then
+                fail "device_add with an unusable fabric-listen was accepted"
+            fi
+            echo "$out" | grep -q "cannot listen on fabric-listen=192.0.2.1:7471" ||
+                fail "the refusal does not say why: $out"
+            [ $i = 2 ] || map0=$(maps "$pid")
+            same_as "$pid" "$fd0" "$map0" ||
+                fail "a refused device_add left $(fds "$pid") fds and $(maps "$pid") mappings ($fd0, $map0 before)"
+        done
+        log "refused twice, nothing left behind: $out"
         log "A's QEMU before any device: $fd0 fds, $map0 mappings, $(anon_kb "$pid") kB anonymous"
     fi
     qmp "$qa" device_add \

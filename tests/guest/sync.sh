@@ -9,6 +9,11 @@
 #   xpair_client NAME TIMEOUT CMD    (the other) wait for NAME from $PEER_IP,
 #                                    run CMD (it must exit 0 within TIMEOUT),
 #                                    signal NAME-done
+#   sync_wait_any PEER_IP TIMEOUT TAG...  sync_wait for any of the TAGs
+#                                    (the one signalled in $sync_got)
+# With AGAIN_RE set on both sides (pair.sh: a tool's own race), a client
+# that failed that way signals NAME-again instead, the server side stops
+# its server, and the pair runs again.
 # The two sides of a barrier or pair use the same TAG (NAME; a word of
 # letters, digits, - _ .) and run in the same order. TIMEOUT (default
 # $SYNC_TIMEOUT, 120 s) also covers the peer booting later; a barrier or
@@ -72,8 +77,14 @@ sync_signal() {
 }
 
 sync_wait() {
-    local peer=$1 tag=$2 limit=${3:-$SYNC_TIMEOUT} end got
-    local file=/tmp/sync.$tag.got
+    sync_wait_any "$1" "${3:-$SYNC_TIMEOUT}" "$2"
+}
+
+# sync_wait_any PEER LIMIT TAG...: sync_wait for whichever of the TAGs the
+# peer signals; the one it signalled is left in $sync_got.
+sync_wait_any() {
+    local peer=$1 limit=$2 end got file=/tmp/sync.$3.got
+    shift 2
     end=$(($(date +%s) + limit))
     while :; do
         rm -f "$file"
@@ -84,18 +95,24 @@ sync_wait() {
         nc -w 5 "$peer" "$SYNC_PORT" -e sh -c '
             read -r -t 10 t || exit 1
             echo "$t" > "$1"
-            echo "ok $2"
+            shift
+            # (another tag: answered with ours, the signaller fails too)
+            a=$1
+            for w; do [ "$t" = "$w" ] && a=$w; done
+            echo "ok $a"
             read -r -t 5 t
-            exit 0' sync "$file" "$tag" 2>/tmp/sync.err
+            exit 0' sync "$file" "$@" 2>/tmp/sync.err
         got=$(cat "$file" 2>/dev/null)
         if [ -n "$got" ]; then
-            [ "$got" = "$tag" ] ||
-                fail "sync_wait $tag: $peer signalled \"$got\" instead"
-            echo "sync: $peer signalled $tag"
-            return 0
+            for sync_got; do
+                [ "$got" = "$sync_got" ] || continue
+                echo "sync: $peer signalled $got"
+                return 0
+            done
+            fail "sync_wait $*: $peer signalled \"$got\" instead"
         fi
         [ "$(date +%s)" -lt "$end" ] ||
-            fail "sync_wait $tag: no signal from $peer within ${limit}s" \
+            fail "sync_wait $*: no signal from $peer within ${limit}s" \
                 "(last: $(cat /tmp/sync.err))"
         sleep 1
     done
@@ -111,42 +128,59 @@ _sync_running() {
 }
 
 xpair_server() {
-    local name=$1 limit=$2 cmd=$3 spid src how
+    local name=$1 limit=$2 cmd=$3 spid src how verdict=
     [ -n "${PEER_IP:-}" ] || fail "xpair_server $name: PEER_IP is not set"
-    echo "=== $name (server here, client on the peer)"
-    echo "server: $cmd"
-    start_server "$name" "$limit" "$cmd"     # (pair.sh)
-    # A server that already stopped (say, could not bind) is reported now,
-    # without a signal, rather than after the client's attempts.
-    if ! _sync_running "$spid"; then
-        how=early
-    elif (sync_signal "$name" "$limit"); then
-        how=signalled
-    else
-        how=nopeer
-        kill "$spid" 2>/dev/null
-    fi
-    src=0
-    wait "$spid" || src=$?
-    sed "s/^/[$name server] /" "/tmp/$name.srv"
+    while :; do
+        echo "=== $name (server here, client on the peer)"
+        echo "server: $cmd"
+        start_server "$name" "$limit" "$cmd"     # (pair.sh)
+        # A server that already stopped (say, could not bind) is reported
+        # now, without a signal, rather than after the client's attempts.
+        if ! _sync_running "$spid"; then
+            how=early
+        elif (sync_signal "$name" "$limit"); then
+            how=signalled
+        else
+            how=nopeer
+            kill "$spid" 2>/dev/null
+        fi
+        # With AGAIN_RE (pair.sh) the client's verdict comes first: after
+        # the tool's own race the server waits for a connection that will
+        # not come, and the case runs again.
+        if [ $how = signalled ] && [ -n "${AGAIN_RE:-}" ]; then
+            sync_wait_any "$PEER_IP" "$limit" "$name-done" "$name-again"
+            verdict=$sync_got
+            [ "$verdict" = "$name-again" ] && kill "$spid" 2>/dev/null
+        fi
+        src=0
+        wait "$spid" || src=$?
+        sed "s/^/[$name server] /" "/tmp/$name.srv"
+        [ "$verdict" = "$name-again" ] || break
+        verdict=
+    done
     case $how in
     early) fail "$name: server exited with $src before the client came" ;;
     nopeer) fail "$name: the client did not come" ;;
     esac
     [ "$src" -eq 0 ] || fail "$name: server exited with $src"
-    sync_wait "$PEER_IP" "$name-done" "$limit"
+    [ -n "$verdict" ] || sync_wait "$PEER_IP" "$name-done" "$limit"
     echo "=== $name: server OK"
 }
 
 xpair_client() {
-    local name=$1 limit=$2 cmd=$3 crc
+    local name=$1 limit=$2 cmd=$3 crc try=0
     [ -n "${PEER_IP:-}" ] || fail "xpair_client $name: PEER_IP is not set"
-    echo "=== $name (client here, server on $PEER_IP)"
-    echo "client: $cmd"
-    sync_wait "$PEER_IP" "$name" "$limit"
-    crc=0
-    timeout "$limit" sh -c "$cmd" > "/tmp/$name.cli" 2>&1 || crc=$?
-    sed "s/^/[$name client] /" "/tmp/$name.cli"
+    while :; do
+        try=$((try + 1))
+        echo "=== $name (client here, server on $PEER_IP)"
+        echo "client: $cmd"
+        sync_wait "$PEER_IP" "$name" "$limit"
+        crc=0
+        timeout "$limit" sh -c "$cmd" > "/tmp/$name.cli" 2>&1 || crc=$?
+        sed "s/^/[$name client] /" "/tmp/$name.cli"
+        again "$name" $try $crc || break      # (pair.sh)
+        sync_signal "$name-again" "$limit"
+    done
     [ "$crc" -eq 0 ] || fail "$name: client exited with $crc"
     sync_signal "$name-done" "$limit"
     echo "=== $name: client OK"

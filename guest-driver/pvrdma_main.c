@@ -934,11 +934,37 @@ err_dealloc_device:
 	return ret;
 }
 
+/*
+ * After unregistering, the RDMA core has destroyed every object: a count
+ * left over is an object the driver lost track of (a bug worth a line in
+ * the log; the device frees its side at the reset that follows).
+ */
+static void pvrdma_check_leaks(struct pvrdma_dev *dev)
+{
+	const struct {
+		const char *name;
+		atomic_t *count;
+	} objs[] = {
+		{ "PDs", &dev->num_pds }, { "CQs", &dev->num_cqs },
+		{ "MRs", &dev->num_mrs }, { "QPs", &dev->num_qps },
+		{ "SRQs", &dev->num_srqs }, { "AHs", &dev->num_ahs },
+	};
+	int i, n;
+
+	for (i = 0; i < ARRAY_SIZE(objs); i++) {
+		n = atomic_read(objs[i].count);
+		if (n)
+			dev_err(&dev->pdev->dev, "%d %s left at removal\n", n,
+				objs[i].name);
+	}
+}
+
 static void pvrdma_remove(struct pci_dev *pdev)
 {
 	struct pvrdma_dev *dev = pci_get_drvdata(pdev);
 
 	pvrdma_ib_device_remove(dev);
+	pvrdma_check_leaks(dev);
 
 	/* spec §10.2: mask, free the vectors, reset, then free memory. */
 	pvrdma_reg_write(dev, PVRDMA_REG_IMR, ~0U);

@@ -121,6 +121,8 @@ struct PvrdmaState {
     uint32_t ibport;
     int32_t gid_index;
     char *cm_ports;
+    char *fault_cmds;           /* x-fault-cmds, x-fault-async (lists) */
+    char *fault_async;
     int ibv_fd[PVRDMA_IBV_NFDS]; /* completion channel, async, CM; -1 */
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
@@ -917,11 +919,20 @@ static void pvrdma_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
 
 static bool pvrdma_check_params(PvrdmaState *s, Error **errp)
 {
+    PvrdmaFaultConfig *f = &s->cfg.fault;
     char *msg = NULL;
 
-    if (!pvrdma_core_check_config(&s->cfg, &msg)) {
+    if (!pvrdma_fault_parse_cmds(s->fault_cmds, &f->cmd_mask, &msg) ||
+        !pvrdma_fault_parse_async(s->fault_async, &f->async_mask, &msg) ||
+        !pvrdma_core_check_config(&s->cfg, &msg)) {
         error_setg(errp, "%s", msg);
         g_free(msg);
+        return false;
+    }
+    if (f->async_ms && s->backend && !strcmp(s->backend, "ibverbs")) {
+        error_setg(errp, "pvrdma: x-fault-async-ms is for the software "
+                   "fabric: with backend=ibverbs the host device's queue "
+                   "pairs would not follow; remove it or the backend");
         return false;
     }
     return true;
@@ -1342,6 +1353,15 @@ static const VMStateDescription vmstate_pvrdma = {
 
 static bool pvrdma_init_migration(PvrdmaState *s, Error **errp)
 {
+    if (pvrdma_fault_enabled(&s->cfg.fault) && s->ibv_fd[0] < 0) {
+        error_setg(&s->migration_blocker,
+                   "pvrdma: x-fault-* properties (fault injection for "
+                   "driver tests) are set; start the VM without them to "
+                   "migrate it");
+        if (migrate_add_blocker(&s->migration_blocker, errp) < 0) {
+            return false;
+        }
+    }
     if (s->ibv_fd[0] >= 0) {
         error_setg(&s->migration_blocker,
                    "pvrdma: backend=ibverbs: the VM's RDMA objects live in "
@@ -1471,6 +1491,18 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_BOOL("x-rq-db-hint", PvrdmaState, rq_db_hint, true),
     /* Off: vCPUs run doorbells holding the BQL (the A/B baseline). */
     DEFINE_PROP_BOOL("x-db-unlocked", PvrdmaState, db_unlocked, true),
+    /* Fault injection for driver tests (docs/faults.md); all off. */
+    DEFINE_PROP_UINT32("x-fault-seed", PvrdmaState, cfg.fault.seed, 1),
+    DEFINE_PROP_STRING("x-fault-cmds", PvrdmaState, fault_cmds),
+    DEFINE_PROP_UINT32("x-fault-fail", PvrdmaState, cfg.fault.fail, 0),
+    DEFINE_PROP_UINT32("x-fault-errno", PvrdmaState, cfg.fault.fail_errno,
+                       ENOMEM),
+    DEFINE_PROP_UINT32("x-fault-late", PvrdmaState, cfg.fault.late, 0),
+    DEFINE_PROP_UINT32("x-fault-late-ms", PvrdmaState, cfg.fault.late_ms,
+                       100),
+    DEFINE_PROP_UINT32("x-fault-async-ms", PvrdmaState, cfg.fault.async_ms,
+                       0),
+    DEFINE_PROP_STRING("x-fault-async", PvrdmaState, fault_async),
 };
 
 static void pvrdma_class_init(ObjectClass *klass, void *data)

@@ -1681,6 +1681,36 @@ static const PvrdmaCmdDesc pvrdma_cmd_table[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_MODIFY_MR] = { pvrdma_cmd_modify_mr, RESP_HDR },
 };
 
+/* The response header for @req, and how many bytes its response has. */
+static void pvrdma_cmd_resp_init(PvrdmaCore *core,
+                                 const union pvrdma_cmd_req *req,
+                                 union pvrdma_cmd_resp *resp,
+                                 uint32_t *resp_len)
+{
+    uint32_t cmd = req->hdr.cmd;
+
+    memset(resp, 0, sizeof(*resp));
+    resp->hdr.response = req->hdr.response;
+    resp->hdr.ack = PVRDMA_CMD_ACK(cmd);
+    if (cmd >= PVRDMA_CMD_MAX) {
+        *resp_len = RESP_HDR;
+    } else if (cmd == PVRDMA_CMD_CREATE_QP &&
+               core->driver_version >= PVRDMA_VERSION_QPHANDLE) {
+        *resp_len = sizeof(struct pvrdma_cmd_create_qp_resp_v2);
+    } else {
+        *resp_len = pvrdma_cmd_table[cmd].resp_size;
+    }
+}
+
+int pvrdma_cmd_refuse(PvrdmaCore *core, const union pvrdma_cmd_req *req,
+                      union pvrdma_cmd_resp *resp, uint32_t *resp_len,
+                      int err)
+{
+    pvrdma_cmd_resp_init(core, req, resp, resp_len);
+    resp->hdr.err = (uint8_t)-err;
+    return err;
+}
+
 int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
                        union pvrdma_cmd_resp *resp, uint32_t *resp_len)
 {
@@ -1688,21 +1718,13 @@ int pvrdma_cmd_execute(PvrdmaCore *core, const union pvrdma_cmd_req *req,
     const PvrdmaCmdDesc *d;
     int ret;
 
-    memset(resp, 0, sizeof(*resp));
-    resp->hdr.response = req->hdr.response;
-    resp->hdr.ack = PVRDMA_CMD_ACK(cmd);
+    pvrdma_cmd_resp_init(core, req, resp, resp_len);
     if (cmd >= PVRDMA_CMD_MAX) {
         GERR(core, UNKNOWN_COMMAND,
              "unknown command %u", cmd);
-        *resp_len = RESP_HDR;
         ret = -EINVAL;
     } else {
         d = &pvrdma_cmd_table[cmd];
-        *resp_len = d->resp_size;
-        if (cmd == PVRDMA_CMD_CREATE_QP &&
-            core->driver_version >= PVRDMA_VERSION_QPHANDLE) {
-            *resp_len = sizeof(struct pvrdma_cmd_create_qp_resp_v2);
-        }
         if (req->hdr.reserved != 0) {
             GERR(core, COMMAND_RESERVED_HEADER_FIELD_NOT_ZERO,
                  "command %u: reserved header field not zero", cmd);

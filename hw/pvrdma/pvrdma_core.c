@@ -118,6 +118,18 @@ bool pvrdma_core_check_config(const PvrdmaCoreConfig *cfg, char **errmsg)
                             errmsg)) {
         return false;
     }
+    /* Fault injection: an errno a driver can be given, sane delays. */
+    if ((cfg->fault.fail &&
+         !pvrdma_check_range("x-fault-errno", cfg->fault.fail_errno, 1, 133,
+                             errmsg)) ||
+        (cfg->fault.late &&
+         !pvrdma_check_range("x-fault-late-ms", cfg->fault.late_ms, 1,
+                             60000, errmsg)) ||
+        (cfg->fault.async_ms &&
+         !pvrdma_check_range("x-fault-async-ms", cfg->fault.async_ms, 1,
+                             3600000, errmsg))) {
+        return false;
+    }
     if (cfg->uar_pages & (cfg->uar_pages - 1)) {
         *errmsg = g_strdup_printf("pvrdma: uar-pages=%u is not a power of "
                                   "two: use 2, 4, ..., 2048",
@@ -572,6 +584,7 @@ static void pvrdma_core_free_dsr_rings(PvrdmaCore *core)
 static void pvrdma_core_drop_state(PvrdmaCore *core)
 {
     pvrdma_cmd_destroy_all(core);
+    pvrdma_fault_reset(core);
     pvrdma_wq_reset(core);
     if (core->be_ops->reset) {
         core->be_ops->reset(core->be);
@@ -597,6 +610,7 @@ PvrdmaCore *pvrdma_core_new(const PvrdmaCoreConfig *cfg,
     core->be_ops = &pvrdma_null_backend_ops;
     core->be = NULL;
     core->timer_expire = -1;
+    pvrdma_fault_reset(core);
     core->uar_owner = g_new0(uint32_t, cfg->uar_pages);
     core->gids = g_new0(PvrdmaGid, cfg->gid_tbl_len);
     pvrdma_core_init_tables(core);
@@ -888,6 +902,7 @@ static int pvrdma_core_load_dsr(PvrdmaCore *core)
         return ret;
     }
     core->dsr_loaded = true;
+    pvrdma_fault_start(core);
     return 0;
 }
 
@@ -898,6 +913,7 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
     union pvrdma_cmd_req req;
     union pvrdma_cmd_resp resp;
     uint32_t resp_len = 0;
+    PvrdmaFaultCmd fault;
     int ret;
 
     if (val != 0) {
@@ -923,12 +939,23 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
     }
     pvrdma_cmd_req_le(&req, true);
     memset(&resp, 0, sizeof(resp));
-    ret = pvrdma_cmd_execute(core, &req, &resp, &resp_len);
+    pvrdma_fault_drop_held(core);
+    fault = pvrdma_fault_cmd(core, req.hdr.cmd, &ret);
+    if (fault == PVRDMA_FAULT_FAIL) {
+        ret = pvrdma_cmd_refuse(core, &req, &resp, &resp_len, ret);
+    } else {
+        ret = pvrdma_cmd_execute(core, &req, &resp, &resp_len);
+    }
     if (resp_len) {
         union pvrdma_cmd_resp wire = resp;
         int wret;
 
         pvrdma_cmd_resp_le(&wire, req.hdr.cmd, resp_len);
+        if (fault == PVRDMA_FAULT_LATE) {
+            /* Done, ERR says so; the answer comes late (pvrdma_fault.c). */
+            pvrdma_fault_hold(core, &wire, resp_len);
+            goto done;
+        }
         wret = pvrdma_core_dma_write(core, core->resp_slot, &wire, resp_len);
         if (wret < 0) {
             GERR(core, RESPONSE_SLOT_UNWRITABLE,
@@ -939,9 +966,13 @@ static void pvrdma_core_request(PvrdmaCore *core, uint32_t val)
             ret = wret;
         }
     }
+done:
     core->err = (uint32_t)ret;
     if (core->ops->trace_cmd) {
         core->ops->trace_cmd(core->opaque, req.hdr.cmd, ret);
+    }
+    if (fault == PVRDMA_FAULT_LATE && resp_len) {
+        return;
     }
 out:
     pvrdma_core_raise(core, PVRDMA_VECTOR_RESPONSE);

@@ -120,6 +120,48 @@ typedef struct PvrdmaCoreOps {
 } PvrdmaCoreOps;
 
 /*
+ * Fault injection for tests of guest drivers (the experimental x-fault-*
+ * properties, pvrdma_fault.c, docs/faults.md).  All zero: off.
+ */
+typedef struct PvrdmaFaultConfig {
+    uint32_t seed;              /* of the device's own PRNG (reproducible) */
+    uint32_t cmd_mask;          /* commands that may fail or answer late */
+    uint32_t fail;              /* 1 in @fail of them fails, 0 = none */
+    uint32_t fail_errno;        /* with this errno */
+    uint32_t late;              /* 1 in @late of them answers late */
+    uint32_t late_ms;           /* by this many ms (virtual clock) */
+    uint32_t async_ms;          /* an async error every @async_ms, 0 = none */
+    uint32_t async_mask;        /* which (1 << PVRDMA_FAULT_ASYNC_*) */
+} PvrdmaFaultConfig;
+
+enum {
+    PVRDMA_FAULT_ASYNC_CQ_ERR,          /* a CQ overruns */
+    PVRDMA_FAULT_ASYNC_QP_FATAL,        /* a QP (not the GSI QP) fails */
+    PVRDMA_FAULT_ASYNC_SRQ_ERR,         /* an SRQ fails */
+    PVRDMA_FAULT_ASYNC_DEVICE_FATAL,    /* the device fails until reset */
+    PVRDMA_FAULT_ASYNC_KINDS,
+};
+
+/* The async errors injected by default: all but DEVICE_FATAL. */
+#define PVRDMA_FAULT_DEFAULT_ASYNC \
+    ((1u << PVRDMA_FAULT_ASYNC_CQ_ERR) | (1u << PVRDMA_FAULT_ASYNC_QP_FATAL) | \
+     (1u << PVRDMA_FAULT_ASYNC_SRQ_ERR))
+
+/*
+ * Parse the x-fault-cmds list (command names as in docs/abi.md, lower
+ * case: "create_qp,modify_qp"; "all"; "" for the default, every command
+ * but DESTROY_*) or the x-fault-async list ("cq-err,qp-fatal,srq-err,
+ * device-fatal"; "" for the default, all but device-fatal).  false with
+ * *@errmsg (g_malloc'ed, naming the property and the accepted words).
+ */
+bool pvrdma_fault_parse_cmds(const char *list, uint32_t *mask,
+                             char **errmsg);
+bool pvrdma_fault_parse_async(const char *list, uint32_t *mask,
+                              char **errmsg);
+/* Is any fault injected? */
+bool pvrdma_fault_enabled(const PvrdmaFaultConfig *f);
+
+/*
  * User-tunable limits (the -device properties); validated by
  * pvrdma_core_check_config() before pvrdma_core_new().
  */
@@ -144,6 +186,7 @@ typedef struct PvrdmaCoreConfig {
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
     bool no_rq_db_hint;         /* no PVRDMA_EX_CAP_RQ_DB_HINT (A/B) */
+    PvrdmaFaultConfig fault;
 } PvrdmaCoreConfig;
 
 /* Defaults of the -device pvrdma properties (PvrdmaCoreConfig fields). */

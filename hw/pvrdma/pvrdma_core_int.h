@@ -384,6 +384,15 @@ struct PvrdmaCore {
     GQueue work_qps;            /* QPs to flush at the outermost leave */
     GQueue rnr_qps;             /* QPs waiting for a timed RNR retry */
     int64_t timer_expire;       /* armed expiry, -1 = not armed */
+
+    /* Fault injection (pvrdma_fault.c); not migrated (it blocks that). */
+    uint64_t fault_rng;
+    bool fatal;                 /* DEVICE_FATAL reported: until reset */
+    union pvrdma_cmd_resp fault_resp;   /* a late response, wire order */
+    uint32_t fault_resp_len;
+    int64_t fault_resp_at;      /* its delivery, -1 = none held */
+    int64_t fault_async_at;     /* the next async error, -1 = none */
+    uint64_t fault_count[3];    /* failed, late, async errors injected */
 };
 
 /* The objects a QP, MR or SRQ refers to (kept alive by its reference). */
@@ -515,6 +524,37 @@ void pvrdma_wq_mw_unbind(PvrdmaCore *core, PvrdmaMr *mw);
 void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq);
 /* Every object is gone: cancel the timer. */
 void pvrdma_wq_reset(PvrdmaCore *core);
+/* (Re)arm the core's timer at its earliest deadline (RNR waits, faults). */
+void pvrdma_wq_rearm(PvrdmaCore *core);
+/* @cq lost a CQE (IBA 11.6.3.2): CQ_ERR once, its QPs to ERR. */
+void pvrdma_wq_cq_fail(PvrdmaCore *core, PvrdmaCq *cq);
+/* @srq cannot be used any more: SRQ_ERR once, its QPs to ERR. */
+void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq);
+
+/* Fault injection (pvrdma_fault.c, docs/faults.md). */
+typedef enum PvrdmaFaultCmd {
+    PVRDMA_FAULT_NONE,
+    PVRDMA_FAULT_FAIL,          /* refuse it with cfg.fault.fail_errno */
+    PVRDMA_FAULT_LATE,          /* run it, answer cfg.fault.late_ms later */
+} PvrdmaFaultCmd;
+/* What to do with command @cmd (may refuse: device fatal). */
+PvrdmaFaultCmd pvrdma_fault_cmd(PvrdmaCore *core, uint32_t cmd, int *err);
+/* Hold this response (wire order, @len bytes) for late delivery. */
+void pvrdma_fault_hold(PvrdmaCore *core, const union pvrdma_cmd_resp *wire,
+                       uint32_t len);
+/* A new request: a response still held is dropped (the guest gave up). */
+void pvrdma_fault_drop_held(PvrdmaCore *core);
+/* The earliest fault deadline, or -1. */
+int64_t pvrdma_fault_deadline(PvrdmaCore *core);
+/* A DSR was loaded (async errors start) / the device reset (all stop). */
+void pvrdma_fault_start(PvrdmaCore *core);
+void pvrdma_fault_reset(PvrdmaCore *core);
+/* The core's timer expired: deliver what is due (inside enter/leave). */
+void pvrdma_fault_timer(PvrdmaCore *core);
+/* Refuse command @req with -@err (the response as execute would make). */
+int pvrdma_cmd_refuse(PvrdmaCore *core, const union pvrdma_cmd_req *req,
+                      union pvrdma_cmd_resp *resp, uint32_t *resp_len,
+                      int err);
 /* Completion opcode of a send WQE opcode. */
 uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode);
 

@@ -113,10 +113,10 @@ static void pvrdma_wq_trace_rnr(PvrdmaCore *core, PvrdmaQp *qp,
     }
 }
 
-/* Arm the device timer at the earliest RNR deadline (or cancel it). */
-static void pvrdma_wq_rearm(PvrdmaCore *core)
+/* Arm the device timer at the earliest deadline (or cancel it). */
+void pvrdma_wq_rearm(PvrdmaCore *core)
 {
-    int64_t first = -1;
+    int64_t first = pvrdma_fault_deadline(core);
     GList *l;
 
     for (l = core->rnr_qps.head; l; l = l->next) {
@@ -330,8 +330,6 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
                                bool more)
 {
     struct pvrdma_cqe wire = *cqe;
-    PvrdmaQp *qp;
-    uint32_t h;
     int ret;
 
     if (cq->overrun) {
@@ -355,15 +353,7 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
         GERR(core, CQ_CQE_QP_DROPPED_CQ_ERROR,
              "CQ %u %s: CQE of QP %u dropped, CQ in error", cq->handle,
              ret == -ENOSPC ? "overrun" : "ring broken", (uint32_t)cqe->qp);
-        cq->overrun = true;
-        pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR,
-                                     cq->handle);
-        PVRDMA_QP_FOREACH(core, h, qp) {
-            if (qp->send_cq_handle == cq->handle ||
-                qp->recv_cq_handle == cq->handle) {
-                pvrdma_core_qp_error(core, qp, -1);
-            }
-        }
+        pvrdma_wq_cq_fail(core, cq);
         return;
     }
     if (!more) {
@@ -972,7 +962,25 @@ void pvrdma_core_mr_unpin(PvrdmaCore *core, PvrdmaMr *mr)
 
 /* ---- receive queues ------------------------------------------------------ */
 
-static void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
+void pvrdma_wq_cq_fail(PvrdmaCore *core, PvrdmaCq *cq)
+{
+    PvrdmaQp *qp;
+    uint32_t h;
+
+    if (cq->overrun) {
+        return;
+    }
+    cq->overrun = true;
+    pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR, cq->handle);
+    PVRDMA_QP_FOREACH(core, h, qp) {
+        if (qp->send_cq_handle == cq->handle ||
+            qp->recv_cq_handle == cq->handle) {
+            pvrdma_core_qp_error(core, qp, -1);
+        }
+    }
+}
+
+void pvrdma_wq_srq_fail(PvrdmaCore *core, PvrdmaSrq *srq)
 {
     PvrdmaQp *qp;
     uint32_t h;
@@ -1820,6 +1828,7 @@ void pvrdma_wq_timer_expired(PvrdmaCore *core)
 {
     pvrdma_wq_enter(core);
     core->timer_expire = -1;
+    pvrdma_fault_timer(core);
     pvrdma_wq_run_timers(core);
     pvrdma_wq_leave(core);
 }

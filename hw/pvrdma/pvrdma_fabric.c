@@ -310,6 +310,7 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
             }
         }
     }
+    fab->res_err = 0;           /* a shortage ended: say the next one */
     if (fab->host.report) {
         char *msg = g_strdup_printf("pvrdma-fabric: link %s up",
                                     pvrdma_link_name(l));

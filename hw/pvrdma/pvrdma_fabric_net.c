@@ -53,6 +53,7 @@ typedef struct PvrdmaFabricEndpoint {
     socklen_t addrlen;
     uint64_t link;              /* PEER: serial of its link, 0 if down */
     int64_t next_try;           /* PEER: next connect; LISTEN_DIR: rescan */
+    int64_t paused_until;       /* LISTEN_*: not watched until then (0) */
     uint64_t dup_of;            /* PEER: the peer is joined by another link */
     char *last_error;           /* PEER: reported once per change */
 } PvrdmaFabricEndpoint;
@@ -117,6 +118,49 @@ static void pvrdma_report(PvrdmaFabric *fab, const char *fmt, ...)
     g_free(msg);
 }
 
+const char *pvrdma_fabric_errno_hint(int err)
+{
+    switch (err) {
+    case EMFILE:
+        return "; QEMU's open files limit is reached: raise it (ulimit -n, "
+               "systemd LimitNOFILE=, libvirt max_files)";
+    case ENFILE:
+        return "; the host's open files table is full: raise fs.file-max";
+    case ENOMEM:
+        return "; out of memory or of memory mappings: raise "
+               "vm.max_map_count or free memory";
+    case ENOSPC:
+        return "; the file system is full";
+    case EROFS:
+    case EACCES:
+    case EPERM:
+        return "; QEMU may not write there: fix the permissions";
+    default:
+        return "";
+    }
+}
+
+bool pvrdma_fabric_res_report(PvrdmaFabric *fab, int err)
+{
+    if (!*pvrdma_fabric_errno_hint(err)) {
+        return true;
+    }
+    if (fab->res_err == err) {
+        return false;
+    }
+    fab->res_err = err;
+    return true;
+}
+
+/* A host resource failure of @what (@err), reported once per cause. */
+static void pvrdma_res_failed(PvrdmaFabric *fab, const char *what, int err)
+{
+    if (pvrdma_fabric_res_report(fab, err)) {
+        pvrdma_report(fab, "pvrdma-fabric: %s: %s%s; retrying every second",
+                      what, g_strerror(err), pvrdma_fabric_errno_hint(err));
+    }
+}
+
 static void pvrdma_tcp_tune(int fd)
 {
     int one = 1;
@@ -137,29 +181,35 @@ static bool pvrdma_unix_addr(struct sockaddr_un *sun, const char *path)
     return true;
 }
 
-/* Connect to one socket of the directory; a dead one is removed. */
-static void pvrdma_dir_connect(PvrdmaFabric *fab, const char *path)
+/*
+ * Connect to one socket of the directory; a dead one is removed.  False
+ * if a host resource ran out (reported): the directory is scanned again.
+ */
+static bool pvrdma_dir_connect(PvrdmaFabric *fab, const char *path)
 {
     struct sockaddr_un sun;
     PvrdmaLink *l;
-    int fd;
+    int fd, err;
 
     if (!pvrdma_unix_addr(&sun, path)) {
-        return;
+        return true;
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        return;
+        err = errno;
+        pvrdma_res_failed(fab, "cannot make a link of fabric-path", err);
+        return false;
     }
     if (connect(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0) {
         if (errno == ECONNREFUSED) {
             unlink(path);       /* renamed only once listening: dead */
         }
         close(fd);
-        return;
+        return true;
     }
     l = pvrdma_fabric_add_link(fab, fd, true, path);
     pvrdma_link_set_initiated(l);
+    return true;
 }
 
 bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
@@ -199,8 +249,11 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
         listen(fd, 64) < 0 || rename(tmp, path) < 0) {
+        int err = errno;
+
         *errmsg = g_strdup_printf("pvrdma: fabric-path: cannot listen on "
-                                  "%s: %s", path, g_strerror(errno));
+                                  "%s: %s%s", path, g_strerror(err),
+                                  pvrdma_fabric_errno_hint(err));
         if (fd >= 0) {
             close(fd);
         }
@@ -223,13 +276,17 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
             continue;
         }
         other = g_strdup_printf("%s/%s", dir, de->d_name);
-        if (strcmp(other, path) != 0) {
-            pvrdma_dir_connect(fab, other);
+        if (strcmp(other, path) != 0 && !pvrdma_dir_connect(fab, other)) {
+            ep->next_try = fab->host.clock_ns(fab->host.opaque) +
+                           PVRDMA_NET_RETRY_NS;
         }
         g_free(other);
     }
     if (d) {
         closedir(d);
+    }
+    if (ep->next_try) {
+        pvrdma_fabric_kick(fab);
     }
     return true;
 }
@@ -289,10 +346,15 @@ bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg)
     }
     if (fd < 0 || bind(fd, (struct sockaddr *)&tmp.addr, tmp.addrlen) < 0 ||
         listen(fd, 16) < 0) {
+        int err = errno;
+
         *errmsg = g_strdup_printf("pvrdma: cannot listen on "
-                                  "fabric-listen=%s: %s (is the address "
-                                  "local, and the port free?)", addr,
-                                  g_strerror(errno));
+                                  "fabric-listen=%s: %s%s", addr,
+                                  g_strerror(err),
+                                  *pvrdma_fabric_errno_hint(err) ?
+                                  pvrdma_fabric_errno_hint(err) :
+                                  " (is the address local, and the port "
+                                  "free?)");
         if (fd >= 0) {
             close(fd);
         }
@@ -313,8 +375,9 @@ static void pvrdma_peer_failed(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
     }
     g_free(ep->last_error);
     ep->last_error = g_strdup(g_strerror(err));
-    pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable (%s); "
-                  "retrying every second", ep->name, ep->last_error);
+    pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable (%s%s); "
+                  "retrying every second", ep->name, ep->last_error,
+                  pvrdma_fabric_errno_hint(err));
 }
 
 /* Start a non-blocking connect of a peer endpoint. */
@@ -326,6 +389,7 @@ static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
 
     ep->next_try = now + PVRDMA_NET_RETRY_NS;
     if (fd < 0) {
+        pvrdma_peer_failed(fab, ep, errno);
         return;
     }
     if (connect(fd, (struct sockaddr *)&ep->addr, ep->addrlen) < 0 &&
@@ -368,8 +432,27 @@ static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
         int fd = accept4(ep->fd, (struct sockaddr *)&sa, &len,
                          SOCK_CLOEXEC | SOCK_NONBLOCK);
 
-        if (fd < 0) {
+        if (fd < 0 && errno != EAGAIN && errno != EINTR &&
+            errno != ECONNABORTED) {
+            /*
+             * Out of descriptors (or worse): the connection stays queued
+             * and the socket readable; stop watching it for a second
+             * rather than spin, and say what to raise.
+             */
+            pvrdma_res_failed(fab, ep->type == PVRDMA_EP_LISTEN_TCP ?
+                              "cannot accept a link on fabric-listen" :
+                              "cannot accept a link on fabric-path", errno);
+            fab->host.unwatch(fab->host.opaque, ep->fd);
+            ep->paused_until = fab->host.clock_ns(fab->host.opaque) +
+                               PVRDMA_NET_RETRY_NS;
+            pvrdma_fabric_kick(fab);
             return;
+        }
+        if (fd < 0) {
+            if (errno == EAGAIN) {
+                return;
+            }
+            continue;
         }
         if (ep->type == PVRDMA_EP_LISTEN_TCP) {
             char host[NI_MAXHOST] = "?", port[NI_MAXSERV] = "?";
@@ -488,11 +571,19 @@ static void pvrdma_dir_rescan(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
             continue;
         }
         other = g_strdup_printf("%s/%s", ep->name, de->d_name);
-        pvrdma_dir_connect(fab, other);
+        if (!pvrdma_dir_connect(fab, other)) {
+            ep->next_try = fab->host.clock_ns(fab->host.opaque) +
+                           PVRDMA_NET_RETRY_NS;
+        }
         g_free(other);
     }
     if (d) {
         closedir(d);
+    } else {
+        pvrdma_res_failed(fab, "cannot read the fabric-path directory",
+                          errno);
+        ep->next_try = fab->host.clock_ns(fab->host.opaque) +
+                       PVRDMA_NET_RETRY_NS;
     }
 }
 
@@ -504,6 +595,14 @@ bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
     for (e = fab->endpoints; e; e = e->next) {
         PvrdmaFabricEndpoint *ep = e->data;
 
+        if (ep->paused_until) {
+            if (now >= ep->paused_until) {
+                ep->paused_until = 0;
+                fab->host.watch(fab->host.opaque, ep->fd, false, ep);
+            } else {
+                waiting = true;
+            }
+        }
         if (ep->type == PVRDMA_EP_LISTEN_DIR) {
             if (ep->next_try && now >= ep->next_try) {
                 ep->next_try = 0;

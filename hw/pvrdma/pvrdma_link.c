@@ -108,6 +108,7 @@ struct PvrdmaLink {
     uint8_t *ibuf;
     size_t ilen;
     int peer_fd;                /* the peer's ring, until HELLO */
+    int res_err;                /* a host resource that failed us, or 0 */
 
     /* Shared rings (shm links). */
     uint8_t *tx_ring;           /* ours, read-write */
@@ -1159,6 +1160,9 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
     }
     p = mmap(NULL, PVRDMA_LINK_RING_MAP, PROT_READ, MAP_SHARED, l->peer_fd,
              0);
+    if (p == MAP_FAILED) {
+        l->res_err = errno;
+    }
     close(l->peer_fd);
     l->peer_fd = -1;
     if (p == MAP_FAILED) {
@@ -1718,7 +1722,8 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
 
     if (!l->up) {
         if (type != PVRDMA_LINK_HELLO || !pvrdma_link_hello(l, b)) {
-            *why = "bad HELLO (not a pvrdma fabric peer of this version, or "
+            *why = l->res_err ? "cannot map the peer's shared-memory ring" :
+                   "bad HELLO (not a pvrdma fabric peer of this version, or "
                    "its shared ring is unusable)";
             return false;
         }
@@ -1782,6 +1787,10 @@ static ssize_t pvrdma_link_read(PvrdmaLink *l, void *buf, size_t size)
     } while (n < 0 && errno == EINTR);
     if (n < 0) {
         return n;
+    }
+    if ((msg.msg_flags & MSG_CTRUNC) && !l->up && l->shm) {
+        /* The kernel could not give us the peer's ring: out of fds. */
+        l->res_err = EMFILE;
     }
     for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
         int fds[4];
@@ -2028,6 +2037,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     if (shm) {
         l->send_fd = pvrdma_link_make_ring(l);
+        l->res_err = l->send_fd < 0 ? errno : 0;
     }
     b = pvrdma_link_frame(l, PVRDMA_LINK_HELLO, 0, 0,
                           PVRDMA_LINK_HELLO_SIZE);
@@ -2037,7 +2047,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     l->hello_left = shm ? l->obuf->len : 0;
     h->watch(h->opaque, fd, false, l);
     if (shm && !l->tx_ring) {
-        pvrdma_link_close(l, "cannot make its shared-memory ring (memfd)");
+        pvrdma_link_close(l, "cannot make its shared-memory ring");
         return l;
     }
     pvrdma_link_flush(l);
@@ -2053,9 +2063,15 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
         return;
     }
     l->dead = true;
+    /* Failures for want of host resources: what to raise, said once. */
+    if (why && l->res_err && !pvrdma_fabric_res_report(l->fab, l->res_err)) {
+        why = NULL;
+    }
     if (why && h->report) {
-        char *msg = g_strdup_printf("pvrdma-fabric: link %s down: %s",
-                                    l->name, why);
+        char *msg = g_strdup_printf("pvrdma-fabric: link %s down: %s%s%s%s",
+                                    l->name, why, l->res_err ? ": " : "",
+                                    l->res_err ? g_strerror(l->res_err) : "",
+                                    pvrdma_fabric_errno_hint(l->res_err));
 
         h->report(h->opaque, msg);
         g_free(msg);

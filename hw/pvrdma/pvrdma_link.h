@@ -123,6 +123,7 @@ struct PvrdmaFabric {
     GList *links;               /* live links */
     GList *dead;                /* closed, freed by the timer */
     GList *endpoints;           /* listeners and peers (fabric_net.c) */
+    int res_err;                /* host resource failure last reported */
     int64_t timer_at;           /* armed expiry, -1 = not armed */
     bool in_timer;
     int64_t poll_until;         /* latest promise to peers to look */
@@ -157,6 +158,18 @@ bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now);
 void pvrdma_fabric_net_free(PvrdmaFabric *fab);
 /* @l of @fab closed: reconnect its peer endpoint, or rescan the path. */
 void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, PvrdmaLink *l);
+/*
+ * A host resource ran out (@err: EMFILE, ENFILE, ENOMEM, ENOSPC, ...):
+ * what the user should raise or fix, as "; ..." to append to a message
+ * (empty for other errors).
+ */
+const char *pvrdma_fabric_errno_hint(int err);
+/*
+ * Should a failure for want of @err be reported?  Once per cause until a
+ * link comes up again (a failure retried every second must not fill the
+ * log); true for errors that are not about host resources.
+ */
+bool pvrdma_fabric_res_report(PvrdmaFabric *fab, int err);
 
 /* ---- links (pvrdma_link.c) ----------------------------------------------- */
 

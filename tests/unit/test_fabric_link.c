@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -2450,6 +2451,133 @@ static void test_dir_link_recovers(void **state)
 }
 
 
+/* Take free descriptors into @fds[@n..] until none is left; the new @n. */
+static unsigned fds_fill(int *fds, unsigned n, unsigned max)
+{
+    int fd;
+
+    while (n < max && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0) {
+        fds[n++] = fd;
+    }
+    assert_true(n < max);
+    assert_int_equal(errno, EMFILE);
+    return n;
+}
+
+/*
+ * Hold every free descriptor under a soft RLIMIT_NOFILE at the highest one
+ * open now, so the next one fails with EMFILE; returns how many were taken
+ * (in @fds), released by fds_release().
+ */
+static unsigned fds_exhaust(int *fds, unsigned max, struct rlimit *saved)
+{
+    struct rlimit rl;
+    int fd, top = 0;
+
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, saved), 0);
+    for (fd = 0; fd < 4096; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0) {
+            top = fd;
+        }
+    }
+    rl = *saved;
+    rl.rlim_cur = top + 1;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    return fds_fill(fds, 0, max);
+}
+
+static void fds_release(int *fds, unsigned n, const struct rlimit *saved)
+{
+    while (n) {
+        close(fds[--n]);
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, saved), 0);
+}
+
+/* A failed test leaves the limit low: put it back for the next tests. */
+static int fds_teardown(void **state)
+{
+    struct rlimit rl;
+
+    (void)state;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max < 1024 ? rl.rlim_max : 1024;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    return 0;
+}
+
+/*
+ * Out of file descriptors (RLIMIT_NOFILE): a fabric cannot be joined (the
+ * reason and the remedy said); a link's ring cannot be made, reported
+ * once however often it is retried; an accept fails, is reported, and the
+ * listener is left alone for a second (no busy loop on a socket that
+ * stays readable); once descriptors are free again the link comes up by
+ * itself, and the next shortage is reported again.
+ */
+static void test_dir_out_of_fds(void **state)
+{
+    char *dir = g_dir_make_tmp("pvrdma-fab-XXXXXX", NULL);
+    Host *a = host_new(), *b = host_new();
+    struct rlimit saved;
+    char *err = NULL;
+    int fds[4096], sv[2][2];
+    unsigned n, i, reports, watches;
+
+    (void)state;
+    assert_true(pvrdma_fabric_join_dir(a->fab, dir, &err));
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[0]), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[1]), 0);
+    reports = a->reports;
+    n = fds_exhaust(fds, G_N_ELEMENTS(fds), &saved);
+    /* b cannot even listen: refused with the reason and the remedy. */
+    assert_false(pvrdma_fabric_join_dir(b->fab, dir, &err));
+    assert_non_null(strstr(err, "Too many open files"));
+    assert_non_null(strstr(err, "ulimit -n"));
+    g_free(err);
+    /* A link whose ring cannot be made: said once, not per attempt. */
+    pvrdma_fabric_add_link(a->fab, sv[0][0], true, "x1");
+    assert_int_equal(a->reports, reports + 1);
+    assert_non_null(strstr(a->last_report, "x1 down: cannot make its "
+                           "shared-memory ring: Too many open files; "
+                           "QEMU's open files limit"));
+    n = fds_fill(fds, n, G_N_ELEMENTS(fds));    /* x1's socket is free */
+    pvrdma_fabric_add_link(a->fab, sv[1][0], true, "x2");
+    assert_int_equal(a->reports, reports + 1);
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 0);
+    close(sv[0][1]);
+    close(sv[1][1]);
+    run(a, NULL, 2);
+    /* Room for b to join and connect; then none for a to accept. */
+    for (i = 0; i < 6; i++) {
+        close(fds[--n]);
+    }
+    assert_true(pvrdma_fabric_join_dir(b->fab, dir, &err));
+    n = fds_fill(fds, n, G_N_ELEMENTS(fds));
+    watches = a->watches->len;
+    a->fab->res_err = 0;        /* as if a link had come up meanwhile */
+    for (i = 0; i < 20; i++) {
+        run(a, b, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 0);
+    assert_int_equal(a->reports, reports + 2);
+    assert_non_null(strstr(a->last_report, "cannot accept a link on "
+                           "fabric-path: Too many open files"));
+    assert_int_equal(a->watches->len, watches - 1);
+    fds_release(fds, n, &saved);
+    for (i = 0; i < 40 && pvrdma_fabric_links_up(a->fab) == 0; i++) {
+        a->now += 100000000LL;
+        b->now += 100000000LL;
+        run(a, b, 2);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
+    assert_int_equal(a->fab->res_err, 0);
+    host_free(a);
+    host_free(b);
+    rmdir(dir);
+    g_free(dir);
+}
+
 static void test_join_dir(void **state)
 {
     char *dir = g_dir_make_tmp("pvrdma-fab-XXXXXX", NULL);
@@ -2498,6 +2626,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ops_shm),
+        cmocka_unit_test_teardown(test_dir_out_of_fds, fds_teardown),
         cmocka_unit_test(test_ops_inline),
         cmocka_unit_test(test_both_ways_busy),
         cmocka_unit_test(test_remote_errors),

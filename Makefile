@@ -15,6 +15,8 @@
 #                   pvrdma-dkms and ibverbs-provider-pvrdma (packaging/)
 #   make check      unit tests, then guest tests (boots guests under TCG)
 #   make unit       unit tests of the device core only
+#   make qemu-asan  build/qemu-system-x86_64-asan: the device code built
+#                   with ASan+UBSan (guest tests marked asan run on it)
 #   make vm         boot a guest with a shell on this terminal
 #   make lint       checkpatch: QEMU's on hw/pvrdma, Linux's on guest-driver
 #   make bench-micro  the device microbenchmark (tests/bench/micro.c)
@@ -33,6 +35,13 @@ all: image
 
 qemu:
 	scripts/build-qemu.sh >/dev/null
+
+# QEMU with the device code under AddressSanitizer and UBSan (the rest of
+# QEMU plain), in the cache; guest tests marked "asan" in
+# tests/guest/TESTS run on it (PVRDMA_ASAN=1 tests/guest/run-all.sh: all).
+.PHONY: qemu-asan
+qemu-asan: qemu
+	ln -sfn "$$(scripts/build-qemu-asan.sh)" $(OUT)/qemu-system-x86_64-asan
 
 kernel:
 	@mkdir -p $(OUT)

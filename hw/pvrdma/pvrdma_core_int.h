@@ -205,6 +205,7 @@ struct PvrdmaCq {
     PvrdmaRing ring;            /* CQE ring, state "rx" at +8 */
     uint8_t arm;                /* PVRDMA_CQ_ARM_* */
     bool overrun;               /* CQ_ERR reported, CQEs are dropped */
+    bool fault_spared;          /* pvrdma_fault.c: a CQ of the GSI QP */
     bool timestamps;            /* CQEs carry the clock (extension) */
     bool poll_watch;            /* the backend hears when its polling ends */
     uint32_t refs;              /* QPs */

@@ -10,8 +10,8 @@
  *    its response reaches the response slot, and vector 0 fires, only
  *    cfg.fault.late_ms later on the virtual clock;
  *  - reports async errors on live objects: a CQ overrun (CQ_ERR, its QPs
- *    to ERR), a QP fatal error (QP_FATAL, the QP to ERR; never the GSI
- *    QP), an SRQ error (SRQ_ERR, its QPs to ERR), or a device fatal error
+ *    to ERR; never a CQ of the GSI QP), a QP fatal error (QP_FATAL, the
+ *    QP to ERR; never the GSI QP), an SRQ error (SRQ_ERR, its QPs to ERR), or a device fatal error
  *    (DEVICE_FATAL: every QP to ERR, and until the next reset only
  *    QUERY_* and DESTROY_* commands work, the rest fail with EIO).  Each
  *    needs a victim when its time comes (device fatal: a QP other than
@@ -294,7 +294,38 @@ static void *pvrdma_fault_choose(PvrdmaCore *core, PvrdmaTable *t,
 
 static bool pvrdma_fault_cq_ok(void *obj)
 {
-    return !((PvrdmaCq *)obj)->overrun;
+    PvrdmaCq *cq = obj;
+
+    return !cq->overrun && !cq->fault_spared;
+}
+
+/*
+ * The GSI QP and its CQs are spared: a guest kernel's MAD layer has no way
+ * back from them (Linux's waits forever for the completions of MADs sent
+ * on an overrun CQ, and every RDMA CM user of the port with it).
+ */
+static void pvrdma_fault_spare_gsi(PvrdmaCore *core)
+{
+    PvrdmaQp *qp;
+    PvrdmaCq *cq;
+    uint32_t h;
+
+    PVRDMA_TABLE_FOREACH(&core->cq_tbl, h, cq) {
+        cq->fault_spared = false;
+    }
+    PVRDMA_TABLE_FOREACH(&core->qp_tbl, h, qp) {
+        if (qp->type != PVRDMA_QPT_GSI) {
+            continue;
+        }
+        cq = pvrdma_qp_send_cq(core, qp);
+        if (cq) {
+            cq->fault_spared = true;
+        }
+        cq = pvrdma_qp_recv_cq(core, qp);
+        if (cq) {
+            cq->fault_spared = true;
+        }
+    }
 }
 
 static bool pvrdma_fault_qp_ok(void *obj)
@@ -326,6 +357,7 @@ static void pvrdma_fault_async(PvrdmaCore *core)
     }
     switch (kinds[pvrdma_fault_pick(core, n)]) {
     case PVRDMA_FAULT_ASYNC_CQ_ERR:
+        pvrdma_fault_spare_gsi(core);
         obj = pvrdma_fault_choose(core, &core->cq_tbl, pvrdma_fault_cq_ok);
         if (obj) {
             pvrdma_wq_cq_fail(core, obj);

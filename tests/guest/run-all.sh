@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
 # Run the guest tests listed in tests/guest/TESTS (one script per line, in
 # order); print a summary; fail if any failed. Run a single test directly:
-# tests/guest/test-NAME.sh.  Each test's output is also kept in
+# tests/guest/test-NAME.sh.  A line "asan test-NAME.sh" runs the test on
+# the QEMU whose device code has AddressSanitizer and UBSan
+# (scripts/build-qemu-asan.sh, built on first use); any report of theirs
+# fails it, whatever the test says (a test may kill a QEMU on purpose).
+# The same by hand: PVRDMA_ASAN=1 tests/guest/run-all.sh runs every test
+# on it.  Arguments, if any, are run instead of TESTS, one line each
+# ("test-faults.sh" "asan test-hotplug.sh").  Each test's output is also kept in
 # build/tests/run-all/NAME.out; after the summary the last lines of every
 # failed test's output are printed again (a CI log often keeps only its end),
 # with the end of the last guest console logs it wrote in build/vm.
@@ -10,18 +16,54 @@ cd "$(dirname "$0")"
 out=${PVRDMA_OUT:-$(cd ../.. && pwd)/build}/tests/run-all
 mkdir -p "$out"
 failed=() passed=()
+asan_qemu=
+# run_test NAME: the test, on the sanitized QEMU if asked; its status.
+run_test() {
+    local t=$1 san=$2 dir=$out/asan/${1%.sh} rc
+    if [ "$san" != asan ]; then
+        bash "./$t"
+        return
+    fi
+    if [ -z "$asan_qemu" ]; then
+        asan_qemu=$(../../scripts/build-qemu-asan.sh) || {
+            echo "cannot build the sanitized QEMU"
+            return 1
+        }
+    fi
+    rm -rf "$dir" && mkdir -p "$dir"
+    # Reports go to files (one per QEMU process), so that none is lost in
+    # a log nobody reads; leaks are not checked (QEMU's own exit leaks).
+    # (UBSan may still write to QEMU's stderr: the test's output is
+    # searched too.)
+    PVRDMA_QEMU=$asan_qemu \
+    ASAN_OPTIONS=log_path=$dir/asan:detect_leaks=0:abort_on_error=1 \
+    UBSAN_OPTIONS=log_path=$dir/ubsan:print_stacktrace=1 \
+        bash "./$t" 2>&1 | tee "$dir/test.out"
+    rc=${PIPESTATUS[0]}
+    if grep -lE "ERROR: AddressSanitizer|runtime error:" "$dir"/* 2>/dev/null; then
+        echo "[$t] sanitizer reports (above files):"
+        grep -hE -A30 "ERROR: AddressSanitizer|runtime error:" "$dir"/* | head -60
+        return 1
+    fi
+    echo "[$t] (ran on the ASan+UBSan QEMU: no report)"
+    return $rc
+}
+
 while read -r t; do
     case "$t" in ''|'#'*) continue ;; esac
-    echo "=== $t"
+    san=
+    case "$t" in asan\ *) san=asan t=${t#asan } ;; esac
+    [ "${PVRDMA_ASAN:-0}" = 1 ] && san=asan
+    echo "=== $t${san:+ (ASan+UBSan QEMU)}"
     start=$SECONDS
     mark=$out/${t%.sh}.start
     touch "$mark"
-    if bash "./$t" 2>&1 | tee "$out/${t%.sh}.out"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
-        passed+=("$t ($((SECONDS - start))s)")
+    if run_test "$t" "$san" 2>&1 | tee "$out/${t%.sh}.out"; [ "${PIPESTATUS[0]}" -eq 0 ]; then
+        passed+=("$t${san:+ (asan)} ($((SECONDS - start))s)")
     else
-        failed+=("$t ($((SECONDS - start))s)")
+        failed+=("$t${san:+ (asan)} ($((SECONDS - start))s)")
     fi
-done < TESTS
+done < <(if [ $# -gt 0 ]; then printf '%s\n' "$@"; else cat TESTS; fi)
 echo "=== guest tests: ${#passed[@]} passed, ${#failed[@]} failed"
 printf '  passed: %s\n' "${passed[@]}"
 [ ${#failed[@]} -eq 0 ] && exit 0

@@ -11,9 +11,11 @@
 #     running at once: ibv_rc_pingpong polling and with completion
 #     events, ib_write_bw, rping -V (RDMA CM), NVMe over RDMA (the
 #     kernel's target and host in A, I/O in a loop) and B's ib_write_bw
-#     to A. Every process in A must end with an error within 60 s (our
+#     to A, and a user that only watches the device's async events.
+#     Every process in A must end with an error within 60 s (our
 #     driver's removal marks the rings of user objects dead:
-#     docs/abi.md), never hang; the NVMe controller goes away; B's
+#     docs/abi.md), never hang; the watcher gets IBV_EVENT_DEVICE_FATAL;
+#     the NVMe controller goes away; B's
 #     ib_write_bw fails with RETRY_EXC_ERR (status 12). The removal
 #     itself must end within 60 s. In every later cycle a ping-pong runs
 #     across the removal; the last cycle's new device runs a verified
@@ -115,6 +117,12 @@ pids="$pids $!"
 # B streams WRITEs to this device: its server here.
 start_server bwb 3000 "ib_write_bw -d pvrdma0 -x 1 -F -D 900 -p 18603"
 pids="$pids $spid"
+# A user that only watches the device's events: the removal must tell it.
+ibv_asyncwatch -d pvrdma0 > /tmp/watch 2>&1 &
+watch=$!
+pids="$pids $watch"
+wait_for 20 sh -c "ls -l /proc/$watch/fd | grep -q uverbs" ||
+    fail "ibv_asyncwatch did not open pvrdma0"
 sync_signal bw-up 120
 sleep 5
 for p in $pids; do
@@ -126,6 +134,9 @@ for f in pp18600.c pp18601.c bw.c rping.c; do
 done
 grep -q "poll CQ failed\|parse WC failed\|Failed status\|Couldn't" /tmp/pp18600.c ||
     fail "the polling ping-pong ended without an error message"
+cat /tmp/watch
+grep -q "IBV_EVENT_DEVICE_FATAL" /tmp/watch ||
+    fail "the removal did not reach a user as IBV_EVENT_DEVICE_FATAL"
 # The NVMe controller is deleted with the device under it.
 wait_for 60 not test -e /sys/class/nvme/$ctrl ||
     fail "NVMe controller $ctrl still there 60 s after the removal"

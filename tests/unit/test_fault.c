@@ -222,6 +222,11 @@ static void test_async(void **state)
     f.async_mask = 1u << PVRDMA_FAULT_ASYNC_CQ_ERR;
     fg = fault_guest(&f);
     assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    /* The GSI QP's CQ is spared (a kernel's MAD layer would hang). */
+    assert_int_equal(fg_create_cq(fg, 0, 64, &cq), 0);
+    assert_int_equal(fg_create_qp(fg, PVRDMA_QPT_GSI, pd, cq, &gsi, &gsin),
+                     0);
+    tick(fg, -1, 0);
     assert_int_equal(fg_create_cq(fg, 0, 64, &cq), 0);
     qp = rts_qp(fg, pd, cq);
     tick(fg, PVRDMA_EQE_TYPE_CQ_ERR, cq);

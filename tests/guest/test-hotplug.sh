@@ -21,7 +21,7 @@
 #     across the removal; the last cycle's new device runs a verified
 #     ping-pong with B again.
 # The host checks that after each removal A's QEMU has as many open file
-# descriptors and memory mappings as before the first device_add (the
+# descriptors and no more memory mappings than before the first device_add (the
 # device's links, rings and memory gone), and that its anonymous memory
 # grew by less than 32 MiB from the 2nd to the last cycle. Neither guest
 # kernel may log an oops, a warning or a hung task.
@@ -117,10 +117,10 @@ pids="$pids $!"
 # B streams WRITEs to this device: its server here.
 start_server bwb 3000 "ib_write_bw -d pvrdma0 -x 1 -F -D 900 -p 18603"
 pids="$pids $spid"
-# A user that only watches the device's events: the removal must tell it.
+# A user that only watches the device's events: the removal must tell it
+# (it then waits for more, as any reader of the event file would: killed).
 ibv_asyncwatch -d pvrdma0 > /tmp/watch 2>&1 &
 watch=$!
-pids="$pids $watch"
 wait_for 20 sh -c "ls -l /proc/$watch/fd | grep -q uverbs" ||
     fail "ibv_asyncwatch did not open pvrdma0"
 sync_signal bw-up 120
@@ -134,9 +134,10 @@ for f in pp18600.c pp18601.c bw.c rping.c; do
 done
 grep -q "poll CQ failed\|parse WC failed\|Failed status\|Couldn't" /tmp/pp18600.c ||
     fail "the polling ping-pong ended without an error message"
-cat /tmp/watch
-grep -q "IBV_EVENT_DEVICE_FATAL" /tmp/watch ||
-    fail "the removal did not reach a user as IBV_EVENT_DEVICE_FATAL"
+wait_for 30 grep -q "IBV_EVENT_DEVICE_FATAL" /tmp/watch ||
+    fail "the removal did not reach a user as IBV_EVENT_DEVICE_FATAL: $(cat /tmp/watch)"
+kill "$watch"
+echo "--- watch"; cat /tmp/watch
 # The NVMe controller is deleted with the device under it.
 wait_for 60 not test -e /sys/class/nvme/$ctrl ||
     fail "NVMe controller $ctrl still there 60 s after the removal"
@@ -235,10 +236,16 @@ maps() { wc -l < "/proc/$1/maps"; }
 anon_kb() { sed -n 's/^RssAnon:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
 # same_as PID FDS MAPS: both counts back to those (a closed socket may
 # take a moment to leave the table: up to 10 s).
+# same_as PID FDS MAPS: as many fds, no more mappings (an allocator may
+# merge two). On the ASan QEMU (tests/guest/run-all.sh) only the fds:
+# its allocator maps and keeps memory as it likes (a quarantine of freed
+# blocks), and ASan itself finds what leaks or is used after free.
+asan=${ASAN_OPTIONS:+1}
 same_as() {
     local i
     for i in $(seq 50); do
-        [ "$(fds "$1")" = "$2" ] && [ "$(maps "$1")" = "$3" ] && return 0
+        [ "$(fds "$1")" = "$2" ] &&
+            { [ -n "$asan" ] || [ "$(maps "$1")" -le "$3" ]; } && return 0
         sleep 0.2
     done
     return 1
@@ -289,7 +296,7 @@ for k in $(seq 1 $((cycles + 1))); do
         continue
     log "cycle $k: device hp$k deleted ${secs} s after device_del; $(fds "$pid") fds, $(maps "$pid") mappings, $(anon_kb "$pid") kB anonymous"
 done
-if [ -n "${anon2:-}" ]; then
+if [ -n "${anon2:-}" ] && [ -z "$asan" ]; then
     grow=$((anonn - anon2))
     log "A's anonymous memory grew by $grow kB from cycle 2 to $cycles"
     [ "$grow" -lt 32768 ] || fail "A's QEMU grew by $grow kB of anonymous memory over $((cycles - 2)) add/remove cycles"

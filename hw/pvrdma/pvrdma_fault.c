@@ -11,8 +11,9 @@
  *    cfg.fault.late_ms later on the virtual clock;
  *  - reports async errors on live objects: a CQ overrun (CQ_ERR, its QPs
  *    to ERR; never a CQ of the GSI QP), a QP fatal error (QP_FATAL, the
- *    QP to ERR; never the GSI QP), an SRQ error (SRQ_ERR, its QPs to ERR), or a device fatal error
- *    (DEVICE_FATAL: every QP to ERR, and until the next reset only
+ *    QP to ERR; never the GSI QP), an SRQ error (SRQ_ERR, its QPs to
+ *    ERR), or a device fatal error (DEVICE_FATAL: every QP to ERR, and
+ *    until the next reset only
  *    QUERY_* and DESTROY_* commands work, the rest fail with EIO).  Each
  *    needs a victim when its time comes (device fatal: a QP other than
  *    the GSI QP, not in RESET or ERR); without one, nothing that time.

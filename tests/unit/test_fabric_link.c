@@ -2465,25 +2465,34 @@ static unsigned fds_fill(int *fds, unsigned n, unsigned max)
 }
 
 /*
- * Hold every free descriptor under a soft RLIMIT_NOFILE at the highest one
- * open now, so the next one fails with EMFILE; returns how many were taken
- * (in @fds), released by fds_release().
+ * Hold every free descriptor under a soft RLIMIT_NOFILE a little above the
+ * highest one open now, so the next one fails with EMFILE; returns how many
+ * were taken (in @fds, at least FDS_SPARE whatever the holes below the
+ * highest one), released by fds_release().
  */
+#define FDS_SPARE 32
+static struct rlimit fds_saved;         /* for fds_teardown() */
+
 static unsigned fds_exhaust(int *fds, unsigned max, struct rlimit *saved)
 {
     struct rlimit rl;
     int fd, top = 0;
+    unsigned n;
 
     assert_int_equal(getrlimit(RLIMIT_NOFILE, saved), 0);
+    fds_saved = *saved;
     for (fd = 0; fd < 4096; fd++) {
         if (fcntl(fd, F_GETFD) >= 0) {
             top = fd;
         }
     }
     rl = *saved;
-    rl.rlim_cur = top + 1;
+    rl.rlim_cur = top + 1 + FDS_SPARE;
+    assert_true(rl.rlim_cur <= saved->rlim_max);
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
-    return fds_fill(fds, 0, max);
+    n = fds_fill(fds, 0, max);
+    assert_true(n >= FDS_SPARE);
+    return n;
 }
 
 static void fds_release(int *fds, unsigned n, const struct rlimit *saved)
@@ -2497,12 +2506,10 @@ static void fds_release(int *fds, unsigned n, const struct rlimit *saved)
 /* A failed test leaves the limit low: put it back for the next tests. */
 static int fds_teardown(void **state)
 {
-    struct rlimit rl;
-
     (void)state;
-    getrlimit(RLIMIT_NOFILE, &rl);
-    rl.rlim_cur = rl.rlim_max < 1024 ? rl.rlim_max : 1024;
-    setrlimit(RLIMIT_NOFILE, &rl);
+    if (fds_saved.rlim_max) {
+        setrlimit(RLIMIT_NOFILE, &fds_saved);
+    }
     return 0;
 }
 

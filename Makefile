@@ -22,6 +22,9 @@
 #   make bench-micro  the device microbenchmark (tests/bench/micro.c)
 #   make bench      this device vs Soft-RoCE vs TCP in guests, with plots
 #                   (tests/bench/bench.sh; BENCH_QUICK=1 for a short run)
+#   make soak       two guests with verified traffic and churn for 30 min,
+#                   a third joining and leaving; QEMU and device figures
+#                   must stay flat (tests/soak/soak.sh; SOAK_MINUTES=N)
 
 SHELL := /bin/bash
 OUT := build
@@ -145,6 +148,10 @@ bench-micro:
 bench-smoke:
 	$(MAKE) -C tests/bench micro-smoke
 check: bench-smoke
+
+.PHONY: soak
+soak: all
+	tests/soak/soak.sh
 
 .PHONY: fuzz-regress
 fuzz-regress:

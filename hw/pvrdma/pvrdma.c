@@ -1505,6 +1505,22 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("x-fault-async", PvrdmaState, fault_async),
 };
 
+/* x-objects: what the device holds for its guest (qom-get; a soak). */
+static char *pvrdma_get_objects(Object *obj, Error **errp)
+{
+    PvrdmaState *s = PVRDMA(obj);
+    PvrdmaCoreObjects o = { 0 };
+
+    pvrdma_lock();
+    if (s->core) {
+        pvrdma_core_objects(s->core, &o);
+    }
+    pvrdma_unlock();
+    return g_strdup_printf("uc=%u pd=%u mr=%u cq=%u qp=%u srq=%u "
+                           "pinned-pages=%" PRIu64, o.uc, o.pd, o.mr, o.cq,
+                           o.qp, o.srq, o.pinned_pages);
+}
+
 static void pvrdma_class_init(ObjectClass *klass, void *data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
@@ -1523,6 +1539,10 @@ static void pvrdma_class_init(ObjectClass *klass, void *data)
     device_class_set_props(dc, pvrdma_props);
     dc->vmsd = &vmstate_pvrdma;
     set_bit(DEVICE_CATEGORY_NETWORK, dc->categories);
+    object_class_property_add_str(klass, "x-objects", pvrdma_get_objects,
+                                  NULL);
+    object_class_property_set_description(klass, "x-objects",
+        "objects the device holds for its guest now (read only)");
 }
 
 static const TypeInfo pvrdma_types[] = {

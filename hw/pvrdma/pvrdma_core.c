@@ -670,6 +670,17 @@ void pvrdma_core_set_uar_base(PvrdmaCore *core, uint64_t bus_addr)
     core->uar_base = core->uar_base_known ? bus_addr : 0;
 }
 
+void pvrdma_core_objects(PvrdmaCore *core, PvrdmaCoreObjects *o)
+{
+    o->uc = core->uc_tbl.count;
+    o->pd = core->pd_tbl.count;
+    o->mr = core->mr_tbl.count;
+    o->cq = core->cq_tbl.count;
+    o->qp = core->qp_tbl.count;
+    o->srq = core->srq_tbl.count;
+    o->pinned_pages = core->pinned_pages;
+}
+
 /* ---- what backends may ask ---------------------------------------------- */
 
 bool pvrdma_core_has_gid(PvrdmaCore *core, const uint8_t gid[16])

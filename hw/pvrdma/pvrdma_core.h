@@ -293,4 +293,16 @@ uint64_t pvrdma_core_move_work(PvrdmaCore *core);
 /* A saved state is being loaded (backends announce nothing meanwhile). */
 bool pvrdma_core_loading(PvrdmaCore *core);
 
+/*
+ * What the device holds for its guest now: live objects per kind and the
+ * guest pages its MRs and rings describe (the x-objects property; a soak
+ * watches them stay flat).
+ */
+typedef struct PvrdmaCoreObjects {
+    uint32_t uc, pd, mr, cq, qp, srq;
+    uint64_t pinned_pages;
+} PvrdmaCoreObjects;
+
+void pvrdma_core_objects(PvrdmaCore *core, PvrdmaCoreObjects *o);
+
 #endif /* HW_PVRDMA_CORE_H */

@@ -712,6 +712,54 @@ static void test_cq_quota(void **state)
     fg_free(fg);
 }
 
+/* ---- what the device holds (x-objects) ---------------------------------- */
+
+static void assert_objects(FakeGuest *fg, uint32_t uc, uint32_t pd,
+                           uint32_t mr, uint32_t cq, uint32_t qp, uint32_t srq)
+{
+    PvrdmaCoreObjects o;
+
+    pvrdma_core_objects(fg->core, &o);
+    assert_int_equal(o.uc, uc);
+    assert_int_equal(o.pd, pd);
+    assert_int_equal(o.mr, mr);
+    assert_int_equal(o.cq, cq);
+    assert_int_equal(o.qp, qp);
+    assert_int_equal(o.srq, srq);
+}
+
+static void test_objects(void **state)
+{
+    FakeGuest *fg = new_setup();
+    uint32_t uc, pd, mr, cq, qp, qpn, srq;
+    PvrdmaCoreObjects o;
+    uint64_t idle;
+
+    (void)state;
+    pvrdma_core_objects(fg->core, &o);
+    idle = o.pinned_pages;              /* the DSR's rings */
+    assert_objects(fg, 0, 0, 0, 0, 0, 0);
+    assert_int_equal(fg_create_uc(fg, 3, &uc), 0);
+    assert_int_equal(fg_create_pd(fg, uc, &pd), 0);
+    assert_int_equal(fg_create_dma_mr(fg, pd, &mr, NULL), 0);
+    assert_int_equal(fg_create_cq(fg, uc, 64, &cq), 0);
+    assert_int_equal(fg_create_qp(fg, PVRDMA_QPT_RC, pd, cq, &qp, &qpn), 0);
+    assert_int_equal(fg_create_srq(fg, pd, 16, 1, &srq), 0);
+    assert_objects(fg, 1, 1, 1, 1, 1, 1);
+    pvrdma_core_objects(fg->core, &o);
+    assert_true(o.pinned_pages > idle); /* the rings of the CQ, QP, SRQ */
+    assert_int_equal(fg_destroy_srq(fg, srq), 0);
+    assert_int_equal(fg_destroy_qp(fg, qp), 0);
+    assert_int_equal(fg_destroy_cq(fg, cq), 0);
+    assert_int_equal(fg_destroy_mr(fg, mr), 0);
+    assert_int_equal(fg_destroy_pd(fg, pd), 0);
+    assert_int_equal(fg_destroy_uc(fg, uc), 0);
+    assert_objects(fg, 0, 0, 0, 0, 0, 0);
+    pvrdma_core_objects(fg->core, &o);
+    assert_int_equal(o.pinned_pages, idle);
+    fg_free(fg);
+}
+
 /* ---- GID table ----------------------------------------------------------- */
 
 static int bind(FakeGuest *fg, struct pvrdma_cmd_create_bind *c)
@@ -822,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_cq),
         cmocka_unit_test(test_cq_quota),
         cmocka_unit_test(test_bind),
+        cmocka_unit_test(test_objects),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

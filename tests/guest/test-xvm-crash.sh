@@ -6,7 +6,9 @@
 #          timeout, then continues it;
 #   reset: the host resets A (QMP system_reset: the guest reboots, its
 #          device comes back from a reset);
-#   panic: A's kernel panics (sysrq c; panic=-1 reboots it).
+#   panic: A's kernel panics (sysrq c; panic=-1 reboots it);
+#   reboot: A reboots itself (reboot -f: the kernel shuts its devices
+#          down, our driver's with its QPs connected, and resets).
 # Each time B's ib_write_bw must end with RETRY_EXC_ERR (status 12)
 # within 30 s, and then a new, verified ibv_rc_pingpong between B and A
 # (continued or rebooted, its device clean) must pass. Neither QEMU may
@@ -27,12 +29,13 @@ trap 'rm -rf "$fdir"; jobs -p | xargs -r kill 2> /dev/null || true' EXIT
 cat > "$d/guest-a.sh" <<'GUEST'
 . ./sync.sh
 # Orders from B on port 7501, a line each: "go" (serve the next stream),
-# "panic" (now, while a stream runs), "end".
+# "panic" or "reboot" (now, while a stream runs), "end".
 (
     while :; do
         cmd=$(nc -l -p 7501 2> /dev/null)
         case $cmd in
         panic) echo "panicking as told"; echo c > /proc/sysrq-trigger ;;
+        reboot) echo "rebooting as told"; reboot -f ;;
         go|end) echo "$cmd" >> /tmp/orders ;;
         esac
     done
@@ -80,8 +83,8 @@ round() {
     cpid=$!
     sleep 3
     kill -0 $cpid || { cat /tmp/bw.$1; fail "$1: the stream ended early"; }
-    if [ "$1" = panic ]; then
-        order panic
+    if [ "$1" = panic ] || [ "$1" = reboot ]; then
+        order "$1"
     else
         echo "HOST-DO $1"      # the host watches this console
     fi
@@ -108,6 +111,7 @@ xpair_client pp 300 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c $PEER_IP"
 round stop
 round reset
 round panic
+round reboot
 order end
 dmesg | grep -E "BUG:|WARNING:|Oops|INFO: task .* blocked" &&
     fail "the kernel logged the above"
@@ -150,7 +154,7 @@ wait $pair || { tail -n 40 "$d/pair.out"; fail "the guests failed (logs: $loga, 
 [ "$(qemu_a)" = "" ] || fail "A's QEMU still runs"
 grep -qx B-DONE "$logb" && grep -qx A-DONE "$loga" ||
     fail "a guest did not finish (logs: $loga, $logb)"
-[ "$(grep -c "^\[guest\] running" "$loga")" -eq 3 ] ||
-    fail "A did not boot three times (once, after the reset, after the panic)"
+[ "$(grep -c "^\[guest\] running" "$loga")" -eq 4 ] ||
+    fail "A did not boot four times (once, after the reset, the panic and the reboot)"
 grep -h "RETRY_EXC_ERR\|new ping-pong" "$logb" | sed 's/^/  /'
-pass "a peer stopped, reset and panicked while B streamed: RETRY_EXC_ERR each time, then new connections to it work"
+pass "a peer stopped, reset, panicked and rebooted while B streamed: RETRY_EXC_ERR each time, then new connections to it work"

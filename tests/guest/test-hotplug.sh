@@ -10,8 +10,11 @@
 #     removal: a verified ping-pong with B, then under the removal, all
 #     running at once: ibv_rc_pingpong polling and with completion
 #     events, ib_write_bw, rping -V (RDMA CM), NVMe over RDMA (the
-#     kernel's target and host in A, I/O in a loop) and B's ib_write_bw
-#     to A, and a user that only watches the device's async events.
+#     kernel's target and host in A, I/O in a loop), the kernel verbs
+#     test as a kernel client (pvrdma_ktest loop=1: SEND, WRITE and READ
+#     rounds on two QPs, stopped by the client's remove) and B's
+#     ib_write_bw to A, and a user that only watches the device's async
+#     events.
 #     Every process in A must end with an error within 60 s (our
 #     driver's removal marks the rings of user objects dead:
 #     docs/abi.md), never hang; the watcher gets IBV_EVENT_DEVICE_FATAL;
@@ -19,7 +22,9 @@
 #     ib_write_bw fails with RETRY_EXC_ERR (status 12). The removal
 #     itself must end within 60 s. In every later cycle a ping-pong runs
 #     across the removal; the last cycle's new device runs a verified
-#     ping-pong with B again.
+#     ping-pong with B again. The kernel verbs test stays loaded
+#     throughout: it starts on every new device and must end on every
+#     removal with all its checks passed.
 # The host checks that after each removal A's QEMU has as many open file
 # descriptors and no more memory mappings than before the first device_add (the
 # device's links, rings and memory gone), and that its anonymous memory
@@ -31,6 +36,9 @@
 
 cycles=${HP_CYCLES:-20}
 d=$TEST_OUT
+kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
+make -s -C "$TESTS_TOP/tests/guest/kmod" KVER="$kver" >&2 ||
+    fail "cannot build the kernel verbs test module"
 fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-hp.XXXXXX")
 qa=$d/qmp-a.sock qb=$d/qmp-b.sock
 rm -f "$qa" "$qb"
@@ -86,7 +94,7 @@ long_pingpong() { # PORT [OPTS]
     pids="$pids $!"
 }
 dmesg_bad() {
-    dmesg | grep -E "BUG:|WARNING:|Oops|general protection|INFO: task .* blocked|hung_task" &&
+    dmesg | grep -E "BUG:|WARNING:|Oops|general protection|INFO: task .* blocked|hung_task|left at removal" &&
         fail "the kernel logged the above"
     return 0
 }
@@ -96,6 +104,22 @@ dev_up 1
 xpair_client pp1 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c $PEER_IP"
 pair local1 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c" \
     "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c 127.0.0.1"
+# A kernel user: the kernel verbs test as an ib_client, in rounds.
+insmod ./pvrdma_ktest.ko loop=1 || fail "insmod pvrdma_ktest loop=1"
+wait_for 20 sh -c 'dmesg | grep -q "ktest: LOOP pvrdma0 started"' ||
+    fail "the kernel verbs test did not start on pvrdma0"
+# loops K: the kernel verbs test's rounds ended K times, none failed.
+loops() {
+    dmesg | grep "ktest: LOOP pvrdma0 rounds=" > /tmp/loops
+    [ "$(wc -l < /tmp/loops)" = "$1" ]
+}
+loops_ok() {
+    wait_for 30 loops "$1" ||
+        fail "the kernel verbs test ended $(wc -l < /tmp/loops) times, not $1"
+    grep -v "failed=0$" /tmp/loops && fail "kernel verbs checks failed (above)"
+    dmesg | grep "ktest: FAIL" && fail "kernel verbs checks failed (above)"
+    return 0
+}
 pids=
 long_pingpong 18600
 long_pingpong 18601 -e
@@ -143,6 +167,10 @@ wait_for 60 not test -e /sys/class/nvme/$ctrl ||
     fail "NVMe controller $ctrl still there 60 s after the removal"
 nvmeof_target_down
 echo "cycle 1: NVMe controller $ctrl gone, target removed"
+loops_ok 1
+grep -q "rounds=[1-9]" /tmp/loops ||
+    fail "the kernel verbs test ran no round before the removal: $(cat /tmp/loops)"
+echo "cycle 1: kernel verbs test stopped by the removal: $(cat /tmp/loops)"
 sync_wait "$PEER_IP" bw-done 120
 dmesg_bad
 
@@ -156,10 +184,15 @@ while [ $k -le "$cycles" ]; do
     dev_down $k $pids
     k=$((k + 1))
 done
+loops_ok "$cycles"
 dmesg_bad
 # ---- and a device added once more works with B -----------------------
 dev_up $((cycles + 1))
 xpair_client ppz 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c $PEER_IP"
+rmmod pvrdma_ktest || fail "rmmod pvrdma_ktest"
+loops_ok $((cycles + 1))
+echo "kernel verbs test: $((cycles + 1)) lives, every check passed"
+dmesg_bad
 echo "HP-DONE"
 sync_signal end 120
 GUEST
@@ -199,6 +232,7 @@ GUEST
 loga=$PVRDMA_OUT/vm/$TEST_NAME-a.log logb=$PVRDMA_OUT/vm/$TEST_NAME-b.log
 rm -f "$loga" "$logb"
 vmpair_run "$TEST_NAME" 1500 "$d/guest-a.sh" "$d/guest-b.sh" \
+    --a-arg --add --a-arg "$TESTS_TOP/tests/guest/kmod/pvrdma_ktest.ko" \
     --a-arg --pvrdma --a-arg 0 \
     --a-arg -q --a-arg -M --a-arg -q --a-arg q35 \
     --a-arg -q --a-arg -device --a-arg -q --a-arg pcie-root-port,id=rp1,slot=1 \
@@ -305,4 +339,4 @@ wait $pair || { tail -n 40 "$d/pair.out"; fail "the guests failed (logs: $loga, 
 grep -qx HP-DONE "$loga" && grep -qx HP-B-DONE "$logb" ||
     fail "a guest did not finish (logs: $loga, $logb)"
 grep -h "^cycle 1:\|^B: \|^pc: " "$loga" "$logb" | sed 's/^/  /'
-pass "hot-plug (q35 root port and pc) and hot-unplug under traffic: ping-pongs (poll, events), ib_write_bw, rping, NVMe over RDMA end with errors, B's WRITEs with RETRY_EXC_ERR; $cycles add/remove cycles, fds and mappings back each time; the device added again works"
+pass "hot-plug (q35 root port and pc) and hot-unplug under traffic: ping-pongs (poll, events), ib_write_bw, rping, NVMe over RDMA end with errors, the kernel verbs client stops cleanly with every check passed, B's WRITEs with RETRY_EXC_ERR; $cycles add/remove cycles, fds and mappings back each time; the device added again works"

@@ -15,6 +15,14 @@
  * torn down before init returns, and init returns 0 whatever failed, so
  * the log can be read and the module unloaded at once.
  *
+ * With loop=1 it is a kernel user as ULPs are: an ib_client.  Whenever a
+ * device named "ibdev" appears (at load, or hot-plugged later) a thread
+ * connects two QPs on it and runs SEND, RDMA WRITE and RDMA READ checks
+ * in rounds until the device goes away (the client's remove: the thread
+ * finishes its check and tears everything down before the removal goes
+ * on) or the module is unloaded; then it prints
+ * "ktest: LOOP <device> rounds=R passed=N failed=M".
+ *
  * Memory: each side has one DMA-coherent buffer.  Local SGEs use the PD's
  * local_dma_lkey (the driver's DMA MR) with bus addresses; the remotely
  * accessible window is a fast-register MR over part of that buffer.
@@ -22,6 +30,7 @@
 #include <linux/delay.h>
 #include <linux/dma-mapping.h>
 #include <linux/etherdevice.h>
+#include <linux/kthread.h>
 #include <linux/module.h>
 #include <linux/scatterlist.h>
 #include <rdma/ib_cache.h>
@@ -55,6 +64,11 @@ static bool kernel_uc = true;
 module_param(kernel_uc, bool, 0444);
 MODULE_PARM_DESC(kernel_uc,
 		 "the driver offers UC QPs (else creating one must fail with EOPNOTSUPP)");
+
+static bool loop;
+module_param(loop, bool, 0444);
+MODULE_PARM_DESC(loop,
+		 "run SEND/WRITE/READ rounds on each device named ibdev until it is removed");
 
 #define KT_PORT			1
 #define KT_TIMEOUT_MS		2000
@@ -113,7 +127,8 @@ static void kt_report(const char *name, int ret, const char *why)
 {
 	if (!ret) {
 		kt_passed++;
-		pr_info("ktest: PASS %s\n", name);
+		if (!loop)	/* (rounds: thousands a second) */
+			pr_info("ktest: PASS %s\n", name);
 	} else {
 		kt_failed++;
 		pr_info("ktest: FAIL %s: %s\n", name, why);
@@ -1682,10 +1697,15 @@ static void kt_run_all(void)
 	kt_run("send_after_reset", kt_test_send);
 }
 
+static struct ib_client kt_client;	/* loop=1, below */
+
 static int __init kt_init(void)
 {
 	const char *name2 = ibdev2 && ibdev2[0] ? ibdev2 : ibdev;
 	char why[KT_WHY_LEN];
+
+	if (loop)
+		return ib_register_client(&kt_client);
 
 	/* B takes its own reference even on A's device: one teardown. */
 	kt_a.dev = ib_device_get_by_name(ibdev, RDMA_DRIVER_UNKNOWN);
@@ -1706,8 +1726,88 @@ static int __init kt_init(void)
 	return 0;
 }
 
+/* -------------------------------------------------------------------- */
+/* loop=1: an ib_client running rounds until its device goes */
+
+static struct task_struct *kt_loop_task;
+static struct ib_device *kt_loop_dev;
+
+static int kt_loop_fn(void *arg)
+{
+	char why[KT_WHY_LEN] = "";
+	int rounds = 0, ret;
+
+	ret = kt_side_init(&kt_a, why);
+	if (!ret)
+		ret = kt_side_init(&kt_b, why);
+	if (!ret)
+		ret = kt_connect(why);
+	kt_report("loop_setup", ret, why);
+	while (!ret && !kthread_should_stop()) {
+		kt_run("loop_send", kt_test_send);
+		kt_run("loop_rdma_write", kt_test_rdma_write);
+		kt_run("loop_rdma_read", kt_test_rdma_read);
+		rounds++;
+		cond_resched();
+	}
+	kt_side_fini(&kt_b);
+	kt_side_fini(&kt_a);
+	pr_info("ktest: LOOP %s rounds=%d passed=%d failed=%d\n",
+		dev_name(&kt_loop_dev->dev), rounds, kt_passed, kt_failed);
+	/* kthread_stop() reaps the thread: it must not be gone before. */
+	while (!kthread_should_stop()) {
+		set_current_state(TASK_INTERRUPTIBLE);
+		schedule_timeout(HZ / 10);
+	}
+	return 0;
+}
+
+static int kt_loop_add(struct ib_device *dev)
+{
+	struct task_struct *t;
+
+	if (strcmp(dev_name(&dev->dev), ibdev) || kt_loop_task)
+		return -EOPNOTSUPP;
+	/* A new life: nothing of the last device's (its MR's keys) is kept. */
+	kt_a = (struct kt_side){ .name = "A", .sq_psn = 100, .dev = dev };
+	kt_b = (struct kt_side){ .name = "B", .sq_psn = 200, .dev = dev };
+	kt_passed = 0;
+	kt_failed = 0;
+	kt_timeouts = 0;
+	kt_dirty = false;
+	kt_broken = false;
+	kt_rnr_retry = 7;
+	kt_loop_dev = dev;
+	t = kthread_run(kt_loop_fn, NULL, "pvrdma_ktest");
+	if (IS_ERR(t))
+		return PTR_ERR(t);
+	kt_loop_task = t;
+	pr_info("ktest: LOOP %s started\n", dev_name(&dev->dev));
+	return 0;
+}
+
+static void kt_loop_remove(struct ib_device *dev, void *client_data)
+{
+	if (dev != kt_loop_dev || !kt_loop_task)
+		return;
+	pr_info("ktest: LOOP %s removed: stopping\n", dev_name(&dev->dev));
+	kthread_stop(kt_loop_task);
+	kt_loop_task = NULL;
+	kt_loop_dev = NULL;
+	kt_a.dev = NULL;
+	kt_b.dev = NULL;
+}
+
+static struct ib_client kt_client = {
+	.name = "pvrdma_ktest",
+	.add = kt_loop_add,
+	.remove = kt_loop_remove,
+};
+
 static void __exit kt_exit(void)
 {
+	if (loop)
+		ib_unregister_client(&kt_client);
 }
 
 module_init(kt_init);

@@ -30,6 +30,12 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
     BW_SIZES=65536
 fi
 _bench_seq=0
+# _bench_want SERIES: is it to be run?
+_bench_want() {
+    [ -z "${BENCH_SERIES:-}" ] && return 0
+    case " $BENCH_SERIES " in *" $1 "*) return 0 ;; esac
+    return 1
+}
 
 # _bench_run SETUP SERVER_CMD CLIENT_CMD OUT: the pair once (shell
 # commands; @PEER@ in CLIENT_CMD is the server's address); the client's
@@ -119,6 +125,7 @@ bench_rdma() {
     o="-d $dev -x $gidx -F"
     for rep in $(seq "$BENCH_REPS"); do
         for t in send_lat write_lat read_lat; do
+            _bench_want "$t" || continue
             for s in $LAT_SIZES; do
                 _bench_run "$setup" \
                     "$(_bench_cmd "$tr" "ib_$t $o -s $s -n 1000")" \
@@ -129,6 +136,7 @@ bench_rdma() {
             done
         done
         for t in write_bw send_bw read_bw; do
+            _bench_want "$t" || continue
             for s in $BW_SIZES; do
                 n=$(_bench_iters "$s" "$tr" "$setup")
                 _bench_run "$setup" \
@@ -144,6 +152,7 @@ bench_rdma() {
         done
         # Ping-pong of 64 bytes, polling and waiting for events.
         for t in pingpong pingpong_event; do
+            _bench_want "$t" || continue
             o="-d $dev -g $gidx -s 64 -n 2000"
             [ "$t" = pingpong_event ] && o="$o -e"
             _bench_run "$setup" "$(_bench_cmd "$tr" "ibv_rc_pingpong $o")" \
@@ -158,6 +167,7 @@ bench_rdma() {
         n=$(_bench_iters "$s" "$tr" "$setup")
         [ "$n" -gt 20000 ] && n=20000
         for t in send_bw_event write_bw_event write_bw_evpoll; do
+            _bench_want "$t" || continue
             case $t in
             send_bw_event) c="ib_send_bw -d $dev -x $gidx -F -e -s $s -n $n" ;;
             write_bw_event) c="./ev_bw -d $dev -g $gidx -e -s $s -n $n" ;;

@@ -8,7 +8,9 @@
 # arguments for the outer guest: our QEMU (stripped) as
 # /usr/bin/qemu-system-x86_64, its shared libraries in /usr/lib/nested,
 # the firmware it needs in /usr/share/nested-fw, the guest kernel as
-# /nested/vmlinuz and /nested/initrd: the test image with INNER_CMD as the
+# /nested/vmlinuz (an ELF vmlinux where it can: scripts/lib.sh,
+# boot_kernel) and /nested/initrd: the test image (uncompressed) with
+# INNER_CMD as the
 # inner guest's command and the host files SRC at DST (as vm.sh --add).
 # The outer guest starts inner guests with tests/guest/inner.sh.
 
@@ -20,15 +22,17 @@ nested_bundle() {
     strip -o "$dir/qemu-system-x86_64" "$qemu"
     ldd "$qemu" | awk '/=> \// { print $3 }' | xargs -r cp -L -t "$dir/lib"
     cp -L /usr/share/seabios/bios-256k.bin /usr/share/qemu/linuxboot_dma.bin \
-        /usr/share/qemu/kvmvapic.bin "$dir/fw/"
+        /usr/share/qemu/kvmvapic.bin /usr/share/qemu/pvh.bin "$dir/fw/"
     guest_files_cpio "$dir/inner.cpio" "$cmd" "$@"
-    cat "$dir/inner.cpio" "$PVRDMA_OUT/initrd.cpio.gz" > "$dir/initrd"
+    # (the kernel and image in the forms that boot fastest: scripts/lib.sh)
+    cat "$dir/inner.cpio" "$(boot_initrd "$PVRDMA_OUT/initrd.cpio.gz")" \
+        > "$dir/initrd"
     rm "$dir/inner.cpio"
     NESTED_ADDS=(
         --add "$dir/qemu-system-x86_64:/usr/bin/qemu-system-x86_64"
         --add "$dir/lib:/usr/lib/nested"
         --add "$dir/fw:/usr/share/nested-fw"
-        --add "$(readlink -f "$PVRDMA_OUT/vmlinuz"):/nested/vmlinuz"
+        --add "$(boot_kernel "$PVRDMA_OUT/vmlinuz"):/nested/vmlinuz"
         --add "$dir/initrd:/nested/initrd"
         --add "$TESTS_TOP/tests/guest/inner.sh"
         --add "$TESTS_TOP/tests/guest/rxe.sh")

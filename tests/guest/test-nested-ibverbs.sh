@@ -34,6 +34,9 @@
 rc_verify=$(build_prog rc_verify)
 
 cat > "$TEST_OUT/inner-cmd.sh" <<'INNER'
+# (where the time goes: seconds since this guest booted)
+stamp() { echo "T+$(cut -d' ' -f1 /proc/uptime)s $*"; }
+stamp start
 ip=$(sed -n 's/.*pvrdma\.ip=\([0-9.]*\).*/\1/p' /proc/cmdline)
 gw=${ip%.*}.1
 # The guest kernel resolves a route to the peer's address before it
@@ -47,7 +50,9 @@ case $ip in
     ib_write_bw -d pvrdma0 -x 1 -F -n 50 -s 1048576 -p 18517 "$gw" ||
         exit 1
     # The agent's rxe0 uses its first RoCE v2 IPv4 GID (10.0.2.15).
+    stamp "ping-pong and ib_write_bw done"
     ./rc_verify -d pvrdma0 -g 1 -D rxe0 -P -t 30 -c "$gw" || exit 1
+    stamp "rc_verify done"
     # RDMA CM: to the outer guest's own address, then serving it.
     rping -c -a 10.0.2.15 -C 20 -S 4000 -V -v | tee /tmp/rping.out
     [ "$(grep -c "^ping data: " /tmp/rping.out)" = 20 ] || exit 1
@@ -60,6 +65,7 @@ case $ip in
     echo "UDADDY-CLIENT-OK"
     udaddy -b "$ip" -C 20 -S 400 || exit 1
     echo "UDADDY-SERVER-OK"
+    stamp "rping and udaddy done"
     # A kernel user: NVMe over RDMA to the outer guest's target (RDMA
     # CM, fast-reg MRs, DMA MRs).
     fail() { echo "FAIL: $*"; exit 1; }
@@ -68,12 +74,14 @@ case $ip in
     nvmeof_host 10.0.2.15
     dmesg_clean
     echo "NVMEOF-HOST-OK"
+    stamp "NVMe over RDMA done"
     # Another: an NFS over RDMA client of the outer guest's nfsd.
     . ./nfs.sh
     dmesg_mark
     nfs_client 10.0.2.15
     dmesg_clean
     echo "NFS-CLIENT-OK"
+    stamp "NFS over RDMA done"
     # (b): serves B (port 18515, forwarded from the outer 18600); the
     # outer guest lets B go once this ping-pong listens.
     echo "SERVE-B"
@@ -85,6 +93,7 @@ case $ip in
     # B says when its NVMe host is done (port 5000, forwarded from the
     # outer 18601); then what is on the disk.
     nc -l -p 5000 > /dev/null
+    stamp "B's NVMe host done"
     echo "NVMET-DISK $(dd if=/dev/ram0 bs=65536 count=64 2>/dev/null | md5sum | cut -c1-32)"
     nvmeof_target_down ;;
 10.0.5.2)   # (b), B: waits until the outer guest says A listens (port
@@ -95,6 +104,7 @@ case $ip in
         [ $i -lt 600 ] || { echo "FAIL: never told that A listens"; exit 1; }
         sleep 2
     done
+    stamp "A listens"
     ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c -p 18600 "$gw" || exit 1
     # A's rping server starts after its ping-pong: until then A rejects.
     for i in $(seq 120); do
@@ -116,6 +126,7 @@ case $ip in
         echo "NVMEOF-HOST-OK"
     )
     st=$?
+    stamp "NVMe over RDMA to A done"
     echo done | nc "$gw" 18601
     exit $st ;;
 esac
@@ -124,6 +135,7 @@ nested_bundle "$TEST_OUT/nested" "sh ./inner-cmd.sh" "$TEST_OUT/inner-cmd.sh" \
     "$rc_verify" "$TESTS_TOP/tests/guest/nvmeof.sh" \
     "$TESTS_TOP/tests/guest/nfs.sh"
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
+stamp() { echo "T+$(cut -d' ' -f1 /proc/uptime)s $*"; }
 . ./pair.sh
 . ./rxe.sh
 . ./inner.sh
@@ -143,7 +155,7 @@ for a in 10.0.3.2 10.0.5.2; do
 done
 echo "rxe0: GID index $idx for 10.0.2.15, $(rxe_gid_index 10.0.3.2) for 10.0.3.2"
 
-echo "=== (c) errors"
+stamp "=== (c) errors"
 q="qemu-system-x86_64 -M pc -accel tcg -nodefaults -display none -L /usr/share/nested-fw"
 shm="-m 128 -object memory-backend-memfd,id=ram,size=128M,share=on -machine memory-backend=ram"
 refused() { # EXPECTED-TEXT QEMU-ARGS...
@@ -175,7 +187,7 @@ echo "$out" | grep -q "backend=ibverbs: the VM's RDMA objects live in host RDMA 
     fail "migration of a VM with backend=ibverbs was not refused with the reason"
 [ ! -s /tmp/vm.state ] || fail "a migration stream was written"
 
-echo "=== (a) an inner guest and native programs"
+stamp "=== (a) an inner guest and native programs"
 timeout 900 ibv_rc_pingpong -d rxe0 -g "$idx" -n 200 -c > /tmp/native.out 2>&1 &
 native=$!
 timeout 900 ib_write_bw -d rxe0 -x "$idx" -F -n 200 -p 18516 > /tmp/bw.out 2>&1 &
@@ -249,6 +261,7 @@ wait $a || rc_a=1
 # B would wait for A until its time is up
 [ -z "$rc_a" ] || pkill -f "pvrdma.ip=10.0.5.2" 2>/dev/null
 wait $b || rc_b=1
+stamp "inner guests done"
 kill $tell_b 2>/dev/null
 cat /tmp/innerA.out /tmp/innerB.out | grep -v "^\[inner[AB]\] \[ *[0-9]"
 if [ -n "$rc_a" ] && ! grep -q NFS-CLIENT-OK /tmp/innerA.log; then
@@ -306,7 +319,7 @@ sum=$(sed -n 's/.*16 MiB written and read back equal in .* READs (\([0-9a-f]*\))
 nfs_server_down
 echo "NFS over RDMA: inner guest client -> native nfsd: 16 MiB written, read back over RDMA and found on the server"
 
-echo "=== (b) inner guest B against A"
+stamp "=== (b) inner guest B against A"
 [ -z "$rc_a$rc_b" ] || fail "inner guests A and B: ping-pong failed"
 # (A's log has a ping-pong and an rping server of (a) before B's.)
 [ "$(grep -c "200 iters in" /tmp/innerA.log)" = 2 ] && grep -q "200 iters in" /tmp/innerB.log ||
@@ -321,7 +334,7 @@ sum=$(sed -n 's/.*4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' /tmp
     fail "A's disk does not hold what B wrote over NVMe/RDMA"
 echo "NVMe over RDMA: inner B host -> inner A target: 4 MiB written, read back and found on A's disk"
 
-echo "=== (c) a port that is down"
+stamp "=== (c) a port that is down"
 ip link set eth0 down
 sleep 1
 refused "port 1 of host RDMA device rxe0 is DOWN, not ACTIVE: bring its network interface up \\(ip link set eth0 up\\)" \
@@ -337,6 +350,6 @@ GUEST
     --add "$rc_verify" \
     --add "$TEST_OUT/guest.sh" -- sh ./guest.sh ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -hE "^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA|^NFS over RDMA" \
+grep -hE "^(\[inner[AB]\] )?T\+|^\[inner[AB]?\] (.*iters in|  *(65536|1048576) )|^\[native\] .*iters in|^rc_verify inner|^RDMA CM|^NVMe over RDMA|^NFS over RDMA" \
     "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
 pass "backend=ibverbs on Soft-RoCE under nested QEMU: inner guest <-> native (ping-pong -c, ib_write_bw, rc_verify, rping and udaddy both ways, NVMe-oF host, NFS/RDMA client), inner <-> inner (ping-pong -c, rping, NVMe-oF), errors named"

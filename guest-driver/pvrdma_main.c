@@ -981,11 +981,31 @@ static void pvrdma_remove(struct pci_dev *pdev)
 	ib_dealloc_device(&dev->ibdev);
 }
 
+/*
+ * Reboot or kexec: the device must stop writing into memory the next
+ * kernel will own, and stop interrupting; nothing is freed (the system
+ * is going down).  The reset also ends the QPs, so that peers see this
+ * side gone (RETRY_EXC_ERR) at once rather than when the next kernel's
+ * driver takes the device.  Written straight to CTL: a command may hold
+ * cmd_lock on another CPU.
+ */
+static void pvrdma_shutdown(struct pci_dev *pdev)
+{
+	struct pvrdma_dev *dev = pci_get_drvdata(pdev);
+
+	if (!dev)
+		return;
+	pvrdma_reg_write(dev, PVRDMA_REG_IMR, ~0U);
+	pvrdma_reg_write(dev, PVRDMA_REG_CTL, PVRDMA_DEVICE_CTL_RESET);
+	pci_clear_master(pdev);
+}
+
 static struct pci_driver pvrdma_driver = {
 	.name = PVRDMA_DRV_NAME,
 	.id_table = pvrdma_pci_tbl,
 	.probe = pvrdma_probe,
 	.remove = pvrdma_remove,
+	.shutdown = pvrdma_shutdown,
 };
 
 module_pci_driver(pvrdma_driver);

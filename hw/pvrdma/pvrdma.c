@@ -901,13 +901,38 @@ static const MemoryRegionOps pvrdma_uar_ops = {
 };
 
 /* CREATE_UC names UAR pages by bus PFN: keep the core told where BAR2 is. */
+/* The device's state back to power-on (a reset, or bus mastering off). */
+static void pvrdma_reset_state(PvrdmaState *s)
+{
+    pvrdma_lock();
+    qemu_spin_lock(&s->dbq_lock);
+    s->dbq_n = 0;                       /* doorbells die with the state */
+    qemu_spin_unlock(&s->dbq_lock);
+    pvrdma_core_reset(s->core);
+    pvrdma_unlock();
+}
+
 static void pvrdma_write_config(PCIDevice *pdev, uint32_t addr, uint32_t val,
                                 int len)
 {
     PvrdmaState *s = PVRDMA(pdev);
+    bool master = pci_get_word(pdev->config + PCI_COMMAND) &
+                  PCI_COMMAND_MASTER;
     pcibus_t base;
 
     pci_default_write_config(pdev, addr, val, len);
+    /*
+     * Bus mastering turned off: the device may not touch guest memory, so
+     * it can neither deliver a completion nor take a peer's request, and
+     * nothing it holds can go on: it resets.  Linux does this to every
+     * device before kexec, so a driver without a shutdown hook (the
+     * upstream one) leaves no device writing into the next kernel.
+     */
+    if (master && !(pci_get_word(pdev->config + PCI_COMMAND) &
+                    PCI_COMMAND_MASTER)) {
+        trace_pvrdma_bus_master_off();
+        pvrdma_reset_state(s);
+    }
     base = pci_get_bar_addr(pdev, PVRDMA_BAR_UAR);
     pvrdma_lock();
     pvrdma_core_set_uar_base(s->core, base == PCI_BAR_UNMAPPED ?
@@ -1441,12 +1466,7 @@ static void pvrdma_qdev_reset(DeviceState *dev)
     PvrdmaState *s = PVRDMA(dev);
 
     trace_pvrdma_reset();
-    pvrdma_lock();
-    qemu_spin_lock(&s->dbq_lock);
-    s->dbq_n = 0;                       /* doorbells die with the state */
-    qemu_spin_unlock(&s->dbq_lock);
-    pvrdma_core_reset(s->core);
-    pvrdma_unlock();
+    pvrdma_reset_state(s);
 }
 
 #define PVRDMA_PROP_U32(name, field, def) \

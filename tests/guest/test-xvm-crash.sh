@@ -8,7 +8,11 @@
 #          device comes back from a reset);
 #   panic: A's kernel panics (sysrq c; panic=-1 reboots it);
 #   reboot: A reboots itself (reboot -f: the kernel shuts its devices
-#          down, our driver's with its QPs connected, and resets).
+#          down, our driver's with its QPs connected, and resets);
+#   kexec: A's kernel boots a new kernel in place (kexec_file_load and
+#          reboot(KEXEC): its devices are shut down, no reset, no
+#          firmware; the new kernel's driver finds the device as the old
+#          one left it).
 # Each time B's ib_write_bw must end with RETRY_EXC_ERR (status 12)
 # within 30 s, and then a new, verified ibv_rc_pingpong between B and A
 # (continued or rebooted, its device clean) must pass. Neither QEMU may
@@ -29,13 +33,14 @@ trap 'rm -rf "$fdir"; jobs -p | xargs -r kill 2> /dev/null || true' EXIT
 cat > "$d/guest-a.sh" <<'GUEST'
 . ./sync.sh
 # Orders from B on port 7501, a line each: "go" (serve the next stream),
-# "panic" or "reboot" (now, while a stream runs), "end".
+# "panic", "reboot" or "kexec" (now, while a stream runs), "end".
 (
     while :; do
         cmd=$(nc -l -p 7501 2> /dev/null)
         case $cmd in
         panic) echo "panicking as told"; echo c > /proc/sysrq-trigger ;;
         reboot) echo "rebooting as told"; reboot -f ;;
+        kexec) echo "kexec as told"; ./kexec_now ./vmlinuz ./kx-initrd ;;
         go|end) echo "$cmd" >> /tmp/orders ;;
         esac
     done
@@ -83,7 +88,7 @@ round() {
     cpid=$!
     sleep 3
     kill -0 $cpid || { cat /tmp/bw.$1; fail "$1: the stream ended early"; }
-    if [ "$1" = panic ] || [ "$1" = reboot ]; then
+    if [ "$1" = panic ] || [ "$1" = reboot ] || [ "$1" = kexec ]; then
         order "$1"
     else
         echo "HOST-DO $1"      # the host watches this console
@@ -112,16 +117,27 @@ round stop
 round reset
 round panic
 round reboot
+round kexec
 order end
 dmesg | grep -E "BUG:|WARNING:|Oops|INFO: task .* blocked" &&
     fail "the kernel logged the above"
 echo B-DONE
 GUEST
 
+# What A kexecs into: the same kernel (the bzImage) and an image that
+# runs A's script again (as vmpair.sh starts it).
+kexec_now=$(build_prog kexec_now)
+guest_files_cpio "$d/kx.cpio" \
+    "VMPAIR_ROLE=a SELF_IP=$VMPAIR_A_IP PEER_IP=$VMPAIR_B_IP sh ./guest-a.sh" \
+    "$TESTS_TOP/tests/guest/sync.sh" "$TESTS_TOP/tests/guest/pair.sh" \
+    "$d/guest-a.sh"
+cat "$d/kx.cpio" "$PVRDMA_OUT/initrd.cpio.gz" > "$d/kx-initrd"
 loga=$PVRDMA_OUT/vm/$TEST_NAME-a.log logb=$PVRDMA_OUT/vm/$TEST_NAME-b.log
 rm -f "$loga" "$logb"
 vmpair_run "$TEST_NAME" 900 "$d/guest-a.sh" "$d/guest-b.sh" \
     --arg -d --arg ",fabric-path=$fdir" \
+    --a-arg --add --a-arg "$kexec_now" --a-arg --add --a-arg "$d/kx-initrd" \
+    --a-arg --add --a-arg "$(readlink -f "$PVRDMA_OUT/vmlinuz"):/run/files/vmlinuz" \
     --a-arg -q --a-arg -action --a-arg -q --a-arg reboot=reset \
     --a-arg -q --a-arg -qmp --a-arg -q --a-arg "unix:$qa,server=on,wait=off" \
     > "$d/pair.out" 2>&1 &
@@ -154,7 +170,9 @@ wait $pair || { tail -n 40 "$d/pair.out"; fail "the guests failed (logs: $loga, 
 [ "$(qemu_a)" = "" ] || fail "A's QEMU still runs"
 grep -qx B-DONE "$logb" && grep -qx A-DONE "$loga" ||
     fail "a guest did not finish (logs: $loga, $logb)"
-[ "$(grep -c "^\[guest\] running" "$loga")" -eq 4 ] ||
-    fail "A did not boot four times (once, after the reset, the panic and the reboot)"
+[ "$(grep -c "^\[guest\] running" "$loga")" -eq 5 ] ||
+    fail "A did not boot five times (once, after the reset, the panic, the reboot and the kexec)"
+grep -q "kexec_now: loaded, jumping" "$loga" || fail "A did not kexec"
+
 grep -h "RETRY_EXC_ERR\|new ping-pong" "$logb" | sed 's/^/  /'
-pass "a peer stopped, reset, panicked and rebooted while B streamed: RETRY_EXC_ERR each time, then new connections to it work"
+pass "a peer stopped, reset, panicked, rebooted and kexec'ed while B streamed: RETRY_EXC_ERR each time, then new connections to it work"

@@ -221,15 +221,33 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     const struct dirent *de;
     struct stat st;
     DIR *d;
-    int fd;
+    int fd, err = 0;
 
-    if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-        access(dir, W_OK | X_OK) < 0) {
+    if (stat(dir, &st) < 0) {
+        err = errno;
+    } else if (!S_ISDIR(st.st_mode)) {
+        err = ENOTDIR;
+    } else if (access(dir, W_OK | X_OK) < 0) {
+        err = errno;
+    }
+    if (err) {
+        const char *fix;
+
+        if (err == EROFS) {
+            fix = "mount its file system read-write, or choose a directory "
+                  "on another";
+        } else if (err == EACCES || err == EPERM) {
+            fix = "let QEMU's user write there (chmod, chown, or the "
+                  "group), or choose another directory";
+        } else if (err == ENOENT) {
+            fix = "create it (mkdir -p)";
+        } else {
+            fix = "choose a directory QEMU can write to";
+        }
         *errmsg = g_strdup_printf("pvrdma: fabric-path=%s is not a writable "
-                                  "directory (%s): create it, e.g. mkdir -p "
-                                  "%s, and give every QEMU of the fabric "
-                                  "the same path", dir,
-                                  g_strerror(errno ? errno : ENOTDIR), dir);
+                                  "directory (%s): %s, and give every QEMU "
+                                  "of the fabric the same path", dir,
+                                  g_strerror(err), fix);
         return false;
     }
     path = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.sock", dir,
@@ -249,8 +267,7 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
         listen(fd, 64) < 0 || rename(tmp, path) < 0) {
-        int err = errno;
-
+        err = errno;
         *errmsg = g_strdup_printf("pvrdma: fabric-path: cannot listen on "
                                   "%s: %s%s", path, g_strerror(err),
                                   pvrdma_fabric_errno_hint(err));

@@ -36,7 +36,19 @@ refused() { # PROPS EXPECTED-TEXT [QEMU-ARG...]
     echo "$out" | grep -qE "$text" || fail "unclear error for $props: $out"
     pass "refused $props: $out"
 }
-refused fabric-path=/nonexistent/dir "is not a writable directory"
+refused fabric-path=/nonexistent/dir "is not a writable directory \(No such file or directory\): create it"
+# A fabric directory on a read-only or a full file system, or a file
+# (host resources: each says what to do; tmpfs mounts, so root).
+fs=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fs.XXXXXX")
+trap 'umount "$fs/ro" "$fs/full" 2> /dev/null; rm -rf "$fs"' EXIT
+mkdir "$fs/ro" "$fs/full" && touch "$fs/file" &&
+    mount -t tmpfs -o ro,size=1m none "$fs/ro" &&
+    mount -t tmpfs -o size=64k,nr_inodes=2 none "$fs/full" &&
+    touch "$fs/full/taken" ||
+    fail "cannot mount the test file systems (needs root)"
+refused fabric-path="$fs/ro" "\(Read-only file system\): mount its file system read-write"
+refused fabric-path="$fs/full" "No space left on device; the file system is full"
+refused fabric-path="$fs/file" "\(Not a directory\): choose a directory"
 refused fabric-listen=no-port "is not HOST:PORT"
 refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free\?"
 refused fabric-path=/tmp,fabric-peer=127.0.0.1:1 "give one or the other"

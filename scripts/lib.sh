@@ -170,7 +170,8 @@ kernel_abi() {
 # in emulation (about 5 s of each boot's 9 on these machines). The same
 # kernel as an ELF file with a PVH entry point (QEMU loads it directly)
 # and the image uncompressed boot in about 3.5 s. Both are made once per
-# input file (keyed by its path, size and time) in $PVRDMA_CACHE/boot.
+# input file (keyed by its path, size and time) in $PVRDMA_CACHE/boot,
+# and dropped when no boot used them for three days.
 #   boot_kernel FILE: FILE's vmlinux (ELF, PVH) if it is a bzImage
 #     (xz, zstd or gzip) of a kernel built with CONFIG_PVH (the config
 #     file beside it says so); else FILE itself
@@ -180,12 +181,14 @@ _boot_cached() { # FILE SUFFIX: the cache path for FILE's variant
     key=$(stat -L -c '%s %Y' "$1" | { cat; readlink -f "$1"; } |
           sha256sum | cut -c1-16)
     mkdir -p "$PVRDMA_CACHE/boot"
+    # (what no boot used for three days goes: images are rebuilt often)
+    find "$PVRDMA_CACHE/boot" -type f -mtime +3 -delete 2> /dev/null || true
     echo "$PVRDMA_CACHE/boot/$(basename "$1")-$key$2"
 }
 boot_kernel() {
     local f=$1 out rel cfg setup start len magic unz
     out=$(_boot_cached "$f" .elf)
-    [ -s "$out" ] && { echo "$out"; return; }
+    [ -s "$out" ] && touch "$out" && { echo "$out"; return; }
     rel=$(basename "$(readlink -f "$f")")
     cfg=$(dirname "$(readlink -f "$f")")/config-${rel#vmlinuz-}
     # The bzImage's setup header says where its compressed vmlinux is:
@@ -217,7 +220,9 @@ boot_initrd() {
     local f=$1 out
     [ "$(head -c 2 "$f" | od -An -tx1 | tr -d ' ')" = 1f8b ] || { echo "$f"; return; }
     out=$(_boot_cached "$f" .cpio)
-    if [ ! -s "$out" ]; then
+    if [ -s "$out" ]; then
+        touch "$out"
+    else
         gzip -dc "$f" > "$out.$$" && mv -f "$out.$$" "$out" ||
             { rm -f "$out.$$"; echo "$f"; return; }
     fi

@@ -40,6 +40,10 @@ fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-soak.XXXXXX")
 pids=()
 cleanup() {
     local p
+    # a failed run still leaves its figures plotted (soak.png)
+    if [ ! -s "$out/soak.png" ] && [ "$(wc -l < "$out/soak.dat" 2> /dev/null || echo 0)" -gt 3 ]; then
+        plot > /dev/null 2>&1 || true
+    fi
     for p in "${pids[@]}"; do
         pkill -KILL -s "$p" 2> /dev/null || true
     done
@@ -120,6 +124,37 @@ sample() {
          "$(ls "/proc/$p/fd" | wc -l) $(wc -l < "/proc/$p/maps") $(objects "$2")"
 }
 
+# plot: soak.png from what was sampled (also after a failure).
+plot() {
+    for r in a b; do
+        awk -v r="$r" '$2 == r' "$out/soak.dat" > "$out/soak-$r.dat"
+    done
+    cat > "$out/soak.gp" <<'GP'
+set terminal pngcairo size 1200,900 font ",10"
+set output "soak.png"
+set multiplot layout 2,2 title "pvrdma soak: A's and B's QEMU (make soak)"
+set xlabel "seconds"
+set key top left
+set title "QEMU's own resident memory, without guest RAM and TCG code (MiB)"
+plot "soak-a.dat" using 1:($4/1024) with lines title "A", \
+     "soak-b.dat" using 1:($4/1024) with lines title "B"
+set title "open file descriptors"
+plot "soak-a.dat" using 1:5 with lines title "A", \
+     "soak-b.dat" using 1:5 with lines title "B"
+set title "memory mappings"
+plot "soak-a.dat" using 1:6 with lines title "A", \
+     "soak-b.dat" using 1:6 with lines title "B"
+set title "device objects and pinned pages / 100"
+plot "soak-a.dat" using 1:11 with lines title "A QPs", \
+     "soak-a.dat" using 1:9 with lines title "A MRs", \
+     "soak-a.dat" using 1:($13/100) with lines title "A pinned pages / 100", \
+     "soak-b.dat" using 1:11 with lines title "B QPs", \
+     "soak-b.dat" using 1:9 with lines title "B MRs", \
+     "soak-b.dat" using 1:($13/100) with lines title "B pinned pages / 100"
+unset multiplot
+GP
+    (cd "$out" && gnuplot soak.gp)
+}
 log "soak: $minutes min, a new C every $every s, samples every $interval s (figures in $out)"
 start a soak-a $((secs + 1800))
 start b soak-b $((secs + 1800))
@@ -208,34 +243,7 @@ for r in a b; do
     echo "$r: device objects before the first round: ${idle0[$r]}; after the last: ${idle1[$r]} (uc pd mr cq qp srq pages)" >> "$out/soak.txt"
 done
 grep -v "^GROWTH" "$out/soak.txt"
-for r in a b; do
-    awk -v r="$r" '$2 == r' "$out/soak.dat" > "$out/soak-$r.dat"
-done
-cat > "$out/soak.gp" <<'GP'
-set terminal pngcairo size 1200,900 font ",10"
-set output "soak.png"
-set multiplot layout 2,2 title "pvrdma soak: A's and B's QEMU (make soak)"
-set xlabel "seconds"
-set key top left
-set title "QEMU's own resident memory, without guest RAM and TCG code (MiB)"
-plot "soak-a.dat" using 1:($4/1024) with lines title "A", \
-     "soak-b.dat" using 1:($4/1024) with lines title "B"
-set title "open file descriptors"
-plot "soak-a.dat" using 1:5 with lines title "A", \
-     "soak-b.dat" using 1:5 with lines title "B"
-set title "memory mappings"
-plot "soak-a.dat" using 1:6 with lines title "A", \
-     "soak-b.dat" using 1:6 with lines title "B"
-set title "device objects and pinned pages / 100"
-plot "soak-a.dat" using 1:11 with lines title "A QPs", \
-     "soak-a.dat" using 1:9 with lines title "A MRs", \
-     "soak-a.dat" using 1:($13/100) with lines title "A pinned pages / 100", \
-     "soak-b.dat" using 1:11 with lines title "B QPs", \
-     "soak-b.dat" using 1:9 with lines title "B MRs", \
-     "soak-b.dat" using 1:($13/100) with lines title "B pinned pages / 100"
-unset multiplot
-GP
-(cd "$out" && gnuplot soak.gp) || fail "gnuplot failed"
+plot || fail "gnuplot failed"
 for r in a b; do
     [ "${idle0[$r]}" = "${idle1[$r]}" ] ||
         fail "$r's device held ${idle0[$r]} before the first round and ${idle1[$r]} after the last (uc pd mr cq qp srq pages)"

@@ -178,6 +178,21 @@ PvrdmaFabricPort *pvrdma_fabric_lookup(PvrdmaFabric *fab,
     return NULL;
 }
 
+bool pvrdma_fabric_gid_local(PvrdmaFabric *fab, const uint8_t gid[16],
+                             uint32_t qpn)
+{
+    uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+    unsigned i;
+
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        if (fab->ports[i] && (!index || index == i) &&
+            pvrdma_core_has_gid(fab->ports[i]->core, gid)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void pvrdma_fabric_deliver(PvrdmaFabricPort *port, PvrdmaQp *qp,
                            const PvrdmaFabricMsg *msg,
                            const PvrdmaFabricPayload *payload,

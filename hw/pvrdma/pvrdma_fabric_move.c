@@ -149,7 +149,7 @@ void pvrdma_fabric_hold_expired(PvrdmaFabric *fab, unsigned index,
         PvrdmaFabricAck ack = { .status = PVRDMA_WC_RETRY_EXC_ERR };
 
         next = e->next;
-        if ((to && to != index) ||
+        if (req->drop_at || (to && to != index) ||
             !pvrdma_link_rport_has(rp, req->wr->dgid)) {
             continue;
         }
@@ -172,6 +172,52 @@ void pvrdma_fabric_park(PvrdmaFabricPort *port, PvrdmaQp *qp,
     pvrdma_fabric_arm_tick(fab);
 }
 
+void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since)
+{
+    PvrdmaFabric *fab = req->port->fabric;
+    int64_t t = pvrdma_link_qp_timeout(req->qp);
+
+    req->link = NULL;
+    if (!fab->has_host) {
+        PvrdmaFabricAck ack = { .status = PVRDMA_WC_RETRY_EXC_ERR };
+
+        pvrdma_fabric_req_answered(req, &ack, false);
+        return;
+    }
+    if (since < 0) {
+        since = fab->host.clock_ns(fab->host.opaque);
+    }
+    /*
+     * Timeout 0 retries forever on a real fabric; here the drop is known
+     * for sure, so it fails after the shortest timeout instead of never.
+     */
+    req->drop_at = since + (t ? t : PVRDMA_LINK_MIN_TIMEOUT_NS);
+    req->parked = true;
+    req->pnode.data = req;
+    g_queue_push_tail_link(&fab->parked, &req->pnode);
+    pvrdma_fabric_arm_tick(fab);
+}
+
+/* Dropped requests whose retries ran out complete. */
+static void pvrdma_fabric_drops_expire(PvrdmaFabric *fab, int64_t now)
+{
+    GList *e, *next;
+
+    for (e = fab->parked.head; e; e = next) {
+        PvrdmaFabricReq *req = e->data;
+        PvrdmaFabricAck ack = { .status = PVRDMA_WC_RETRY_EXC_ERR };
+
+        next = e->next;
+        if (!req->drop_at || now < req->drop_at) {
+            continue;
+        }
+        pvrdma_fabric_unpark(req);
+        pvrdma_fabric_req_answered(req, &ack, false);
+        /* Completing it may have cancelled others: start again. */
+        next = fab->parked.head;
+    }
+}
+
 void pvrdma_fabric_unpark(PvrdmaFabricReq *req)
 {
     if (req->parked) {
@@ -190,7 +236,8 @@ void pvrdma_fabric_release_parked(PvrdmaFabric *fab)
         PvrdmaLink *l = pvrdma_fabric_route(fab, wr->dgid, wr->dst_qpn);
 
         next = e->next;
-        if (pvrdma_fabric_held(fab, l, wr->dgid, wr->dst_qpn)) {
+        if (req->drop_at || pvrdma_fabric_held(fab, l, wr->dgid,
+                                               wr->dst_qpn)) {
             continue;
         }
         pvrdma_fabric_unpark(req);
@@ -258,6 +305,7 @@ bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now)
     if (expired) {
         pvrdma_fabric_release_parked(fab);
     }
+    pvrdma_fabric_drops_expire(fab, now);
     return fab->departed || !g_queue_is_empty(&fab->parked);
 }
 

@@ -104,6 +104,13 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
     memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
     memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
     pvrdma_fabric_deliver(rport, rqp, &msg, &payload, &ack);
+    if (ack.status == PVRDMA_WC_RETRY_EXC_ERR && !ack.rnr && !wr->ud &&
+        !wr->uc && (rport || pvrdma_fabric_gid_local(port->fabric, wr->dgid,
+                                                     wr->dst_qpn))) {
+        /* Dropped there (no such QP): our retries run out first. */
+        pvrdma_fabric_drop_wait(pvrdma_fabric_req_new(port, qp, wr), -1);
+        return 0;
+    }
     res = (PvrdmaSendResult) {
         .status = ack.status,
         .rnr = ack.rnr,

@@ -791,13 +791,12 @@ static PvrdmaLinkTx *pvrdma_link_tx_add(PvrdmaLink *l, uint8_t type,
 /*
  * IBA local ACK timeout: 4.096 us << timeout, times (retry_cnt + 1)
  * tries; 0 waits forever.  A software fabric on a busy host cannot keep
- * sub-second promises, so it waits at least PVRDMA_LINK_MIN_TIMEOUT.
+ * sub-second promises, so it waits at least PVRDMA_LINK_MIN_TIMEOUT_NS.
  */
-#define PVRDMA_LINK_MIN_TIMEOUT_NS  (2 * 1000 * 1000 * 1000LL)
 /* An incoming message whose bytes stopped coming this long is dropped. */
 #define PVRDMA_LINK_STALL_NS        (5 * 1000 * 1000 * 1000LL)
 
-static int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
+int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
 {
     uint32_t t = qp->attr.timeout & 31;
     int64_t ns;
@@ -912,6 +911,12 @@ static void pvrdma_link_answer(PvrdmaLink *l, PvrdmaFabricReq *req,
     if (req->fail) {
         ack->status = req->fail;
         ack->rnr = false;
+    } else if (ack->status == PVRDMA_WC_RETRY_EXC_ERR && !ack->lost &&
+               !ack->rnr && !req->wr->ud && !req->wr->uc) {
+        /* Dropped there: our retries run out first. */
+        pvrdma_fabric_drop_wait(req, req->since);
+        pvrdma_link_pump(l);
+        return;
     }
     /* Lost: as when the partner is gone, retries exhausted, QP fatal. */
     pvrdma_fabric_req_answered(req, ack, ack->lost && !req->fail);

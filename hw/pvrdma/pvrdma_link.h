@@ -196,9 +196,15 @@ struct PvrdmaFabricReq {
     bool answered;
     bool fatal;
     PvrdmaFabricAck ack;
-    /* Held (no link yet) while its destination's port moves. */
+    /*
+     * Held (no link yet) while its destination's port moves, or (drop_at
+     * set) because the destination dropped it: no such QP, or not one
+     * connected to us.  A real requester retries until its local ACK
+     * timeout runs out; so does this one, then RETRY_EXC_ERR.
+     */
     bool parked;
     GList pnode;                /* on fab->parked */
+    int64_t drop_at;
 };
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
@@ -342,6 +348,9 @@ void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
 /* Port @index (@rp) did not come back in time: fail what waits for it. */
 void pvrdma_fabric_hold_expired(PvrdmaFabric *fab, unsigned index,
                                 const PvrdmaLinkRPort *rp);
+/* Is (@gid, @qpn) a port of this process (whether it has that QP or not)? */
+bool pvrdma_fabric_gid_local(PvrdmaFabric *fab, const uint8_t gid[16],
+                             uint32_t qpn);
 /* Send what waited for moving ports that ended their move. */
 void pvrdma_fabric_release_parked(PvrdmaFabric *fab);
 /*
@@ -355,6 +364,19 @@ void pvrdma_fabric_park(PvrdmaFabricPort *port, PvrdmaQp *qp,
                         PvrdmaSendWr *wr);
 /* @req (parked) is cancelled. */
 void pvrdma_fabric_unpark(PvrdmaFabricReq *req);
+/*
+ * The destination dropped @req (RC; sent at @since, -1: now): it
+ * completes with RETRY_EXC_ERR when the QP's local ACK timeout has run
+ * out, as a real requester's retries would, not at once.  Without a clock
+ * (has_host false) at once.
+ */
+void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since);
+/*
+ * IBA local ACK timeout of @qp for the fabric (ns; 0: forever), at least
+ * PVRDMA_LINK_MIN_TIMEOUT_NS (a busy host keeps no sub-second promises).
+ */
+#define PVRDMA_LINK_MIN_TIMEOUT_NS  (2 * 1000 * 1000 * 1000LL)
+int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp);
 /* Timer: departed ports that never came back; true while some wait. */
 bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now);
 

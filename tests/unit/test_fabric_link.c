@@ -1235,6 +1235,107 @@ static void test_window_destroy(void **state)
 }
 
 /*
+ * The responder's QP is gone (a peer that finished and destroyed it): it
+ * drops the requests, and the requester gives up as a real one does when
+ * its retries run out, after its local ACK timeout (at least 2 s here),
+ * not at once.  The WQEs behind the first are flushed; no QP_FATAL (a
+ * completion error, not a dead link).
+ */
+static void test_dropped_waits_timeout(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cqe c;
+    uint64_t i;
+
+    (void)state;
+    assert_int_equal(fg_destroy_qp(n->fb, n->b->handle), 0);
+    for (i = 0; i < 3; i++) {
+        post_write(n, i, i * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_int_equal(nout(n->fa, n->a), 3);
+    n->ha->now += PVRDMA_LINK_MIN_TIMEOUT_NS - 1000000;
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    n->ha->now += 200 * 1000 * 1000;
+    expect(wait_cqe(n, n->cqa), 0, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_RETRY_EXC_ERR, 0);
+    for (i = 1; i < 3; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_WR_FLUSH_ERR, 0);
+    }
+    assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
+                                    n->a->handle), 0);
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    net_free(n);
+}
+
+/*
+ * The same between two devices of one process, and the requester's QP
+ * destroyed while its dropped request waits: nothing completes, nothing
+ * is left behind (ASan), and a new QP works.
+ */
+static void test_dropped_local_cancel(void **state)
+{
+    Host *h = host_new();
+    FakeGuest *fa = host_guest(h, 1), *fb = host_guest(h, 2);
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+    struct pvrdma_cqe c;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr w;
+    int round;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fa, 0, &pda), 0);
+    assert_int_equal(fg_create_pd(fb, 0, &pdb), 0);
+    cqa = fv_cq_new(fa, 0, 64);
+    cqb = fv_cq_new(fb, 0, 64);
+    ma = fv_mr_new(fa, pda, VA_A, MR_LEN, ALL_ACCESS);
+    mb = fv_mr_new(fb, pdb, VA_B, MR_LEN, ALL_ACCESS);
+    for (round = 0; round < 2; round++) {
+        a = fv_qp_new(fa, PVRDMA_QPT_RC, pda, cqa, cqa, NULL, 16, 4, false);
+        b = fv_qp_new(fb, PVRDMA_QPT_RC, pdb, cqb, cqb, NULL, 16, 4, false);
+        fv_connect(a, b, &conn_opts);
+        assert_int_equal(fg_destroy_qp(fb, b->handle), 0);
+        s = sge(ma, VA_A, 64);
+        w = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+        w.wr.rdma.remote_addr = VA_B;
+        w.wr.rdma.rkey = mb->rkey;
+        fv_post_send(a, &w, &s, 1);
+        fv_ring_sq(a);
+        run(h, NULL, 5);
+        assert_false(fv_cq_poll(cqa, &c));
+        if (round == 0) {
+            h->now += PVRDMA_LINK_MIN_TIMEOUT_NS + 200 * 1000 * 1000;
+            run(h, NULL, 5);
+            assert_true(fv_cq_poll(cqa, &c));
+            expect(c, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_RETRY_EXC_ERR, 0);
+        } else {
+            assert_int_equal(fg_destroy_qp(fa, a->handle), 0);
+            h->now += PVRDMA_LINK_MIN_TIMEOUT_NS + 200 * 1000 * 1000;
+            run(h, NULL, 5);
+            assert_false(fv_cq_poll(cqa, &c));
+        }
+        g_free(a);
+        g_free(b);
+    }
+    fg_free(fa);
+    fg_free(fb);
+    host_free(h);
+    g_free(cqa);
+    g_free(cqb);
+    g_free(ma);
+    g_free(mb);
+}
+
+/*
  * The responder's guest changes its address (DESTROY_BIND, CREATE_BIND):
  * the fabric forgets the GID at once and learns it again.
  */
@@ -1675,8 +1776,14 @@ static void test_restore_parted_peer_sends(void **state)
     assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_RTS);
     assert_int_equal(fv_async_count(n->fa, PVRDMA_EQE_TYPE_QP_FATAL,
                                     n->a->handle), 0);
-    /* Its own SEND to b, whose QP is in ERR now, fails. */
+    /*
+     * Its own SEND to b, whose QP is in ERR now, fails: b drops it, so a
+     * gives up when its local ACK timeout (at least 2 s) runs out.
+     */
     post_send_to_b(n, 4);
+    run3(n->ha, n->hb, hc, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    n->ha->now += PVRDMA_LINK_MIN_TIMEOUT_NS;
     expect(wait_cqe3(n->cqa, n->ha, n->hb, hc), 4, PVRDMA_WC_SEND,
            PVRDMA_WC_RETRY_EXC_ERR, 0);
     assert_int_equal(fv_qp_state(n->a), PVRDMA_QPS_ERR);
@@ -2652,6 +2759,8 @@ int main(void)
         cmocka_unit_test(test_window_error_polled),
         cmocka_unit_test(test_window_teardown),
         cmocka_unit_test(test_window_destroy),
+        cmocka_unit_test(test_dropped_waits_timeout),
+        cmocka_unit_test(test_dropped_local_cancel),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_ud_link_shm),

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -2472,60 +2473,127 @@ static void test_shm_hostile_counters(void **state)
 
 /* ---- discovery through a directory ------------------------------------- */
 
+/*
+ * A TCP address "127.0.0.1:PORT" in @addr, the port chosen by the kernel
+ * and held by the returned socket (bound with SO_REUSEADDR, never
+ * listening) until the test closes it: a fabric may listen there (its
+ * listener sets SO_REUSEADDR too), no other process may bind it, and no
+ * connect takes it as its source port while nothing listens.  A fixed
+ * port fails the test when another run of it listens there at the same
+ * time, and the TIME_WAIT its earlier runs left (for a minute) delays a
+ * refused connect by tens of ms when a new connect's source port meets
+ * one: the SYN is answered by the TIME_WAIT's ACK, the RST comes on the
+ * SYN's retransmission.
+ */
+static int tcp_port_hold(char *addr, size_t size)
+{
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+    };
+    socklen_t len = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+    assert_true(fd >= 0);
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+                                sizeof(one)), 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+    g_snprintf(addr, size, "127.0.0.1:%u", ntohs(sin.sin_port));
+    return fd;
+}
+
+/*
+ * Rounds of @a and @b (NULL: @a alone), their clocks still, until @cond
+ * holds, for at most 5 s: what the kernel does in its own time (a
+ * connect's answer, loopback delivery on a loaded machine) is waited
+ * for, not counted in rounds.  What the fabric does on its clock stays
+ * on the manual clock, moved by the test.
+ */
+#define RUN_UNTIL(a, b, cond)                                           \
+    do {                                                                \
+        gint64 end_ = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;      \
+                                                                        \
+        while (!(cond) && g_get_monotonic_time() < end_) {              \
+            run((a), (b), 1);                                           \
+        }                                                               \
+    } while (0)
+
+#define LINKED(a, b) (pvrdma_fabric_links_up((a)->fab) == 1 &&          \
+                      pvrdma_fabric_links_up((b)->fab) == 1)
+
 /* Both sides listen and name each other as peer: one link, no churn. */
 static void test_peers_both_ways(void **state)
 {
     Host *a = host_new(), *b = host_new();
-    char *err = NULL;
+    char addr_a[32], addr_b[32], *err = NULL;
+    int hold_a = tcp_port_hold(addr_a, sizeof(addr_a));
+    int hold_b = tcp_port_hold(addr_b, sizeof(addr_b));
     unsigned i;
 
     (void)state;
-    assert_true(pvrdma_fabric_listen(a->fab, "127.0.0.1:17471", &err));
-    assert_true(pvrdma_fabric_listen(b->fab, "127.0.0.1:17472", &err));
-    assert_true(pvrdma_fabric_add_peer(a->fab, "127.0.0.1:17472", &err));
-    assert_true(pvrdma_fabric_add_peer(b->fab, "127.0.0.1:17471", &err));
+    assert_true(pvrdma_fabric_listen(a->fab, addr_a, &err));
+    assert_true(pvrdma_fabric_listen(b->fab, addr_b, &err));
+    assert_true(pvrdma_fabric_add_peer(a->fab, addr_b, &err));
+    assert_true(pvrdma_fabric_add_peer(b->fab, addr_a, &err));
     for (i = 0; i < 60; i++) {
         a->now += 100000000LL;
         b->now += 100000000LL;
         run(a, b, 2);
     }
+    RUN_UNTIL(a, b, LINKED(a, b));
     assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
     assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
     /* At most the two first links came up (then one was dropped). */
     assert_true(a->reports <= 2);
     host_free(a);
     host_free(b);
+    close(hold_a);
+    close(hold_b);
 }
 
 /* The listening side restarts: the peer side reconnects by itself. */
 static void test_peer_reconnects(void **state)
 {
     Host *a = host_new(), *b = host_new(), *a2;
-    char *err = NULL;
+    char addr[32], *err = NULL;
+    int hold = tcp_port_hold(addr, sizeof(addr));
     unsigned i;
 
     (void)state;
-    assert_true(pvrdma_fabric_listen(a->fab, "127.0.0.1:17473", &err));
-    assert_true(pvrdma_fabric_add_peer(b->fab, "127.0.0.1:17473", &err));
-    run(a, b, 20);
+    assert_true(pvrdma_fabric_listen(a->fab, addr, &err));
+    assert_true(pvrdma_fabric_add_peer(b->fab, addr, &err));
+    /* No timer: the connect, the accept and the HELLOs. */
+    RUN_UNTIL(a, b, LINKED(a, b));
     assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
     host_free(a);
+    /* No timer either: b reads the end of the link (at 1 s). */
+    RUN_UNTIL(b, NULL, pvrdma_fabric_links_up(b->fab) == 0);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
+    /*
+     * The retry, due a second later: its connect starts by 2.5 s on the
+     * manual clock, the kernel refuses it in its own time.
+     */
     for (i = 0; i < 15; i++) {
         b->now += 100000000LL;
         run(b, NULL, 2);
     }
+    RUN_UNTIL(b, NULL, strstr(b->last_report, "unreachable"));
     assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
     assert_non_null(strstr(b->last_report, "unreachable"));
     a2 = host_new();
-    assert_true(pvrdma_fabric_listen(a2->fab, "127.0.0.1:17473", &err));
+    assert_true(pvrdma_fabric_listen(a2->fab, addr, &err));
+    /* The next retry (by 5.5 s), then the connect and HELLOs. */
     for (i = 0; i < 30; i++) {
         b->now += 100000000LL;
         run(a2, b, 2);
     }
+    RUN_UNTIL(a2, b, LINKED(a2, b));
     assert_int_equal(pvrdma_fabric_links_up(a2->fab), 1);
     assert_int_equal(pvrdma_fabric_links_up(b->fab), 1);
     host_free(a2);
     host_free(b);
+    close(hold);
 }
 
 /* A directory link that closes with both processes alive comes back. */

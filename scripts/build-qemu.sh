@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Build qemu-system-x86_64 10.0 (Debian 13's source package, with Debian's
-# own patches) with hw/pvrdma compiled in. The unpacked tree and the build
-# directory are cached under $PVRDMA_CACHE/qemu, keyed by the source
-# version, our hook patch and the configure options; hw/pvrdma and include/
-# are synced in by content, so ninja recompiles only what changed.
+# own patches) with hw/pvrdma compiled in. Our patches, scripts/qemu/*.patch
+# in name order, go on top: the hooks that add hw/pvrdma to the build, and
+# fixes of QEMU bugs our tests meet (each file says which). The unpacked
+# tree and the build directory are cached under $PVRDMA_CACHE/qemu, keyed
+# by the source version, those patches and the configure options;
+# hw/pvrdma and include/ are synced in by content, so ninja recompiles
+# only what changed.
 . "$(dirname "$0")/lib.sh"
 
 QEMU_CONFIGURE_OPTS=(
@@ -36,7 +39,8 @@ if [ ! -d "$tools" ]; then
     mv "$tools.tmp" "$tools"
 fi
 
-key=$(hash_inputs "$PVRDMA_TOP/scripts/qemu/pvrdma-hooks.patch" "$debtar")
+patches=("$PVRDMA_TOP"/scripts/qemu/*.patch)
+key=$(hash_inputs "${patches[@]}" "$debtar")
 src=$PVRDMA_CACHE/qemu/src-$QEMU_SRC_VERSION-$key
 if [ ! -e "$src/.done" ]; then
     log "unpacking QEMU into $src"
@@ -47,7 +51,9 @@ if [ ! -e "$src/.done" ]; then
         case "$p" in ''|'#'*) continue ;; esac
         patch -s -p1 -d "$src.tmp" < "$src.tmp/debian/patches/$p"
     done < "$src.tmp/debian/patches/series"
-    patch -s -p1 -d "$src.tmp" < "$PVRDMA_TOP/scripts/qemu/pvrdma-hooks.patch"
+    for p in "${patches[@]}"; do
+        patch -s -p1 -d "$src.tmp" < "$p" || die "$p does not apply"
+    done
     mkdir -p "$src.tmp/hw/pvrdma"
     touch "$src.tmp/.done"
     mv "$src.tmp" "$src"

@@ -39,7 +39,13 @@ rc_verify=$(build_prog rc_verify)
 fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-soak.XXXXXX")
 pids=()
 cleanup() {
-    local p
+    local p f
+    # a guest that failed: the end of what its vm.sh and QEMU said
+    for f in "$d"/*.status; do
+        [ -e "$f" ] && [ "$(cat "$f")" != 0 ] && [ -s "${f%.status}.err" ] || continue
+        printf '== %s (stderr of vm.sh and QEMU)\n' "${f%.status}.err" >&2
+        tail -20 "${f%.status}.err" >&2
+    done
     # a failed run still leaves its figures plotted (soak.png)
     if [ ! -s "$out/soak.png" ] && [ "$(wc -l < "$out/soak.dat" 2> /dev/null || echo 0)" -gt 3 ]; then
         plot > /dev/null 2>&1 || true
@@ -61,11 +67,12 @@ declare -A num=([a]=1 [b]=2 [c]=3)
 
 # start ROLE NAME TIMEOUT: boot that guest in the background, in a
 # session of its own; its log is $PVRDMA_OUT/vm/NAME.log, its vm.sh
-# status in $d/NAME.status.
+# status in $d/NAME.status, what vm.sh and QEMU said on stderr in
+# $d/NAME.err (printed if it fails).
 start() {
     local r=$1 name=$2 limit=$3
-    rm -f "$d/$name.status" "$PVRDMA_OUT/vm/$name.log"
-    setsid bash -c '"${@:2}" > /dev/null 2>&1; echo $? > "$1"' soak \
+    rm -f "$d/$name.status" "$d/$name.err" "$PVRDMA_OUT/vm/$name.log"
+    setsid bash -c '"${@:2}" > /dev/null 2> "${1%.status}.err"; echo $? > "$1"' soak \
         "$d/$name.status" \
         "$PVRDMA_TOP/scripts/vm.sh" --name "$name" --timeout "$limit" \
         --net "$lan" --ip "${ip[$r]}/24" --mac "52:54:00:0a:09:0${num[$r]}" \

@@ -36,6 +36,13 @@
 
 /* Peers and directories are retried this often while a link is down. */
 #define PVRDMA_NET_RETRY_NS     (1000 * 1000 * 1000LL)
+/*
+ * A connect without an answer this long (the peer's host drops our SYNs:
+ * down, or a firewall) is given up and made again: the kernel's own SYN
+ * retransmissions back off to a minute, and a peer that comes back
+ * would wait for the next one.
+ */
+#define PVRDMA_NET_CONNECT_NS   (2 * 1000 * 1000 * 1000LL)
 
 typedef enum {
     PVRDMA_EP_LISTEN_DIR,       /* accepts shm links */
@@ -53,6 +60,7 @@ typedef struct PvrdmaFabricEndpoint {
     socklen_t addrlen;
     uint64_t link;              /* PEER: serial of its link, 0 if down */
     int64_t next_try;           /* PEER: next connect; LISTEN_DIR: rescan */
+    int64_t connect_at;         /* PEER: when the connect in progress began */
     int64_t paused_until;       /* LISTEN_*: not watched until then (0) */
     uint64_t dup_of;            /* PEER: the peer is joined by another link */
     char *last_error;           /* PEER: reported once per change */
@@ -418,6 +426,7 @@ static void pvrdma_peer_try(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
         return;
     }
     ep->fd = fd;
+    ep->connect_at = now;
     fab->host.watch(fab->host.opaque, fd, true, ep);
 }
 
@@ -635,6 +644,12 @@ bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
             continue;           /* joined by the peer's own link */
         }
         ep->dup_of = 0;
+        if (ep->fd >= 0 && now - ep->connect_at >= PVRDMA_NET_CONNECT_NS) {
+            fab->host.unwatch(fab->host.opaque, ep->fd);
+            close(ep->fd);
+            ep->fd = -1;
+            pvrdma_peer_failed(fab, ep, ETIMEDOUT);
+        }
         if (ep->fd < 0 && now >= ep->next_try) {
             pvrdma_peer_try(fab, ep, now);
         }

@@ -2552,6 +2552,58 @@ static void test_peers_both_ways(void **state)
     close(hold_b);
 }
 
+/*
+ * The peer's host drops our SYNs (here a listener whose accept queue is
+ * full: Linux drops a SYN it has no room for): the connect is given up
+ * after 2 s and said, "Connection timed out", and made again, rather than
+ * left to the kernel's retransmissions, which back off to a minute.  So
+ * once the host answers again (room in the queue), the next try gets in.
+ */
+static void test_peer_silent_host(void **state)
+{
+    Host *b = host_new();
+    char addr[32], *err = NULL;
+    int hold = tcp_port_hold(addr, sizeof(addr)), c1, fd;
+    struct sockaddr_in sin;
+    socklen_t len = sizeof(sin);
+    struct pollfd p;
+    unsigned i, reports;
+
+    (void)state;
+    assert_int_equal(listen(hold, 0), 0);
+    assert_int_equal(getsockname(hold, (struct sockaddr *)&sin, &len), 0);
+    c1 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_int_equal(connect(c1, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    reports = b->reports;
+    assert_true(pvrdma_fabric_add_peer(b->fab, addr, &err));
+    for (i = 0; i < 19; i++) {
+        b->now += 100000000LL;
+        run(b, NULL, 2);
+    }
+    /* No answer and no refusal yet: nothing to say. */
+    assert_int_equal(b->reports, reports);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
+    /* Room again in the queue, then past 2 s: given up, said, retried. */
+    fd = accept4(hold, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(fd >= 0);
+    close(fd);
+    for (i = 0; i < 2; i++) {
+        b->now += 100000000LL;
+        run(b, NULL, 2);
+    }
+    assert_int_equal(b->reports, reports + 1);
+    assert_non_null(strstr(b->last_report, "unreachable (Connection timed "
+                           "out"));
+    p = (struct pollfd) { .fd = hold, .events = POLLIN };
+    assert_int_equal(poll(&p, 1, 2000), 1);
+    fd = accept4(hold, NULL, NULL, SOCK_CLOEXEC);
+    assert_true(fd >= 0);
+    close(fd);
+    close(c1);
+    host_free(b);
+    close(hold);
+}
+
 /* The listening side restarts: the peer side reconnects by itself. */
 static void test_peer_reconnects(void **state)
 {
@@ -2856,6 +2908,7 @@ int main(void)
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),
+        cmocka_unit_test(test_peer_silent_host),
         cmocka_unit_test(test_read_mr_gone),
     };
 

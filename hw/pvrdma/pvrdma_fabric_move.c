@@ -399,6 +399,17 @@ bool pvrdma_fabric_move_out(PvrdmaFabricPort *port, int64_t timeout_ns,
         return true;            /* no links: nothing is in flight */
     }
     deadline = h->clock_ns(h->opaque) + timeout_ns;
+    /*
+     * Requests of ours a destination dropped fail anyway: now, rather
+     * than hold the move for up to their QP's timeout.
+     */
+    for (e = fab->parked.head; e; e = e->next) {
+        PvrdmaFabricReq *req = e->data;
+
+        if (req->drop_at && req->port == port) {
+            req->drop_at = 1;
+        }
+    }
     if (!port->moving) {
         port->moving = true;
         for (e = fab->links; e; e = e->next) {

@@ -37,8 +37,11 @@ nic=$(for d in /sys/bus/pci/devices/*; do
           [ "$(cat "$d/class")" = 0x020000 ] && echo "$d"; done | head -n 1)
 [ -n "$nic" ] || fail "no Ethernet function to toggle"
 # the command register's two bytes, as octal escapes for printf
-cmd=$(dd if="$nic/config" bs=1 skip=4 count=2 2>/dev/null | od -An -to1 |
-      awk '{ printf "\\%s\\%s", $1, $2 }')
+cmdreg() {
+    dd if="$nic/config" bs=1 skip=4 count=2 2>/dev/null | od -An -to1 |
+        awk '{ printf "\\%s\\%s", $1, $2 }'
+}
+cmd=$(cmdreg)
 ( while [ ! -e /tmp/toggle.stop ]; do
       printf '\000\000' | dd of="$nic/config" bs=1 seek=4 count=2 \
           conv=notrunc 2>/dev/null
@@ -52,9 +55,7 @@ pair map_race 300 "ibv_rc_pingpong -d pvrdma0 -g 0 -n 100000 -p 18531 -c" \
 touch /tmp/toggle.stop
 wait $toggler
 echo "map changes during the ping-pong: $(( $(wc -l < /tmp/toggles) * 2 ))"
-[ "$(dd if="$nic/config" bs=1 skip=4 count=2 2>/dev/null | od -An -to1 |
-     awk '{ printf "\\%s\\%s", $1, $2 }')" = "$cmd" ] ||
-    fail "the NIC's command register was not restored"
+[ "$(cmdreg)" = "$cmd" ] || fail "the NIC's command register was not restored"
 [ "$(wc -l < /tmp/toggles)" -ge 50 ] || fail "the NIC was toggled too few times"
 echo GUEST-OK
 GUEST

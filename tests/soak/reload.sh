@@ -10,7 +10,8 @@
 . "$(dirname "$0")/../guest/lib.sh"
 
 n=${RELOADS:-60}
-skip=${NORELOAD:+true}
+reload="rmmod pvrdma && modprobe pvrdma"
+[ -z "${NORELOAD:-}" ] || reload=true
 out=$PVRDMA_OUT/soak
 mkdir -p "$out"
 cat > "$TEST_OUT/reload-guest.sh" <<GUEST
@@ -18,8 +19,7 @@ cat > "$TEST_OUT/reload-guest.sh" <<GUEST
 i=0
 while [ \$i -lt $n ]; do
     i=\$((i + 1))
-    ${skip:-rmmod pvrdma} || fail "rmmod \$i"
-    ${skip:-modprobe pvrdma} || fail "modprobe \$i"
+    $reload || fail "reload \$i"
     wait_for 20 sh -c 'ibv_devinfo -d pvrdma0 2>/dev/null | grep -q PORT_ACTIVE' ||
         fail "port not active after reload \$i"
     pair pp-\$i 60 "ibv_rc_pingpong -d pvrdma0 -g 0 -n 50 -s 65536 -c -p 18700" \\

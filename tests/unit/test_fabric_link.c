@@ -1276,6 +1276,40 @@ static void test_dropped_waits_timeout(void **state)
 }
 
 /*
+ * A save (live migration) does not wait for a dropped request's timeout:
+ * it fails at once, RETRY_EXC_ERR, and the port moves out with nothing
+ * in flight, though the clock did not move.
+ */
+static void test_dropped_move_out(void **state)
+{
+    Net *n = net_new(true);
+    struct pvrdma_cqe c;
+    char *err = NULL;
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_destroy_qp(n->fb, n->b->handle), 0);
+    post_write(n, 1, 0, 4096, n->mb->rkey);
+    fv_ring_sq(n->a);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    for (i = 0; i < 50; i++) {
+        if (pvrdma_core_move_out(n->fa->core, 0, &err)) {
+            break;
+        }
+        g_free(err);
+        err = NULL;
+        run(n->ha, n->hb, 1);
+    }
+    assert_true(i < 50);
+    assert_int_equal(nout(n->fa, n->a), 0);
+    assert_true(fv_cq_poll(n->cqa, &c));
+    expect(c, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_RETRY_EXC_ERR, 0);
+    pvrdma_core_move_back(n->fa->core);
+    net_free(n);
+}
+
+/*
  * The same between two devices of one process, and the requester's QP
  * destroyed while its dropped request waits: nothing completes, nothing
  * is left behind (ASan), and a new QP works.
@@ -2881,6 +2915,7 @@ int main(void)
         cmocka_unit_test(test_window_destroy),
         cmocka_unit_test(test_dropped_waits_timeout),
         cmocka_unit_test(test_dropped_local_cancel),
+        cmocka_unit_test(test_dropped_move_out),
         cmocka_unit_test(test_address_change),
         cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_ud_link_shm),

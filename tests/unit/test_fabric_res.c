@@ -184,6 +184,7 @@ static void refused_then_recovers(bool memfd, const char *what)
     unsigned reports, i;
     FvQp *qa, *qb, *l1, *l2;
 
+    assert_non_null(dir);
     side_new(&a, 1);
     side_new(&b, 2);
     assert_true(pvrdma_fabric_join_dir(a.h->fab, dir, &err));

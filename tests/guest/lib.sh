@@ -10,6 +10,23 @@ mkdir -p "$TEST_OUT"
 fail() { printf '[%s] FAIL: %s\n' "$TEST_NAME" "$*" >&2; exit 1; }
 pass() { printf '[%s] PASS: %s\n' "$TEST_NAME" "$*"; }
 
+# vm_workdir TAG: $work, a temporary directory with fab/ for a fabric
+# directory, removed at exit after the sessions whose ids the test adds to
+# the array pids (VMs started with setsid) are killed.
+vm_workdir() {
+    work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-$1.XXXXXX")
+    mkdir "$work/fab"
+    pids=()
+    trap _vm_workdir_cleanup EXIT
+}
+_vm_workdir_cleanup() {
+    local p
+    for p in "${pids[@]}"; do
+        pkill -KILL -s "$p" 2> /dev/null || true
+    done
+    rm -rf "$work"
+}
+
 # build_prog NAME: compile tests/guest/progs/NAME.c against the rdma-core
 # staging tree the guest image was made from; prints the binary's path.
 build_prog() {

@@ -12,17 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-kill.XXXXXX")
-mkdir "$work/fab"
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        pkill -KILL -s "$p" 2>/dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+vm_workdir kill
 
 cat > "$work/guest-a1.sh" <<'GUEST'
 . ./sync.sh

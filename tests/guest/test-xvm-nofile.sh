@@ -13,17 +13,7 @@
 # The host tells B on its second serial port when the link is up.
 . "$(dirname "$0")/lib.sh"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-nofile.XXXXXX")
-mkdir "$work/fab"
-pids=()
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do
-        pkill -KILL -s "$p" 2> /dev/null || true
-    done
-    rm -rf "$work"
-}
-trap cleanup EXIT
+vm_workdir nofile
 
 cat > "$work/guest-a.sh" <<'GUEST'
 . ./sync.sh

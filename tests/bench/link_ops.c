@@ -8,7 +8,14 @@
  * and takes its completions with the CQ_POLL doorbell as our provider
  * does; both processes' loops run in turn in this thread.
  *
- *   link_ops [-n N] [-w WINDOW] [-S] [-i]
+ *   link_ops [-n N] [-w WINDOW] [-S] [-i] [-t [-p]]
+ *
+ * -t runs the responder's process on a thread of its own, which sleeps
+ * in poll() as QEMU's event loop does: the two sides then run at once
+ * on two cores, with the kicks and the cache lines the shared rings move
+ * between the cores, as between two VMs; it prints the wall-clock time
+ * per message beside the CPU time.  -p: the responder's thread polls
+ * without sleeping (an event loop that never waits for a kick).
  *
  * Prints the CPU nanoseconds per message of both sides together (what
  * bounds the message rate between two VMs, each side's share on its own
@@ -18,6 +25,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -45,13 +53,13 @@
                      PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
 
 static unsigned n_msgs = 200000, window = 16;
-static bool use_send, inline_link;
+static bool use_send, inline_link, two_threads, spin;
 
-static double cpu_ns(void)
+static double clock_of(clockid_t id)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    clock_gettime(id, &ts);
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
@@ -85,6 +93,35 @@ static void post_recvs(FvQp *qp, FvMr *mr, unsigned n)
     fv_ring_rq(qp);
 }
 
+/* The responder's process (-t): its event loop, reposting receives. */
+typedef struct {
+    Host *h;
+    FvCq *cq;
+    FvQp *qp;
+    FvMr *mr;
+    bool stop;
+} Responder;
+
+static void *responder(void *opaque)
+{
+    Responder *r = opaque;
+    struct pvrdma_cqe c;
+
+    while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
+        unsigned k = 0;
+
+        hosts_step(&r->h, 1, spin ? 0 : 20);
+        while (use_send && fv_cq_poll(r->cq, &c)) {
+            assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+            k++;
+        }
+        if (k) {
+            post_recvs(r->qp, r->mr, k);
+        }
+    }
+    return NULL;
+}
+
 static void bench(void **state)
 {
     const FvConnOpts o = { .access = ALL_ACCESS, .min_rnr_timer = 1,
@@ -97,8 +134,10 @@ static void bench(void **state)
     FvMr *ma, *mb;
     struct pvrdma_cqe c;
     unsigned posted = 0, done = 0, got = 0, i;
-    double t0, t1;
+    double t0, t1, w0, w1;
     int sv[2];
+    Responder rs = { 0 };
+    pthread_t th;
 
     (void)state;
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
@@ -124,7 +163,12 @@ static void bench(void **state)
     if (use_send) {
         post_recvs(b, mb, 256);
     }
-    t0 = cpu_ns();
+    if (two_threads) {
+        rs = (Responder) { .h = hb, .cq = cqb, .qp = b, .mr = mb };
+        assert_int_equal(pthread_create(&th, NULL, responder, &rs), 0);
+    }
+    t0 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
+    w0 = clock_of(CLOCK_MONOTONIC);
     while (done < n_msgs) {
         if (posted - done < window && posted < n_msgs) {
             while (posted - done < window && posted < n_msgs) {
@@ -132,13 +176,13 @@ static void bench(void **state)
             }
             fv_ring_sq(a);
         }
-        hosts_step(hs, 2, 0);
+        hosts_step(hs, two_threads ? 1 : 2, 0);
         while (fv_cq_poll(cqa, &c)) {
             assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
             done++;
         }
         fv_cq_poll_doorbell(cqa);
-        if (use_send) {
+        if (use_send && !two_threads) {
             unsigned k = 0;
 
             while (fv_cq_poll(cqb, &c)) {
@@ -151,11 +195,22 @@ static void bench(void **state)
             }
         }
     }
-    t1 = cpu_ns();
-    printf("link_ops: %u %s of 64 B over a%s link, window %u: %.0f ns of "
-           "CPU per message (both processes)\n", n_msgs,
+    t1 = clock_of(CLOCK_PROCESS_CPUTIME_ID);
+    w1 = clock_of(CLOCK_MONOTONIC);
+    if (two_threads) {
+        __atomic_store_n(&rs.stop, true, __ATOMIC_RELEASE);
+        pthread_join(th, NULL);
+    }
+    printf("link_ops: %u %s of 64 B over a%s link, window %u%s: %.0f ns of "
+           "CPU per message (both processes)", n_msgs,
            use_send ? "SENDs" : "WRITEs", inline_link ? "n inline" : " shm",
-           window, (t1 - t0) / n_msgs);
+           window, !two_threads ? "" : spin ? ", two threads, polling" :
+           ", two threads", (t1 - t0) / n_msgs);
+    if (two_threads) {
+        printf(", %.0f ns of wall clock (%.2f M messages/s)",
+               (w1 - w0) / n_msgs, n_msgs / (w1 - w0) * 1e3);
+    }
+    printf("\n");
     fg_free(fa);
     fg_free(fb);
     host_free(ha);
@@ -173,14 +228,16 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = { cmocka_unit_test(bench) };
     int c;
 
-    while ((c = getopt(argc, argv, "n:w:Si")) != -1) {
+    while ((c = getopt(argc, argv, "n:w:Sitp")) != -1) {
         switch (c) {
         case 'n': n_msgs = atoi(optarg); break;
         case 'w': window = atoi(optarg); break;
         case 'S': use_send = true; break;
         case 'i': inline_link = true; break;
+        case 't': two_threads = true; break;
+        case 'p': spin = true; break;
         default:
-            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i]\n");
+            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i] [-t [-p]]\n");
             return 2;
         }
     }

@@ -6,7 +6,7 @@
  * guest on each, one connected RC QP pair.  The requester keeps a window
  * of 64-byte RDMA WRITEs (or SENDs, -S) outstanding, as ib_write_bw does,
  * and takes its completions with the CQ_POLL doorbell as our provider
- * does; both processes' loops run in turn in this thread.
+ * does; both processes' loops run in turn in this thread (but see -t).
  *
  *   link_ops [-n N] [-w WINDOW] [-S] [-i] [-t [-p]]
  *
@@ -237,7 +237,8 @@ int main(int argc, char **argv)
         case 't': two_threads = true; break;
         case 'p': spin = true; break;
         default:
-            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i] [-t [-p]]\n");
+            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i] "
+                    "[-t [-p]]\n");
             return 2;
         }
     }

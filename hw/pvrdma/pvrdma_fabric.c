@@ -390,6 +390,54 @@ void pvrdma_fabric_kick(PvrdmaFabric *fab)
 }
 
 
+/*
+ * Tell the shm peers whether a stream's linger is on.  Its promise reaches
+ * past the next look by a poll window, so a late timer does not bring the
+ * kicks back: that look either renews it or withdraws it (and reads the
+ * rings once more).
+ */
+static void pvrdma_fabric_publish_linger(PvrdmaFabric *fab)
+{
+    int64_t until = fab->linger_at ?
+                    fab->linger_at + PVRDMA_LINK_POLL_WINDOW_NS : 0;
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        pvrdma_link_linger(e->data, until);
+    }
+}
+
+/* Requests with payload taken in from every link so far. */
+static uint64_t pvrdma_fabric_sends_in(PvrdmaFabric *fab)
+{
+    uint64_t n = 0;
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        n += pvrdma_link_sends_in(e->data);
+    }
+    return n;
+}
+
+/*
+ * The event loop took several SENDs or WRITEs from a link at once: a
+ * stream is on, more are on their way.  Rather than have the peers kick for each
+ * batch, look again at the next linger tick, and promise the peers to;
+ * the timer goes on doing so while its looks find requests
+ * (pvrdma_fabric_timer_expired).
+ */
+static void pvrdma_fabric_linger(PvrdmaFabric *fab)
+{
+    int64_t now = fab->host.clock_ns(fab->host.opaque);
+
+    if (fab->linger_at > now) {
+        return;                 /* a look is due anyway */
+    }
+    fab->linger_at = now + PVRDMA_FABRIC_LINGER_NS;
+    pvrdma_fabric_publish_linger(fab);
+    pvrdma_fabric_timer_arm(fab, fab->linger_at);
+}
+
 /* Links whose peer may have written frames without a kick, read again. */
 static void pvrdma_fabric_recheck(PvrdmaFabric *fab)
 {
@@ -411,6 +459,7 @@ static void pvrdma_fabric_recheck(PvrdmaFabric *fab)
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 {
     int64_t now = fab->host.clock_ns(fab->host.opaque);
+    uint64_t sends = pvrdma_fabric_sends_in(fab);
     bool busy = false;
     g_autoptr(GList) links = NULL;
     GList *e;
@@ -420,16 +469,36 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
     links = g_list_copy(fab->links);
     fab->draining++;
     for (e = links; e; e = e->next) {
-        /* Frames a kick was spared for, once a polling guest stopped. */
+        /*
+         * Frames a kick was spared for: a stream's linger, or a polling
+         * guest that stopped.
+         */
         if (pvrdma_link_pending_in(e->data)) {
             pvrdma_link_poll(e->data, -1);
         }
         pvrdma_link_tick(e->data, now, &busy);
     }
     fab->draining--;
+    if (fab->linger_at && fab->linger_at <= now) {
+        /*
+         * A linger look: on while it finds SENDs or WRITEs.  Ended, the promise
+         * is withdrawn first, then the rings are read once more (a peer
+         * that wrote after this look and read the old promise did not
+         * kick).  (A link closed in the pass took its count along: the
+         * look then counts as empty.)
+         */
+        bool found = pvrdma_fabric_sends_in(fab) > sends;
+
+        fab->linger_at = found ? now + PVRDMA_FABRIC_LINGER_NS : 0;
+        pvrdma_fabric_publish_linger(fab);
+        fab->recheck = !found;
+    }
     pvrdma_fabric_recheck(fab);
     if (fab->poll_until > now) {
         pvrdma_fabric_timer_arm(fab, fab->poll_until);
+    }
+    if (fab->linger_at > now) {
+        pvrdma_fabric_timer_arm(fab, fab->linger_at);
     }
     while (fab->dead) {
         PvrdmaLink *l = fab->dead->data;
@@ -459,9 +528,19 @@ void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
                             bool writable)
 {
     if (*(uint32_t *)tag == PVRDMA_FABRIC_FD_LINK) {
+        uint64_t sends = pvrdma_link_sends_in(tag);
+
         fab->draining++;
         pvrdma_link_io(tag, readable, writable);
         fab->draining--;
+        /*
+         * Two SENDs or WRITEs or more in one wakeup: a stream (a
+         * ping-pong brings one at a time, and a linger would only delay
+         * it).
+         */
+        if (pvrdma_link_shm(tag) && pvrdma_link_sends_in(tag) >= sends + 2) {
+            pvrdma_fabric_linger(fab);
+        }
         if (!fab->draining) {
             pvrdma_fabric_recheck(fab);
         }

@@ -277,6 +277,12 @@ void pvrdma_fabric_recv_posted(PvrdmaFabric *fab, const uint8_t gid[16],
 
 /* ---- links to other processes and hosts (pvrdma_fabric_net.c) ----------- */
 
+/*
+ * How often the timer looks at the frame rings while frames stream in
+ * without a guest polling: the most a frame then waits to be taken in.
+ */
+#define PVRDMA_FABRIC_LINGER_NS     (20 * 1000LL)
+
 /* Give @fab a host; needed before any link, listener or peer. */
 void pvrdma_fabric_set_host(PvrdmaFabric *fab, const PvrdmaFabricHost *host);
 /*

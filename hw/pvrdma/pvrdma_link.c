@@ -82,6 +82,7 @@ typedef struct PvrdmaLinkShared {
     uint64_t peer_frames;       /* bytes taken from the peer's frame ring */
     int64_t poll_until;         /* host clock: we look without a kick */
     uint64_t want_space;        /* we wait for room in our frame ring */
+    int64_t linger_until;       /* host clock: our timer looks (a stream) */
 } PvrdmaLinkShared;
 
 struct PvrdmaLink {
@@ -124,6 +125,18 @@ struct PvrdmaLink {
     uint64_t fr_head;           /* bytes ever put in our frame ring */
     uint64_t fr_done;           /* of those, consumed by the peer (seen) */
     uint64_t fr_tail;           /* bytes ever taken from the peer's */
+    /*
+     * Requests with payload (SEND, WRITE) ever taken in: what a stream is
+     * made of.  READs and atomics are not counted: a QP has only a few
+     * out, each waiting for its answer, so lingering would delay them.
+     */
+    uint64_t sends_in;
+    /*
+     * A request that fills its QP's window went out: kick even a peer
+     * whose stream linger would take it in at its next look (the QP now
+     * waits for answers, so no later frame of ours would come sooner).
+     */
+    bool kick_now;
 
     /*
      * Our requests, by id: slot id & reqs_mask holds the one with that id
@@ -382,19 +395,29 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
         __atomic_store_n(&l->my->want_space, 0, __ATOMIC_RELAXED);
     }
     /*
-     * Kick unless the peer promised to look on its own, or has not yet
-     * taken what we wrote before (a kick or a look is under way: its
-     * reader loads our counter again after publishing what it took, so
-     * it finds these frames too).  The frames are published before the
-     * peer's counters are read (a peer that stops polling looks once
-     * more when its promise ends).
+     * Kick unless the peer promised to look on its own (polling, or a
+     * stream's linger), or has not yet taken what we wrote before (a kick
+     * or a look is under way: its reader loads our counter again after
+     * publishing what it took, so it finds these frames too).  A request
+     * that filled its QP's window is kicked for even then, unless the
+     * peer polls: the QP waits for its answers.  The frames are published
+     * before the peer's counters are read (a peer that stops polling or
+     * lingering looks once more when its promise ends).
      */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
-    if (wrote &&
-        __atomic_load_n(&l->peer->peer_frames, __ATOMIC_RELAXED) >= before &&
-        __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
-        pvrdma_link_now(l)) {
-        pvrdma_link_kick(l);
+    if (wrote) {
+        bool idle = __atomic_load_n(&l->peer->peer_frames,
+                                    __ATOMIC_RELAXED) >= before;
+
+        if ((l->kick_now || idle) &&
+            __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
+            pvrdma_link_now(l) &&
+            (l->kick_now ||
+             __atomic_load_n(&l->peer->linger_until, __ATOMIC_RELAXED) <=
+             pvrdma_link_now(l))) {
+            pvrdma_link_kick(l);
+        }
+        l->kick_now = false;
     }
     return true;
 }
@@ -839,6 +862,12 @@ void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
     req->timeout_ns = pvrdma_link_qp_timeout(req->qp);
     req->since = h->clock_ns(h->opaque);
     req->gen = ((PvrdmaFabricQp *)req->qp->be)->gen;
+    if (req->qp->wq.nout >= req->qp->max_outstanding ||
+        (pvrdma_fabric_op_reads(wr->opcode) &&
+         ((PvrdmaFabricQp *)req->qp->be)->nrd >=
+         MAX(req->qp->attr.max_rd_atomic, 1))) {
+        l->kick_now = true;
+    }
     if (pvrdma_fabric_op_has_payload(wr->opcode) && wr->length) {
         req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
                                      wr->length);
@@ -1416,6 +1445,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     if (payload && l->rx.open) {
         return false;           /* one stream at a time */
     }
+    l->sends_in += payload;
     /* (made empty by rc_begin, or below) */
     ex = g_new(PvrdmaFabricExec, 1);
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
@@ -1925,10 +1955,9 @@ static void pvrdma_link_input(PvrdmaLink *l)
     for (;;) {
         uint8_t kicks[256];
         bool frames = !l->shm || !l->up;
-        ssize_t n = frames ?
-                    pvrdma_link_read(l, l->ibuf + l->ilen,
-                                     PVRDMA_LINK_IBUF_SIZE - l->ilen) :
-                    pvrdma_link_read(l, kicks, sizeof(kicks));
+        size_t want = frames ? PVRDMA_LINK_IBUF_SIZE - l->ilen : sizeof(kicks);
+        ssize_t n = pvrdma_link_read(l, frames ? l->ibuf + l->ilen : kicks,
+                                     want);
 
         if (n == 0) {
             pvrdma_link_close(l, "the peer closed the link");
@@ -1947,6 +1976,14 @@ static void pvrdma_link_input(PvrdmaLink *l)
             if (!pvrdma_link_parse(l)) {
                 return;
             }
+        }
+        /*
+         * A short read emptied the socket: reading until EAGAIN would
+         * cost a system call per wakeup for nothing (the fd handler is
+         * level-triggered, so bytes arriving after it call us again).
+         */
+        if ((size_t)n < want) {
+            break;
         }
     }
     pvrdma_link_drain(l);
@@ -1973,6 +2010,13 @@ void pvrdma_link_promise(PvrdmaLink *l, int64_t until)
 {
     if (!l->dead && l->up && l->shm) {
         __atomic_store_n(&l->my->poll_until, until, __ATOMIC_SEQ_CST);
+    }
+}
+
+void pvrdma_link_linger(PvrdmaLink *l, int64_t until)
+{
+    if (!l->dead && l->up && l->shm) {
+        __atomic_store_n(&l->my->linger_until, until, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -2162,6 +2206,11 @@ bool pvrdma_link_shm(PvrdmaLink *l)
 bool pvrdma_link_busy(PvrdmaLink *l)
 {
     return !l->dead && l->nreqs > 0;
+}
+
+uint64_t pvrdma_link_sends_in(PvrdmaLink *l)
+{
+    return l->sends_in;
 }
 
 bool pvrdma_link_pending_in(PvrdmaLink *l)

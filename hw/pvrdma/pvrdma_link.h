@@ -136,6 +136,13 @@ struct PvrdmaFabric {
         PvrdmaCq *cq;
         int64_t until;
     } polled[PVRDMA_FABRIC_POLLED_CQS];
+    /*
+     * While frames stream in through shm links and no guest polls, the
+     * timer looks at the rings every PVRDMA_FABRIC_LINGER_NS instead of
+     * peers kicking for each batch: the time of the next such look, 0
+     * when no stream is on (pvrdma_fabric_linger).
+     */
+    int64_t linger_at;
     unsigned draining;          /* inside a pass over the links */
     bool recheck;               /* a promise ended during that pass */
     /* Migration (pvrdma_fabric_move.c). */
@@ -215,6 +222,8 @@ bool pvrdma_link_duplicate(PvrdmaLink *l);
 bool pvrdma_link_shm(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
+/* Requests with payload (SEND, WRITE) ever taken in from the peer. */
+uint64_t pvrdma_link_sends_in(PvrdmaLink *l);
 /* Frames wait in the peer's frame ring (shm links only). */
 bool pvrdma_link_pending_in(PvrdmaLink *l);
 /*
@@ -225,6 +234,12 @@ bool pvrdma_link_pending_in(PvrdmaLink *l);
 void pvrdma_link_poll(PvrdmaLink *l, int64_t until);
 /* Tell the peer of a shm link until when we look without a kick (0: no). */
 void pvrdma_link_promise(PvrdmaLink *l, int64_t until);
+/*
+ * Tell the peer of a shm link until when our timer looks at its frames
+ * (a stream's linger, 0: none): it kicks only for a request that fills
+ * its QP's window.
+ */
+void pvrdma_link_linger(PvrdmaLink *l, int64_t until);
 /* The fd of @l is ready. */
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable);
 /* Close @l (the peer is gone or broke the protocol): fail its requests. */

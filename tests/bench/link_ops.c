@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -227,6 +228,9 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = { cmocka_unit_test(bench) };
     int c;
+
+    /* As QEMU's timers (util/qemu-timer.c): a timer wakes on time. */
+    prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
 
     while ((c = getopt(argc, argv, "n:w:Sitp")) != -1) {
         switch (c) {

@@ -33,6 +33,7 @@ typedef struct Host {
     unsigned reports;
     char last_report[256];
     bool frozen;                /* a stopped process: handles nothing */
+    bool busy_round;            /* an fd of it was handled this round */
 } Host;
 
 /* A host with its own fabric; its manual clock starts at 1 s. */

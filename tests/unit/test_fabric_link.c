@@ -606,14 +606,21 @@ static void cq_arm(FvCq *cq)
 }
 
 /* Run both event loops until neither has a kick left to read. */
+/* Both event loops quiet: no kick unread, no stream's linger on. */
+static bool quiet(Net *n)
+{
+    return !kicked(n->sv[0]) && !kicked(n->sv[1]) &&
+           !n->ha->fab->linger_at && !n->hb->fab->linger_at;
+}
+
 static void settle(Net *n)
 {
     unsigned i;
 
-    for (i = 0; i < 50 && (kicked(n->sv[0]) || kicked(n->sv[1])); i++) {
+    for (i = 0; i < 50 && !quiet(n); i++) {
         run(n->ha, n->hb, 1);
     }
-    assert_false(kicked(n->sv[0]) || kicked(n->sv[1]));
+    assert_true(quiet(n));
 }
 
 /*
@@ -840,6 +847,92 @@ static void test_kick_once(void **state)
     assert_int_equal(queued(n->sv[1]), 1);
     expect(wait_cqe(n, n->cqa), 4, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
            100);
+    net_free(n);
+}
+
+/*
+ * A stream into a guest that does not poll: an event-loop wakeup that
+ * takes in two requests or more lingers, so the peer's next requests go
+ * without kicks and are taken in by the linger's looks, except the one
+ * that fills its QP's window (here its READ window: the QP then waits,
+ * so it kicks).  A look that
+ * finds no request ends the linger; one request per wakeup (a ping-pong)
+ * starts none.
+ */
+static void test_stream_linger(void **state)
+{
+    Net *n = net_new(true);
+    PvrdmaFabric *fb = n->hb->fab;
+    int64_t t0;
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 8 * 4096, 32);
+    fv_mr_fill(n->mb, VA_B + 30 * 4096, 4 * 4096, 33);
+    /* one wakeup, two requests: the linger starts */
+    for (i = 0; i < 2; i++) {
+        post_write(n, i, i * 4096, 100, n->mb->rkey);
+        fv_ring_sq(n->a);
+    }
+    assert_int_equal(queued(n->sv[1]), 1);
+    t0 = n->hb->now;
+    run(n->hb, NULL, 1);
+    assert_int_equal(queued(n->sv[1]), 0);
+    assert_int_equal(fb->linger_at, t0 + PVRDMA_FABRIC_LINGER_NS);
+    assert_int_equal(n->hb->timer, fb->linger_at);
+    /* each request waits for the next look, which renews the linger */
+    for (i = 2; i < 6; i++) {
+        post_write(n, i, i * 4096, 100, n->mb->rkey);
+        fv_ring_sq(n->a);
+        assert_false(kicked(n->sv[1]));
+        run(n->hb, NULL, 1);
+        assert_int_equal(n->hb->now, t0 + (i - 1) * PVRDMA_FABRIC_LINGER_NS);
+        assert_int_equal(fb->linger_at, t0 + i * PVRDMA_FABRIC_LINGER_NS);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100);
+    }
+    /*
+     * Still lingering (B's loop not run since): READs go without a kick
+     * until the one that fills the QP's READ window (max_rd_atomic 4).
+     */
+    assert_true(fb->linger_at > n->hb->now);
+    for (i = 0; i < 4; i++) {
+        struct pvrdma_sge r = sge(n->ma, VA_A + (20 + i) * 4096, 512);
+        struct pvrdma_sq_wqe_hdr h = wqe(100 + i, PVRDMA_WR_RDMA_READ, 1);
+
+        assert_false(kicked(n->sv[1]));
+        h.wr.rdma.remote_addr = VA_B + (30 + i) * 4096;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &r, 1);
+        fv_ring_sq(n->a);
+    }
+    assert_int_equal(queued(n->sv[1]), 1);
+    for (i = 0; i < 6; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 100);
+    }
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), 100 + i, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, 512);
+        expect_same(n->ma, VA_A + (20 + i) * 4096, n->mb,
+                    VA_B + (30 + i) * 4096, 512);
+    }
+    /* a look that finds no request ends it: withdrawn, no timer left */
+    for (i = 0; i < 10 && fb->linger_at; i++) {
+        run(n->hb, NULL, 1);
+    }
+    assert_int_equal(fb->linger_at, 0);
+    assert_int_equal(n->hb->timer, -1);
+    settle(n);
+    /* one request per wakeup: kicked, and no linger after it */
+    post_write(n, 6, 6 * 4096, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(queued(n->sv[1]), 1);
+    run(n->hb, NULL, 1);
+    assert_int_equal(queued(n->sv[1]), 0);
+    assert_int_equal(fb->linger_at, 0);
+    expect(wait_cqe(n, n->cqa), 6, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           100);
+    expect_same(n->ma, VA_A + 6 * 4096, n->mb, VA_B + 6 * 4096, 100);
     net_free(n);
 }
 
@@ -1547,9 +1640,11 @@ static void post_send_to_b(Net *n, uint64_t id)
 }
 
 /* b stops for a save; a's SEND to it is parked: nothing completes. */
-static void move_out_and_send(Net *n)
+/* Returns A's clock before the move (its hold starts after). */
+static int64_t move_out_and_send(Net *n)
 {
     struct pvrdma_cqe c;
+    int64_t before = n->ha->now;
 
     move_out(n);
     post_send_to_b(n, 1);
@@ -1557,6 +1652,7 @@ static void move_out_and_send(Net *n)
     assert_false(fv_cq_poll(n->cqa, &c));
     assert_false(fv_cq_poll(n->cqb, &c));
     assert_int_equal(nout(n->fa, n->a), 1);
+    return before;
 }
 
 static Host *move_dest;
@@ -1717,10 +1813,12 @@ static void test_move_hold_expires(void **state)
 {
     Net *n = net_new(true);
     struct pvrdma_cqe c;
+    int64_t before;
 
     (void)state;
-    move_out_and_send(n);
-    n->ha->now += PVRDMA_FABRIC_HOLD_NS - 1;
+    before = move_out_and_send(n);
+    /* (the clock moved on a little since: the links' linger looks) */
+    n->ha->now = before + PVRDMA_FABRIC_HOLD_NS - 1;
     run(n->ha, n->hb, 5);
     assert_false(fv_cq_poll(n->cqa, &c));
     n->ha->now += 200 * 1000 * 1000;
@@ -2902,6 +3000,7 @@ int main(void)
         cmocka_unit_test(test_rnr_then_recv),
         cmocka_unit_test(test_window_shm),
         cmocka_unit_test(test_kick_once),
+        cmocka_unit_test(test_stream_linger),
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),

@@ -81,6 +81,7 @@ struct pvrdma_context {
 	/* The device writes its clock into CQEs of CQs that ask. */
 	bool has_cqe_ts;
 	bool rq_db_hint;		/* PVRDMA_UCTX_RQ_DB_HINT */
+	bool sq_db_hint;		/* PVRDMA_UCTX_SQ_DB_HINT */
 };
 
 struct pvrdma_pd {
@@ -324,6 +325,10 @@ static inline void pvrdma_write_sges(struct pvrdma_sge *dst,
 /* Zeroed, page-aligned ring memory shared with the device. */
 void *pvrdma_alloc_ring_buf(size_t size);
 void pvrdma_free_ring_buf(void *buf, size_t size);
+
+/* Whether a post's send doorbell is needed (PVRDMA_UCTX_SQ_DB_HINT). */
+bool pvrdma_sq_doorbell_needed(struct pvrdma_context *ctx,
+			       struct pvrdma_qp *qp);
 
 /* Install the ibv_wr_* calls for @send_ops_flags (qp_ex.c). */
 int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags);

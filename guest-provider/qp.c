@@ -619,6 +619,28 @@ static void pvrdma_inline_sge(struct pvrdma_qp *qp, uint32_t slot,
 }
 
 /*
+ * Whether the send WQEs just published need a doorbell: not while the
+ * device's hint in the ring-state page says it reads the send queue again
+ * when an answer to the QP's outstanding requests arrives
+ * (PVRDMA_UCTX_SQ_DB_HINT).  The full barrier orders our prod_tail before
+ * the hint's read, as the device orders its clearing of the hint before
+ * its next read of prod_tail: one of us sees the other.
+ */
+bool pvrdma_sq_doorbell_needed(struct pvrdma_context *ctx,
+			       struct pvrdma_qp *qp)
+{
+	const volatile uint32_t *hint;
+
+	if (!ctx->sq_db_hint)
+		return true;
+	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf +
+				PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET);
+	atomic_thread_fence(memory_order_seq_cst);
+	return le32toh(*hint) != PVRDMA_SQ_DB_SKIP;
+}
+
+
+/*
  * Post send WRs (spec §8.5 send path): each WQE is written at
  * slot(prod_tail) and published by advancing prod_tail; one SEND doorbell
  * per call tells the device. On an error the WRs before *bad_wr are
@@ -671,7 +693,7 @@ static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 		nposted++;
 	}
 
-	if (nposted) {
+	if (nposted && pvrdma_sq_doorbell_needed(ctx, qp)) {
 		udma_to_device_barrier();
 		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_SEND,
 				 qp->qp_handle);

@@ -364,9 +364,11 @@ static int pvrdma_wr_complete(struct ibv_qp_ex *qpx)
 		udma_to_device_barrier();
 		atomic_store_explicit(pvrdma_ring_atomic(&qp->sq.ring->prod_tail),
 				      qp->wr.prod, memory_order_release);
-		udma_to_device_barrier();
-		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_SEND,
-				 qp->qp_handle);
+		if (pvrdma_sq_doorbell_needed(ctx, qp)) {
+			udma_to_device_barrier();
+			pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET,
+					 PVRDMA_UAR_QP_SEND, qp->qp_handle);
+		}
 	}
 	qp->wr.cur = NULL;
 	pthread_spin_unlock(&qp->sq.lock);

@@ -120,6 +120,10 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_state, 16);
  * by the device only): PVRDMA_RQ_DB_SKIP, or 0 (ring every doorbell). */
 #define PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET 16
 #define PVRDMA_RQ_DB_SKIP               1u
+/* PVRDMA_EX_CAP_SQ_DB_HINT: a QP's send doorbell hint (LE u32, written by
+ * the device only): PVRDMA_SQ_DB_SKIP, or 0 (ring every doorbell). */
+#define PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET 20
+#define PVRDMA_SQ_DB_SKIP               1u
 /* Written by our guest driver, not the device: when the device leaves
  * (hot-unplug, driver unbind) with user objects open, each user CQ's
  * rx.prod_tail and each user QP's and SRQ's device-side indices (tx and
@@ -240,11 +244,18 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* Command PVRDMA_CMD_MODIFY_MR (struct pvrdma_cmd_modify_mr): a user MR
  * changes its access or PD in place, keeping its keys. */
 #define PVRDMA_EX_CAP_MODIFY_MR         (1u << 25)
+/* Send doorbells on demand: the device keeps a hint word in each QP's
+ * ring-state page (PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET); while it reads
+ * PVRDMA_SQ_DB_SKIP the device reads the send queue again when an answer
+ * to one of the QP's requests arrives, and a send doorbell may be left
+ * out. */
+#define PVRDMA_EX_CAP_SQ_DB_HINT        (1u << 24)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
 #define PVRDMA_UCTX_CQE_TIMESTAMP       (1u << 2)   /* ..._CQE_TIMESTAMP */
 #define PVRDMA_UCTX_RQ_DB_HINT          (1u << 3)   /* ..._RQ_DB_HINT */
+#define PVRDMA_UCTX_SQ_DB_HINT          (1u << 4)   /* ..._SQ_DB_HINT */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {

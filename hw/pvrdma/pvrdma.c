@@ -140,6 +140,7 @@ struct PvrdmaState {
     bool ram_cache;             /* x-ram-cache property (A/B benchmarks) */
     bool ram_window;            /* x-ram-window: copies walk RAM windows */
     bool rq_db_hint;            /* x-rq-db-hint property (A/B benchmarks) */
+    bool sq_db_hint;            /* x-sq-db-hint property (A/B benchmarks) */
     bool db_unlocked;           /* vCPUs let the BQL go for doorbells */
     MemoryListener ram_listener;
     PvrdmaRamRange ram[PVRDMA_RAM_RANGES];      /* under pvrdma_lock */
@@ -1415,6 +1416,7 @@ static void pvrdma_realize(PCIDevice *pdev, Error **errp)
                           s->fabric_peer ||
                           (s->backend && !strcmp(s->backend, "ibverbs"));
     s->cfg.no_rq_db_hint = !s->rq_db_hint;
+    s->cfg.no_sq_db_hint = !s->sq_db_hint;
     if (!pvrdma_check_params(s, errp)) {
         return;
     }
@@ -1509,6 +1511,7 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_BOOL("x-ram-window", PvrdmaState, ram_window, true),
     /* Off: guests ring every receive doorbell (the hint's A/B baseline). */
     DEFINE_PROP_BOOL("x-rq-db-hint", PvrdmaState, rq_db_hint, true),
+    DEFINE_PROP_BOOL("x-sq-db-hint", PvrdmaState, sq_db_hint, true),
     /* Off: vCPUs run doorbells holding the BQL (the A/B baseline). */
     DEFINE_PROP_BOOL("x-db-unlocked", PvrdmaState, db_unlocked, true),
     /* Fault injection for driver tests (docs/faults.md); all off. */

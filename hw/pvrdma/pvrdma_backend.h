@@ -194,6 +194,13 @@ typedef struct PvrdmaBackendOps {
      * demand").
      */
     bool rq_read_on_arrival;
+    /*
+     * Every answer to a request submitted here comes back through
+     * pvrdma_core_req_done, which reads the send queue again: a send
+     * doorbell behind outstanding requests may be left out
+     * (PVRDMA_EX_CAP_SQ_DB_HINT).
+     */
+    bool sq_read_on_answer;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);

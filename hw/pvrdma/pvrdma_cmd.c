@@ -1114,6 +1114,7 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     qp->attr.cap.max_inline_data = PVRDMA_MAX_INLINE_DATA;
     qp->max_outstanding = 1;
     pvrdma_wq_rq_hint(core, qp, false, true);
+    pvrdma_wq_sq_hint(core, qp, true);
     if (core->be_ops->qp_create) {
         ret = core->be_ops->qp_create(core->be, qp);
         if (ret < 0) {

@@ -750,6 +750,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                       (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0) |
                       (core->be_ops->rq_read_on_arrival &&
                        !cfg->no_rq_db_hint ? PVRDMA_EX_CAP_RQ_DB_HINT : 0) |
+                      (core->be_ops->sq_read_on_answer &&
+                       !cfg->no_sq_db_hint ? PVRDMA_EX_CAP_SQ_DB_HINT : 0) |
                       /* MR access and PD are then the core's alone. */
                       (!core->be_ops->mr_register ? PVRDMA_EX_CAP_MODIFY_MR :
                        0);

@@ -186,6 +186,7 @@ typedef struct PvrdmaCoreConfig {
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
     bool no_rq_db_hint;         /* no PVRDMA_EX_CAP_RQ_DB_HINT (A/B) */
+    bool no_sq_db_hint;         /* no PVRDMA_EX_CAP_SQ_DB_HINT (A/B) */
     PvrdmaFaultConfig fault;
 } PvrdmaCoreConfig;
 

@@ -289,6 +289,7 @@ struct PvrdmaQp {
     uint32_t rq_wqe_size;
     bool sq_sig_all;
     bool rq_db_skip;            /* the RQ doorbell hint last written */
+    bool sq_db_skip;            /* the SQ doorbell hint last written */
     uint32_t state;             /* enum pvrdma_qp_state */
     struct pvrdma_qp_attr attr; /* stored attributes, cap filled at create */
     PvrdmaQpWq wq;
@@ -504,6 +505,11 @@ void pvrdma_wq_post_send(PvrdmaCore *core, PvrdmaQp *qp);
 void pvrdma_wq_post_recv(PvrdmaCore *core, PvrdmaQp *qp);
 /* Write @qp's receive doorbell hint (@init: whatever was written before). */
 void pvrdma_wq_rq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool skip, bool init);
+/*
+ * Write @qp's send doorbell hint as its state and requests out say (@init:
+ * 0, whatever was written before); true if it went to 0.
+ */
+bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init);
 void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq);
 void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq, bool armed);
 /* The polling of @cq the backend watched ended (CQE, arm, destroy). */

@@ -424,8 +424,7 @@ static uint64_t pvrdma_fabric_sends_in(PvrdmaFabric *fab)
  * stream is on, more are on their way.  Rather than have the peers kick
  * for each batch, look again at the next linger tick, and promise the
  * peers to; the timer goes on doing so while its looks find SENDs or
- * WRITEs
- * (pvrdma_fabric_timer_expired).
+ * WRITEs (pvrdma_fabric_timer_expired).
  */
 static void pvrdma_fabric_linger(PvrdmaFabric *fab)
 {

@@ -134,9 +134,12 @@ struct PvrdmaLink {
     /*
      * A request that fills its QP's window went out: kick even a peer
      * whose stream linger would take it in at its next look (the QP now
-     * waits for answers, so no later frame of ours would come sooner).
+     * waits for answers, so no later frame of ours would come sooner);
+     * once per look of the peer: not while it has not taken in all we
+     * had written at our last kick (kicked_at).
      */
     bool kick_now;
+    uint64_t kicked_at;
 
     /*
      * Our requests, by id: slot id & reqs_mask holds the one with that id
@@ -400,22 +403,26 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
      * or a look is under way: its reader loads our counter again after
      * publishing what it took, so it finds these frames too).  A request
      * that filled its QP's window is kicked for even then, unless the
-     * peer polls: the QP waits for its answers.  The frames are published
+     * peer polls or has not yet looked since our last kick: the QP waits
+     * for its answers.  The frames are published
      * before the peer's counters are read (a peer that stops polling or
      * lingering looks once more when its promise ends).
      */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (wrote) {
-        bool idle = __atomic_load_n(&l->peer->peer_frames,
-                                    __ATOMIC_RELAXED) >= before;
+        uint64_t taken = __atomic_load_n(&l->peer->peer_frames,
+                                         __ATOMIC_RELAXED);
+        /* kick_now: unless our last kick is not yet answered by a look */
+        bool urgent = l->kick_now && taken >= l->kicked_at;
 
-        if ((l->kick_now || idle) &&
+        if ((urgent || taken >= before) &&
             __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
             pvrdma_link_now(l) &&
-            (l->kick_now ||
+            (urgent ||
              __atomic_load_n(&l->peer->linger_until, __ATOMIC_RELAXED) <=
              pvrdma_link_now(l))) {
             pvrdma_link_kick(l);
+            l->kicked_at = l->fr_head;
         }
         l->kick_now = false;
     }

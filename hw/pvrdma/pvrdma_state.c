@@ -32,7 +32,8 @@
 #include "pvrdma_core_int.h"
 
 #define ST_MAGIC            "PVRDMAS1"
-#define ST_VERSION          2   /* 2: lives (QP partner, MOVE) */
+/* 2: lives (QP partner, MOVE); 3: x-sq-db-hint in the configuration */
+#define ST_VERSION          3
 
 enum {
     ST_CONFIG = 1,
@@ -78,6 +79,7 @@ static const struct {
     ST_CFG("fw_ver (the device model's version)", fw_ver),
     ST_CFG("fabric-path/-listen/-peer (a fabric or none)", cq_poll_hint),
     ST_CFG("x-rq-db-hint", no_rq_db_hint),
+    ST_CFG("x-sq-db-hint", no_sq_db_hint),
 #undef ST_CFG
 };
 
@@ -1027,6 +1029,8 @@ static bool st_load_qp(StLoad *ld, StR *r)
     qp->wq.sq_next = sq_cons;
     qp->wq.rq_cons = rq_cons;
     pvrdma_wq_rq_hint(core, qp, db_skip, true);
+    /* Not saved: 0 here, and the resume reads every running SQ again. */
+    pvrdma_wq_sq_hint(core, qp, true);
     qp->wq.comm_est = comm_est;
     qp->wq.sqd_notify = sqd_notify;
     qp->wq.rnr_pending = rnr;

@@ -296,6 +296,7 @@ void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
     qp->state = PVRDMA_QPS_ERR;
     /* Posts in ERR must ring: the doorbell flushes them. */
     pvrdma_wq_rq_hint(core, qp, false, false);
+    pvrdma_wq_sq_hint(core, qp, false);
     if (event >= 0) {
         pvrdma_core_post_async_event(core, event, qp->handle);
     }
@@ -1576,7 +1577,7 @@ static void pvrdma_wq_out_add(PvrdmaQp *qp)
  * consumed when it completes, so requests outstanding at the backend
  * keep the SQ where they are.
  */
-static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
+static void pvrdma_wq_run_sq(PvrdmaCore *core, PvrdmaQp *qp)
 {
     uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)] PVRDMA_UNINIT;
     const struct pvrdma_sq_wqe_hdr *hdr = (const void *)wqe;
@@ -1699,6 +1700,60 @@ static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
         }
     }
     wq->busy = false;
+}
+
+/*
+ * The send doorbell hint (PVRDMA_EX_CAP_SQ_DB_HINT, docs/abi.md):
+ * PVRDMA_SQ_DB_SKIP while requests of an RC QP in RTS or SQD are out at a
+ * backend whose answers all come back through pvrdma_core_req_done (it
+ * reads the send queue again), else 0, so that the guest's next post
+ * rings.  A full barrier follows the write: whoever clears it reads
+ * prod_tail next, as the guest publishes prod_tail before it reads the
+ * hint; one of the two then sees the other's write.  UD and UC QPs have
+ * no hint: a datagram's answer may take seconds to come, and the WQEs
+ * behind it must not wait for it.
+ */
+bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init)
+{
+    bool skip = !init && qp->type == PVRDMA_QPT_RC && qp->wq.nout &&
+                (qp->state == PVRDMA_QPS_RTS || qp->state == PVRDMA_QPS_SQD);
+    uint32_t v = GUINT32_TO_LE(skip ? PVRDMA_SQ_DB_SKIP : 0);
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_SQ_DB_HINT) ||
+        (!init && qp->sq_db_skip == skip)) {
+        return false;
+    }
+    qp->sq_db_skip = skip;
+    /* Unwritable: the guest rings or not, its own QP's business. */
+    pvrdma_core_dma_write(core, qp->pages[0] +
+                          PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET, &v, sizeof(v));
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return !skip;
+}
+
+/* WQEs in @qp's send queue beyond those out at the backend. */
+static bool pvrdma_wq_sq_unread(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    uint32_t prod;
+
+    return pvrdma_wq_read_prod(core, &qp->sq, qp->wq.sq_cons, &prod) == 0 &&
+           ((prod - qp->wq.sq_cons) & ((qp->sq.n << 1) - 1)) > qp->wq.nout;
+}
+
+/*
+ * Run @qp's send queue, then set its doorbell hint; when the hint goes
+ * to 0 the guest may have published WQEs without ringing while it read
+ * SKIP: run again for those (at most once more per change of the hint).
+ */
+static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    do {
+        pvrdma_wq_run_sq(core, qp);
+        if (qp->wq.busy || core->paused) {
+            return;             /* the outer run, or the resume, sets it */
+        }
+    } while (pvrdma_wq_sq_hint(core, qp, false) &&
+             pvrdma_wq_sq_unread(core, qp));
 }
 
 /* ---- entry points from the core ------------------------------------------ */
@@ -1844,6 +1899,7 @@ void pvrdma_wq_qp_modified(PvrdmaCore *core, PvrdmaQp *qp, uint32_t old)
         pvrdma_wq_rq_hint(core, qp, false, false);
         pvrdma_wq_rnr_clear(core, qp);
         pvrdma_wq_cancel(core, qp);
+        pvrdma_wq_sq_hint(core, qp, false);
         pvrdma_wq_work_del(core, qp);
         wq->sq_cons = 0;
         wq->sq_next = 0;

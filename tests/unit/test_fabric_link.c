@@ -936,6 +936,96 @@ static void test_stream_linger(void **state)
     net_free(n);
 }
 
+/* ---- send doorbells on demand (PVRDMA_EX_CAP_SQ_DB_HINT) ---------------- */
+
+static uint32_t sq_hint(FvQp *qp)
+{
+    return fg_read32(qp->fg,
+                     qp->pages[0] + PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET);
+}
+
+/*
+ * SKIP while requests of the RC QP are out on a link: WQEs posted then
+ * without a doorbell go out when an answer comes, also one posted after
+ * the answer reached the link but before the device read it; the last
+ * answer clears it.  In ERR a post must ring.  x-sq-db-hint=off: never
+ * written.
+ */
+static void test_sq_doorbell_hint(void **state)
+{
+    Net *n = net_new(true);
+    PvrdmaCoreConfig cfg;
+    FakeGuest *fg;
+    FvCq *cq;
+    FvQp *qp;
+    uint32_t pd;
+    uint64_t i;
+
+    (void)state;
+    assert_true(fg_caps(n->fa)->ex_comp_mask & PVRDMA_EX_CAP_SQ_DB_HINT);
+    assert_int_equal(sq_hint(n->a), 0);
+    fv_mr_fill(n->ma, VA_A, 8 * 4096, 34);
+    post_write(n, 0, 0, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(nout(n->fa, n->a), 1);
+    assert_int_equal(sq_hint(n->a), PVRDMA_SQ_DB_SKIP);
+    /* posted without a doorbell: out when the first answer comes */
+    post_write(n, 1, 4096, 100, n->mb->rkey);
+    post_write(n, 2, 2 * 4096, 100, n->mb->rkey);
+    assert_int_equal(nout(n->fa, n->a), 1);
+    for (i = 0; i < 3; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 100);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100);
+    }
+    assert_int_equal(nout(n->fa, n->a), 0);
+    assert_int_equal(sq_hint(n->a), 0);
+    /* the guest reads SKIP and leaves the doorbell out, an answer waiting */
+    post_write(n, 3, 3 * 4096, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(sq_hint(n->a), PVRDMA_SQ_DB_SKIP);
+    run(n->hb, NULL, 5);                /* B answers; A has not read it */
+    post_write(n, 4, 4 * 4096, 100, n->mb->rkey);
+    for (i = 3; i < 5; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 100);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100);
+    }
+    assert_int_equal(sq_hint(n->a), 0);
+    /* ERR with a request out: 0 at once (posts are flushed by doorbells) */
+    post_write(n, 5, 5 * 4096, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(sq_hint(n->a), PVRDMA_SQ_DB_SKIP);
+    assert_int_equal(fv_qp_modify_state(n->a, PVRDMA_QPS_ERR), 0);
+    assert_int_equal(sq_hint(n->a), 0);
+    expect(wait_cqe(n, n->cqa), 5, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    post_write(n, 6, 6 * 4096, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 6, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_WR_FLUSH_ERR, 0);
+    assert_int_equal(sq_hint(n->a), 0);
+    net_free(n);
+
+    /* x-sq-db-hint=off: not announced, never written */
+    pvrdma_core_default_config(&cfg);
+    cfg.no_sq_db_hint = true;
+    fg = fg_new(&cfg);
+    fg_join_fabric(fg);
+    fg_setup(fg);
+    assert_false(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_SQ_DB_HINT);
+    cq = fv_cq_new(fg, 0, 16);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    qp = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 16, 4, false);
+    *(uint32_t *)fg_ptr(fg, qp->pages[0] +
+                        PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET) = 0xdead;
+    assert_int_equal(fv_qp_modify_state(qp, PVRDMA_QPS_ERR), 0);
+    assert_int_equal(sq_hint(qp), 0xdead);
+    fg_free(fg);
+    g_free(cq);
+    g_free(qp);
+}
+
 /*
  * A send completion with more of the QP's requests still out keeps the
  * poller's promise (it polls on for them); the last one ends it.
@@ -3001,6 +3091,7 @@ int main(void)
         cmocka_unit_test(test_window_shm),
         cmocka_unit_test(test_kick_once),
         cmocka_unit_test(test_stream_linger),
+        cmocka_unit_test(test_sq_doorbell_hint),
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),

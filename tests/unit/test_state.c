@@ -486,9 +486,14 @@ static void test_state_refusals(void **state)
     join(dst);
     bare = save(dst, &bare_len);
     /* Another format version, or not a state at all. */
-    s[8] = 3;
-    expect_refused(dst, s, len, bare, bare_len, "version 3");
-    s[8] = 2;
+    {
+        uint8_t v = s[8];
+        g_autofree char *why = g_strdup_printf("version %u", v + 1);
+
+        s[8] = v + 1;
+        expect_refused(dst, s, len, bare, bare_len, why);
+        s[8] = v;
+    }
     s[0] = 'X';
     expect_refused(dst, s, len, bare, bare_len, "not a pvrdma device state");
     s[0] = 'P';

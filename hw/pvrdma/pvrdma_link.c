@@ -75,7 +75,8 @@ typedef struct PvrdmaLinkTx {
  * The counters page after a memfd's rings (native order: both ends are
  * on one host).  Each side writes only its own page; what it reads in
  * the peer's page is checked (counters) or only decides whether to wake
- * the peer (poll_until, want_space).
+ * the peer (poll_until, want_space, linger_until: a wrong value only
+ * delays what we send to that peer, or costs it kicks).
  */
 typedef struct PvrdmaLinkShared {
     uint64_t frames;            /* bytes ever written to this frame ring */

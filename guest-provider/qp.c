@@ -618,25 +618,36 @@ static void pvrdma_inline_sge(struct pvrdma_qp *qp, uint32_t slot,
 	sge->lkey = qp->inl_mr->lkey;
 }
 
+_Static_assert(PVRDMA_RQ_DB_SKIP == PVRDMA_SQ_DB_SKIP, "one SKIP value");
+
 /*
- * Whether the send WQEs just published need a doorbell: not while the
- * device's hint in the ring-state page says it reads the send queue again
- * when an answer to the QP's outstanding requests arrives
- * (PVRDMA_UCTX_SQ_DB_HINT).  The full barrier orders our prod_tail before
- * the hint's read, as the device orders its clearing of the hint before
- * its next read of prod_tail: one of us sees the other.
+ * Whether WQEs just published need a doorbell, given the device's hint
+ * word at @offset of the QP's ring-state page (when @hinted: the device
+ * announced it): not while it reads SKIP.  The full barrier orders our
+ * prod_tail before the hint's read, as the device orders its clearing of
+ * the hint before its next read of prod_tail: one of us sees the other.
+ */
+static bool pvrdma_doorbell_needed(bool hinted, struct pvrdma_qp *qp,
+				   size_t offset)
+{
+	const volatile uint32_t *hint;
+
+	if (!hinted)
+		return true;
+	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf + offset);
+	atomic_thread_fence(memory_order_seq_cst);
+	return le32toh(*hint) != PVRDMA_RQ_DB_SKIP;
+}
+
+/*
+ * Send WQEs: the device reads the send queue again when an answer to the
+ * QP's outstanding requests arrives (PVRDMA_UCTX_SQ_DB_HINT).
  */
 bool pvrdma_sq_doorbell_needed(struct pvrdma_context *ctx,
 			       struct pvrdma_qp *qp)
 {
-	const volatile uint32_t *hint;
-
-	if (!ctx->sq_db_hint)
-		return true;
-	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf +
-				PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET);
-	atomic_thread_fence(memory_order_seq_cst);
-	return le32toh(*hint) != PVRDMA_SQ_DB_SKIP;
+	return pvrdma_doorbell_needed(ctx->sq_db_hint, qp,
+				      PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET);
 }
 
 
@@ -774,23 +785,14 @@ static unsigned int pvrdma_post_recv_wrs(struct pvrdma_wq *wq,
 }
 
 /*
- * Whether the receive WQEs just published need a doorbell: not while the
- * device's hint in the ring-state page says it reads the RQ itself when
- * messages arrive (PVRDMA_UCTX_RQ_DB_HINT).  The full barrier orders our
- * prod_tail before the hint's read, as the device orders its clearing of
- * the hint before its next read of prod_tail: one of us sees the other.
+ * Receive WQEs: the device reads the RQ itself when messages arrive
+ * (PVRDMA_UCTX_RQ_DB_HINT).
  */
 static bool pvrdma_rq_doorbell_needed(struct pvrdma_context *ctx,
 				      struct pvrdma_qp *qp)
 {
-	const volatile uint32_t *hint;
-
-	if (!ctx->rq_db_hint)
-		return true;
-	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf +
-				PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET);
-	atomic_thread_fence(memory_order_seq_cst);
-	return le32toh(*hint) != PVRDMA_RQ_DB_SKIP;
+	return pvrdma_doorbell_needed(ctx->rq_db_hint, qp,
+				      PVRDMA_RING_STATE_RQ_DB_HINT_OFFSET);
 }
 
 int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,

@@ -11,6 +11,11 @@
 # with peers elsewhere, so empty polls ring CQ_POLL (-P). One side runs
 # its device with iothread=: A (the responder) over shared memory, B (the
 # requester) over TCP.
+# Then a stream of 64-byte WRITEs from B (ib_write_bw -n 20000), with
+# B's QEMU tracing doorbells: with the send doorbell hint (shared
+# memory) B's provider leaves most SEND doorbells out, as the device
+# reads the send queue when answers come; with x-sq-db-hint=off (the TCP
+# pair: the control, showing the count is real) it rings one per WRITE.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/vmpair.sh"
 rc_verify=$(build_prog rc_verify)
@@ -22,6 +27,7 @@ trap 'rm -rf "$fdir"' EXIT
 cat > "$TEST_OUT/guest-a.sh" <<'GUEST'
 . ./sync.sh
 xpair_server rc_verify 400 "./rc_verify -s"
+xpair_server wr64 120 "ib_write_bw -d pvrdma0 -x 1 -F -s 64 -n 20000"
 echo GUEST-OK
 GUEST
 cat > "$TEST_OUT/guest-b.sh" <<'GUEST'
@@ -32,6 +38,7 @@ timeout 200 ./rc_verify -d pvrdma0 -g 1 -P > /tmp/local.out 2>&1 || rc=$?
 sed 's/^/[rc_verify local] /' /tmp/local.out
 [ "$rc" -eq 0 ] || fail "rc_verify within this VM exited with $rc"
 xpair_client rc_verify 400 "./rc_verify -d pvrdma0 -g 1 -G 1 -P -c $PEER_IP"
+xpair_client wr64 120 "ib_write_bw -d pvrdma0 -x 1 -F -s 64 -n 20000 $PEER_IP"
 echo GUEST-OK
 GUEST
 # One pair of guests joined by the fabric options given ($2...), named $1.
@@ -39,7 +46,9 @@ check_pair() {
     local name=$1 log_b one one_failed two two_failed
     shift
     vmpair_run "$name" 600 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
-        --arg --add --arg "$rc_verify" "$@"
+        --arg --add --arg "$rc_verify" \
+        --b-arg -q --b-arg -trace --b-arg -q \
+        --b-arg "pvrdma_doorbell,file=$TEST_OUT/$name-b.trace" "$@"
     log_b=$PVRDMA_OUT/vm/$name-b.log
     result() {
         sed -n "s/^\[rc_verify $1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
@@ -57,9 +66,19 @@ check_pair() {
         fail "$name: the cross-VM run passed $two checks, the one-VM run $one"
     fi
     CHECKS=$two
+    # SEND doorbells (UAR offset 0 of a user page, bit 30) of guest B.
+    SENDS=$(grep -cE 'pvrdma_doorbell offset 0x[1-9a-f][0-9a-f]*000 val 0x[4-7][0-9a-f]{7}$' \
+            "$TEST_OUT/$name-b.trace" || true)
+    grep -q "^\[wr64 client\] *64 *20000 " "$log_b" ||
+        fail "$name: no ib_write_bw result (log $log_b)"
 }
 check_pair "$TEST_NAME" --arg -d --arg ",fabric-path=$fdir" --a-arg --iothread
+hinted=$SENDS
 # TCP: a port of the loopback that nothing of the test suite else uses.
 check_pair "$TEST_NAME-tcp" --a-arg -d --a-arg ",fabric-listen=127.0.0.1:7591" \
-    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591" --b-arg --iothread
-pass "rc_verify across two VMs, shared memory and TCP: all $CHECKS checks of the one-VM run"
+    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591,x-sq-db-hint=off" \
+    --b-arg --iothread
+echo "  SEND doorbells of guest B (rc_verify, then 20000 WRITEs): $hinted with the hint, $SENDS without"
+[ "$SENDS" -ge 20000 ] || fail "x-sq-db-hint=off: only $SENDS SEND doorbells traced"
+[ "$hinted" -le 10000 ] || fail "$hinted SEND doorbells with the hint (at most 10000 expected)"
+pass "rc_verify across two VMs, shared memory and TCP: all $CHECKS checks of the one-VM run; SEND doorbells left out on the device's hint ($hinted against $SENDS)"

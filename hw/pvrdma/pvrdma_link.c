@@ -416,14 +416,16 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
         /* kick_now: unless our last kick is not yet answered by a look */
         bool urgent = l->kick_now && taken >= l->kicked_at;
 
-        if ((urgent || taken >= before) &&
-            __atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
-            pvrdma_link_now(l) &&
-            (urgent ||
-             __atomic_load_n(&l->peer->linger_until, __ATOMIC_RELAXED) <=
-             pvrdma_link_now(l))) {
-            pvrdma_link_kick(l);
-            l->kicked_at = l->fr_head;
+        if (urgent || taken >= before) {
+            int64_t now = pvrdma_link_now(l);
+
+            if (__atomic_load_n(&l->peer->poll_until, __ATOMIC_RELAXED) <=
+                now &&
+                (urgent || __atomic_load_n(&l->peer->linger_until,
+                                           __ATOMIC_RELAXED) <= now)) {
+                pvrdma_link_kick(l);
+                l->kicked_at = l->fr_head;
+            }
         }
         l->kick_now = false;
     }

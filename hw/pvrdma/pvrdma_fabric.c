@@ -407,18 +407,6 @@ static void pvrdma_fabric_publish_linger(PvrdmaFabric *fab)
     }
 }
 
-/* Requests with payload taken in from every link so far. */
-static uint64_t pvrdma_fabric_sends_in(PvrdmaFabric *fab)
-{
-    uint64_t n = 0;
-    GList *e;
-
-    for (e = fab->links; e; e = e->next) {
-        n += pvrdma_link_sends_in(e->data);
-    }
-    return n;
-}
-
 /*
  * The event loop took several SENDs or WRITEs from a link at once: a
  * stream is on, more are on their way.  Rather than have the peers kick
@@ -459,7 +447,7 @@ static void pvrdma_fabric_recheck(PvrdmaFabric *fab)
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
 {
     int64_t now = fab->host.clock_ns(fab->host.opaque);
-    uint64_t sends = pvrdma_fabric_sends_in(fab);
+    uint64_t sends = fab->sends_in;
     bool busy = false;
     g_autoptr(GList) links = NULL;
     GList *e;
@@ -481,13 +469,12 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
     fab->draining--;
     if (fab->linger_at && fab->linger_at <= now) {
         /*
-         * A linger look: on while it finds SENDs or WRITEs.  Ended, the promise
-         * is withdrawn first, then the rings are read once more (a peer
-         * that wrote after this look and read the old promise did not
-         * kick).  (A link closed in the pass took its count along: the
-         * look then counts as empty.)
+         * A linger look: on while it finds SENDs or WRITEs.  Ended, the
+         * promise is withdrawn first, then the rings are read once more
+         * (a peer that wrote after this look and read the old promise did
+         * not kick).
          */
-        bool found = pvrdma_fabric_sends_in(fab) > sends;
+        bool found = fab->sends_in > sends;
 
         fab->linger_at = found ? now + PVRDMA_FABRIC_LINGER_NS : 0;
         pvrdma_fabric_publish_linger(fab);
@@ -528,7 +515,7 @@ void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
                             bool writable)
 {
     if (*(uint32_t *)tag == PVRDMA_FABRIC_FD_LINK) {
-        uint64_t sends = pvrdma_link_sends_in(tag);
+        uint64_t sends = fab->sends_in;
 
         fab->draining++;
         pvrdma_link_io(tag, readable, writable);
@@ -538,7 +525,7 @@ void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
          * ping-pong brings one at a time, and a linger would only delay
          * it).
          */
-        if (pvrdma_link_shm(tag) && pvrdma_link_sends_in(tag) >= sends + 2) {
+        if (pvrdma_link_shm(tag) && fab->sends_in >= sends + 2) {
             pvrdma_fabric_linger(fab);
         }
         if (!fab->draining) {

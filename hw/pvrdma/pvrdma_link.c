@@ -127,12 +127,6 @@ struct PvrdmaLink {
     uint64_t fr_done;           /* of those, consumed by the peer (seen) */
     uint64_t fr_tail;           /* bytes ever taken from the peer's */
     /*
-     * Requests with payload (SEND, WRITE) ever taken in: what a stream is
-     * made of.  READs and atomics are not counted: a QP has only a few
-     * out, each waiting for its answer, so lingering would delay them.
-     */
-    uint64_t sends_in;
-    /*
      * A request that fills its QP's window went out: kick even a peer
      * whose stream linger would take it in at its next look (the QP now
      * waits for answers, so no later frame of ours would come sooner);
@@ -1455,7 +1449,7 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     if (payload && l->rx.open) {
         return false;           /* one stream at a time */
     }
-    l->sends_in += payload;
+    l->fab->sends_in += payload;
     /* (made empty by rc_begin, or below) */
     ex = g_new(PvrdmaFabricExec, 1);
     port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
@@ -2216,11 +2210,6 @@ bool pvrdma_link_shm(PvrdmaLink *l)
 bool pvrdma_link_busy(PvrdmaLink *l)
 {
     return !l->dead && l->nreqs > 0;
-}
-
-uint64_t pvrdma_link_sends_in(PvrdmaLink *l)
-{
-    return l->sends_in;
 }
 
 bool pvrdma_link_pending_in(PvrdmaLink *l)

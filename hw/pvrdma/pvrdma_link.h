@@ -143,6 +143,13 @@ struct PvrdmaFabric {
      * when no stream is on (pvrdma_fabric_linger).
      */
     int64_t linger_at;
+    /*
+     * Requests with payload (SEND, WRITE) ever taken in from links: what
+     * a stream is made of.  READs and atomics are not counted: a QP has
+     * only a few out, each waiting for its answer, so lingering would
+     * delay them.
+     */
+    uint64_t sends_in;
     unsigned draining;          /* inside a pass over the links */
     bool recheck;               /* a promise ended during that pass */
     /* Migration (pvrdma_fabric_move.c). */
@@ -222,8 +229,6 @@ bool pvrdma_link_duplicate(PvrdmaLink *l);
 bool pvrdma_link_shm(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
-/* Requests with payload (SEND, WRITE) ever taken in from the peer. */
-uint64_t pvrdma_link_sends_in(PvrdmaLink *l);
 /* Frames wait in the peer's frame ring (shm links only). */
 bool pvrdma_link_pending_in(PvrdmaLink *l);
 /*

@@ -374,11 +374,13 @@ static void pvrdma_fabric_timer_arm(PvrdmaFabric *fab, int64_t at)
 #define PVRDMA_FABRIC_TICK_NS       (100 * 1000 * 1000LL)
 #define PVRDMA_FABRIC_RETRY_NS      (1000 * 1000 * 1000LL)
 
-void pvrdma_fabric_arm_tick(PvrdmaFabric *fab)
+void pvrdma_fabric_arm_tick(PvrdmaFabric *fab, int64_t now)
 {
     if (fab->has_host) {
-        pvrdma_fabric_timer_arm(fab, fab->host.clock_ns(fab->host.opaque) +
-                                     PVRDMA_FABRIC_TICK_NS);
+        if (now < 0) {
+            now = fab->host.clock_ns(fab->host.opaque);
+        }
+        pvrdma_fabric_timer_arm(fab, now + PVRDMA_FABRIC_TICK_NS);
     }
 }
 

@@ -169,7 +169,7 @@ void pvrdma_fabric_park(PvrdmaFabricPort *port, PvrdmaQp *qp,
     req->parked = true;
     req->pnode.data = req;
     g_queue_push_tail_link(&fab->parked, &req->pnode);
-    pvrdma_fabric_arm_tick(fab);
+    pvrdma_fabric_arm_tick(fab, -1);
 }
 
 void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since)
@@ -195,7 +195,7 @@ void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since)
     req->parked = true;
     req->pnode.data = req;
     g_queue_push_tail_link(&fab->parked, &req->pnode);
-    pvrdma_fabric_arm_tick(fab);
+    pvrdma_fabric_arm_tick(fab, -1);
 }
 
 /* Dropped requests whose retries ran out complete. */
@@ -283,7 +283,7 @@ void pvrdma_fabric_departed_add(PvrdmaFabric *fab, unsigned index,
         pvrdma_fabric_hold_expired(fab, old->index, old->rport);
         pvrdma_fabric_departed_free(fab, old);
     }
-    pvrdma_fabric_arm_tick(fab);
+    pvrdma_fabric_arm_tick(fab, -1);
 }
 
 bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now)

@@ -98,7 +98,13 @@ struct PvrdmaLink {
     uint64_t serial;
     uint64_t peer_instance;
     char *name;
+    /*
+     * When the peer last sent us something, for timeouts (at least
+     * PVRDMA_LINK_MIN_TIMEOUT_NS) and stalls: taken at the timer's tick
+     * after input was seen (rx_seen), not read from the clock per input.
+     */
     int64_t last_rx;
+    bool rx_seen;
 
     /* Output: frames not yet written, and a memfd to pass once. */
     GByteArray *obuf;
@@ -127,14 +133,18 @@ struct PvrdmaLink {
     uint64_t fr_done;           /* of those, consumed by the peer (seen) */
     uint64_t fr_tail;           /* bytes ever taken from the peer's */
     /*
-     * A request that fills its QP's window went out: kick even a peer
-     * whose stream linger would take it in at its next look (the QP now
-     * waits for answers, so no later frame of ours would come sooner);
+     * A request that fills its QP's window (a shallow one,
+     * PVRDMA_LINK_KICK_WINDOW) went out: kick even a peer whose stream
+     * linger would take it in at its next look (the QP now waits for
+     * answers, so no later frame of ours would come sooner);
      * once per look of the peer: not while it has not taken in all we
      * had written at our last kick (kicked_at).
      */
     bool kick_now;
     uint64_t kicked_at;
+    int64_t poll_published;     /* our poll_until as last stored */
+    /* Being added by pvrdma_link_send_req, whose clock reading it keeps. */
+    PvrdmaLinkTx *stamped;
 
     /*
      * Our requests, by id: slot id & reqs_mask holds the one with that id
@@ -230,6 +240,17 @@ static inline uint64_t rd64(const uint8_t *p)
 /* ---- our requests by id ------------------------------------------------ */
 
 #define PVRDMA_LINK_REQS_MIN    64
+
+/*
+ * A window this shallow is kicked for when full (kick_now): deeper, the
+ * peer's next look (PVRDMA_FABRIC_LINGER_NS away at most) answers enough
+ * of it that the QP does not starve (64 per 20 us: 3.2 M msg/s), and a
+ * kick per look would cost the sender's vCPU a system call and a wakeup
+ * every 20 us of a stream.
+ */
+#ifndef PVRDMA_LINK_KICK_WINDOW
+#define PVRDMA_LINK_KICK_WINDOW 16
+#endif
 
 static PvrdmaFabricReq *pvrdma_link_req_get(PvrdmaLink *l, uint32_t id)
 {
@@ -397,11 +418,11 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
      * stream's linger), or has not yet taken what we wrote before (a kick
      * or a look is under way: its reader loads our counter again after
      * publishing what it took, so it finds these frames too).  A request
-     * that filled its QP's window is kicked for even then, unless the
-     * peer polls or has not yet looked since our last kick: the QP waits
-     * for its answers.  The frames are published
-     * before the peer's counters are read (a peer that stops polling or
-     * lingering looks once more when its promise ends).
+     * that filled its QP's (shallow) window is kicked for even then,
+     * unless the peer polls or has not yet looked since our last kick:
+     * the QP waits for its answers.  The frames are published before the
+     * peer's counters are read (a peer that stops polling or lingering
+     * looks once more when its promise ends).
      */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     if (wrote) {
@@ -692,8 +713,10 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
                 b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, tx->id,
                                       PVRDMA_LINK_REQ_SIZE);
                 pvrdma_link_encode_req(b, tx->req);
-                tx->req->since = pvrdma_fabric_host(l->fab)->clock_ns(
-                                     pvrdma_fabric_host(l->fab)->opaque);
+                if (tx != l->stamped) {
+                    /* It waited behind others: its time starts now. */
+                    tx->req->since = pvrdma_link_now(l);
+                }
             } else {
                 b = pvrdma_link_frame(l, PVRDMA_LINK_RESP, 0, tx->id,
                                       PVRDMA_LINK_RESP_SIZE);
@@ -860,13 +883,15 @@ void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
 {
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     PvrdmaSendWr *wr = req->wr;
+    int64_t since = h->clock_ns(h->opaque);
 
     pvrdma_link_req_put(l, req);
     req->link = l;
     req->timeout_ns = pvrdma_link_qp_timeout(req->qp);
-    req->since = h->clock_ns(h->opaque);
+    req->since = since;
     req->gen = ((PvrdmaFabricQp *)req->qp->be)->gen;
-    if (req->qp->wq.nout >= req->qp->max_outstanding ||
+    if ((req->qp->wq.nout >= req->qp->max_outstanding &&
+         req->qp->max_outstanding <= PVRDMA_LINK_KICK_WINDOW) ||
         (pvrdma_fabric_op_reads(wr->opcode) &&
          ((PvrdmaFabricQp *)req->qp->be)->nrd >=
          MAX(req->qp->attr.max_rd_atomic, 1))) {
@@ -876,7 +901,9 @@ void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
         req->tx = pvrdma_link_tx_add(l, PVRDMA_LINK_REQ, req->id,
                                      wr->length);
         req->tx->req = req;
+        l->stamped = req->tx;
         pvrdma_link_pump(l);
+        l->stamped = NULL;
     } else {
         uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_REQ, 0, req->id,
                                        PVRDMA_LINK_REQ_SIZE);
@@ -885,7 +912,7 @@ void pvrdma_link_send_req(PvrdmaLink *l, PvrdmaFabricReq *req)
         pvrdma_link_flush(l);
     }
     /* Only for its timeout: no main-loop wakeup per request. */
-    pvrdma_fabric_arm_tick(l->fab);
+    pvrdma_fabric_arm_tick(l->fab, since);
 }
 
 void pvrdma_link_submit(PvrdmaLink *l, PvrdmaFabricPort *port, PvrdmaQp *qp,
@@ -962,6 +989,10 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
     GSList *expired = NULL, *e;
     uint32_t i;
 
+    if (l->rx_seen) {
+        l->rx_seen = false;
+        l->last_rx = now;
+    }
     PVRDMA_LINK_FOREACH_REQ(l, i, req) {
         int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
 
@@ -1277,7 +1308,7 @@ static bool pvrdma_link_quiesce(PvrdmaLink *l, const uint8_t *b)
     if (rp && !rp->held) {
         rp->held = true;
         rp->held_since = h->clock_ns(h->opaque);
-        pvrdma_fabric_arm_tick(l->fab);
+        pvrdma_fabric_arm_tick(l->fab, rp->held_since);
     }
     bit_set(l->owe_quiesced, b[0], true);
     pvrdma_link_quiesce_answer(l);
@@ -1927,7 +1958,7 @@ static void pvrdma_link_drain(PvrdmaLink *l)
         l->ilen += n;
         l->fr_tail += n;
         __atomic_store_n(&l->my->peer_frames, l->fr_tail, __ATOMIC_RELEASE);
-        l->last_rx = pvrdma_link_now(l);
+        l->rx_seen = true;
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (__atomic_load_n(&l->peer->want_space, __ATOMIC_RELAXED)) {
             pvrdma_link_kick(l);
@@ -1975,7 +2006,7 @@ static void pvrdma_link_input(PvrdmaLink *l)
             break;
         }
         if (frames) {
-            l->last_rx = pvrdma_link_now(l);
+            l->rx_seen = true;
             l->ilen += n;
             if (!pvrdma_link_parse(l)) {
                 return;
@@ -2003,8 +2034,16 @@ void pvrdma_link_poll(PvrdmaLink *l, int64_t until)
         pvrdma_link_input(l);
         return;
     }
-    if (until >= 0) {
+    /*
+     * A promise still good for most of a window is left as it is: a
+     * guest polling in a loop would otherwise store (and fence) on every
+     * poll, and the peer would reload the line each time.  Until the
+     * published end, which is still ahead, its frames need no kick.
+     */
+    if (until >= 0 &&
+        until - l->poll_published >= PVRDMA_LINK_POLL_WINDOW_NS / 8) {
         __atomic_store_n(&l->my->poll_until, until, __ATOMIC_SEQ_CST);
+        l->poll_published = until;
     }
     pvrdma_link_drain(l);
     pvrdma_link_input_done(l);
@@ -2014,6 +2053,7 @@ void pvrdma_link_promise(PvrdmaLink *l, int64_t until)
 {
     if (!l->dead && l->up && l->shm) {
         __atomic_store_n(&l->my->poll_until, until, __ATOMIC_SEQ_CST);
+        l->poll_published = until;
     }
 }
 

@@ -320,8 +320,11 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l);
 void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l);
 /* Run the timer soon (deferred completions, dead links). */
 void pvrdma_fabric_kick(PvrdmaFabric *fab);
-/* Make sure the timer checks for timeouts within a tick. */
-void pvrdma_fabric_arm_tick(PvrdmaFabric *fab);
+/*
+ * Make sure the timer checks for timeouts within a tick of @now (the
+ * host clock the caller just read; -1: read it).
+ */
+void pvrdma_fabric_arm_tick(PvrdmaFabric *fab, int64_t now);
 /* Is @mr's memory part of @sgl? */
 bool pvrdma_fabric_sgl_uses(const PvrdmaSgl *sgl, const PvrdmaMr *mr);
 /*

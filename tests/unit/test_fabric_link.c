@@ -936,6 +936,80 @@ static void test_stream_linger(void **state)
     net_free(n);
 }
 
+/* A 64-byte WRITE from @qp of A at @off into B's MR, same offset. */
+static void post_write_on(Net *n, FvQp *qp, uint64_t id, uint64_t off)
+{
+    struct pvrdma_sge s = sge(n->ma, VA_A + off, 64);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_RDMA_WRITE, 1);
+
+    h.wr.rdma.remote_addr = VA_B + off;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(qp, &h, &s, 1);
+    fv_ring_sq(qp);
+}
+
+/*
+ * While the peer lingers, a request that fills its QP's window kicks only
+ * when the window is shallow (PVRDMA_LINK_KICK_WINDOW: 16, 2 in this
+ * build, whose frame ring holds 6 WRITEs): a QP of depth 4 fills its
+ * window without a kick and the next look answers it; one of depth 2
+ * kicks with the request that fills it.
+ */
+static void test_stream_linger_window(void **state)
+{
+    Net *n = net_new(true);
+    FvQp *qp[2], *peer[2];
+    PvrdmaFabric *fb = n->hb->fab;
+    uint64_t i, k;
+
+    (void)state;
+    for (k = 0; k < 2; k++) {
+        qp[k] = fv_qp_new(n->fa, PVRDMA_QPT_RC, n->pda, n->cqa, n->cqa, NULL,
+                          4 >> k, 1, false);
+        peer[k] = fv_qp_new(n->fb, PVRDMA_QPT_RC, n->pdb, n->cqb, n->cqb,
+                            NULL, 4 >> k, 1, false);
+        fv_connect(qp[k], peer[k], &conn_opts);
+    }
+    fv_mr_fill(n->ma, VA_A, 4096, 35);
+    /* two WRITEs in one wakeup of B: it lingers */
+    post_write_on(n, n->a, 0, 0);
+    post_write_on(n, n->a, 1, 64);
+    run(n->hb, NULL, 1);
+    assert_int_equal(queued(n->sv[1]), 0);
+    /*
+     * Depth 4, then depth 2, B's loop running only for one look between
+     * them (which finds WRITEs: it lingers on): only the second window's
+     * last WRITE kicks.
+     */
+    for (k = 0; k < 2; k++) {
+        assert_true(fb->linger_at > 0);
+        for (i = 0; i < 4u >> k; i++) {
+            assert_false(kicked(n->sv[1]));
+            post_write_on(n, qp[k], 10 * k + 10 + i, 64 * (10 * k + 10 + i));
+        }
+        assert_int_equal(nout(n->fa, qp[k]), 4 >> k);
+        assert_int_equal(queued(n->sv[1]), k);
+        if (!k) {
+            run(n->hb, NULL, 1);
+        }
+    }
+    for (i = 0; i < 8; i++) {
+        uint64_t id = i < 2 ? i : i < 6 ? i + 8 : i + 14;
+
+        expect(wait_cqe(n, n->cqa), id, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 64);
+    }
+    expect_same(n->ma, VA_A, n->mb, VA_B, 2 * 64);
+    expect_same(n->ma, VA_A + 640, n->mb, VA_B + 640, 4 * 64);
+    expect_same(n->ma, VA_A + 1280, n->mb, VA_B + 1280, 2 * 64);
+    settle(n);
+    for (k = 0; k < 2; k++) {
+        g_free(qp[k]);
+        g_free(peer[k]);
+    }
+    net_free(n);
+}
+
 /* ---- send doorbells on demand (PVRDMA_EX_CAP_SQ_DB_HINT) ---------------- */
 
 static uint32_t sq_hint(FvQp *qp)
@@ -3091,6 +3165,7 @@ int main(void)
         cmocka_unit_test(test_window_shm),
         cmocka_unit_test(test_kick_once),
         cmocka_unit_test(test_stream_linger),
+        cmocka_unit_test(test_stream_linger_window),
         cmocka_unit_test(test_sq_doorbell_hint),
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),

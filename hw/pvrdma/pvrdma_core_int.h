@@ -262,6 +262,7 @@ typedef struct PvrdmaQpWq {
     int64_t rnr_deadline;
     GList rnr_link;             /* on core->rnr_qps while timed */
     GList work_link;            /* on core->work_qps while queued */
+    GList skip_link;            /* on core->skip_qps while sq_db_skip */
     bool comm_est;              /* COMM_EST already reported */
     bool sqd_notify;            /* SQ_DRAINED owed once the SQ drains */
 } PvrdmaQpWq;
@@ -385,6 +386,7 @@ struct PvrdmaCore {
     unsigned depth;             /* nesting of enter/leave */
     GQueue work_qps;            /* QPs to flush at the outermost leave */
     GQueue rnr_qps;             /* QPs waiting for a timed RNR retry */
+    GQueue skip_qps;            /* QPs told to skip send doorbells */
     int64_t timer_expire;       /* armed expiry, -1 = not armed */
 
     /* Fault injection (pvrdma_fault.c); not migrated (it blocks that). */

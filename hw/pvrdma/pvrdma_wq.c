@@ -1724,6 +1724,13 @@ bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init)
         return false;
     }
     qp->sq_db_skip = skip;
+    if (skip) {
+        qp->wq.skip_link.data = qp;
+        g_queue_push_tail_link(&core->skip_qps, &qp->wq.skip_link);
+    } else if (qp->wq.skip_link.data) {
+        g_queue_unlink(&core->skip_qps, &qp->wq.skip_link);
+        qp->wq.skip_link.data = NULL;
+    }
     /* Unwritable: the guest rings or not, its own QP's business. */
     pvrdma_core_dma_write(core, qp->pages[0] +
                           PVRDMA_RING_STATE_SQ_DB_HINT_OFFSET, &v, sizeof(v));
@@ -1854,6 +1861,30 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
     pvrdma_wq_leave(core);
 }
 
+/*
+ * WQEs the guest posted without a doorbell (SKIP) wait for an answer to
+ * the QP's requests, which comes at the peer's next look: after a burst
+ * begun by a post that rang (nothing was out), the rest of the burst
+ * would wait a round trip.  A poll of the QP's send CQ is the guest
+ * waiting for that burst: read those send queues now.  Only QPs whose
+ * hint is SKIP are listed; a QP that leaves the list while another runs
+ * (an error) ends the walk early, and its WQEs go with its next answer.
+ */
+static void pvrdma_wq_skipped(PvrdmaCore *core, PvrdmaCq *cq)
+{
+    GList *l, *next;
+
+    for (l = core->skip_qps.head; l; l = next) {
+        PvrdmaQp *qp = l->data;
+
+        next = l->next;
+        if (qp && qp->send_cq_handle == cq->handle &&
+            pvrdma_wq_sq_unread(core, qp)) {
+            pvrdma_wq_process_sq(core, qp);
+        }
+    }
+}
+
 void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq, bool armed)
 {
     /*
@@ -1868,6 +1899,7 @@ void pvrdma_wq_cq_poll(PvrdmaCore *core, PvrdmaCq *cq, bool armed)
     if (core->rnr_qps.length) {
         pvrdma_wq_run_timers(core);
     }
+    pvrdma_wq_skipped(core, cq);
     pvrdma_wq_leave(core);
 }
 
@@ -1978,6 +2010,10 @@ void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_work_del(core, qp);
+    if (qp->wq.skip_link.data) {
+        g_queue_unlink(&core->skip_qps, &qp->wq.skip_link);
+        qp->wq.skip_link.data = NULL;
+    }
     if (qp->wq.out) {
         uint32_t i;
 

@@ -1101,6 +1101,40 @@ static void test_sq_doorbell_hint(void **state)
 }
 
 /*
+ * WQEs posted without a doorbell behind one that rang (a burst that began
+ * with nothing out) go out at the next poll of the QP's send CQ, not a
+ * round trip later with the first one's answer.
+ */
+static void test_sq_doorbell_hint_cq_poll(void **state)
+{
+    Net *n = net_new(true);
+    uint64_t i;
+
+    (void)state;
+    fv_mr_fill(n->ma, VA_A, 4 * 4096, 36);
+    post_write(n, 0, 0, 100, n->mb->rkey);
+    fv_ring_sq(n->a);
+    assert_int_equal(sq_hint(n->a), PVRDMA_SQ_DB_SKIP);
+    post_write(n, 1, 4096, 100, n->mb->rkey);
+    post_write(n, 2, 2 * 4096, 100, n->mb->rkey);
+    assert_int_equal(nout(n->fa, n->a), 1);
+    /* B has not looked: no answer yet, the CQ poll sends them */
+    fv_cq_poll_doorbell(n->cqa);
+    assert_int_equal(nout(n->fa, n->a), 3);
+    /* A promised to poll (no kicks for it): B answers, A's poll takes it */
+    run(n->hb, NULL, 50);
+    fv_cq_poll_doorbell(n->cqa);
+    for (i = 0; i < 3; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 100);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 100);
+    }
+    assert_int_equal(sq_hint(n->a), 0);
+    settle(n);
+    net_free(n);
+}
+
+/*
  * A send completion with more of the QP's requests still out keeps the
  * poller's promise (it polls on for them); the last one ends it.
  */
@@ -3167,6 +3201,7 @@ int main(void)
         cmocka_unit_test(test_stream_linger),
         cmocka_unit_test(test_stream_linger_window),
         cmocka_unit_test(test_sq_doorbell_hint),
+        cmocka_unit_test(test_sq_doorbell_hint_cq_poll),
         cmocka_unit_test(test_cq_poll_promise_more),
         cmocka_unit_test(test_window_inline),
         cmocka_unit_test(test_window_rd_atomic),

@@ -16,6 +16,8 @@
 #   sbw    the same polling;
 #   wr64 / sd64 / rd64  ib_write_bw / ib_send_bw / ib_read_bw 64 B
 #          (million messages/s): requests in flight per QP;
+#   wb4    ib_write_bw 64 B -t 4 -Q 4: bursts of 4 WRITEs, each waited
+#          for (the send doorbell hint must not hold a burst back);
 #   bw1m   ib_write_bw 1 MiB (MB/s).
 # (ib_write_bw -e is refused by Debian 12's perftest: "Events feature not
 # available on WRITE verb".) Rounds alternate the setups so all see the
@@ -40,8 +42,8 @@ trap 'rm -rf "$work"' EXIT
 # KEY:ENV:TOOL:ARGS:FIELD, with _ for spaces in ARGS; ENV is - or
 # VAR=VALUE; FIELD says what to read: lat (typical usec of the 2-byte
 # row), pp (usec/iter), mbs (average MB/s), mps (million messages/s).
-tests="lat:-:ib_send_lat:-n_5000:lat lat0:PVRDMA_CQ_POLL_EVERY=0:ib_send_lat:-n_5000:lat wlat:-:ib_write_lat:-n_5000:lat ppe:-:ibv_rc_pingpong:-e_-s_64_-n_500:pp sbwe:-:ib_send_bw:-e_-s_65536_-n_2000:mbs sbw:-:ib_send_bw:-s_65536_-n_2000:mbs wr64:-:ib_write_bw:-s_64_-n_${XVM_N:-200000}:mps sd64:-:ib_send_bw:-s_64_-n_${XVM_N:-200000}:mps rd64:-:ib_read_bw:-s_64_-n_200000:mps bw1m:-:ib_write_bw:-s_1048576_-n_500:mbs"
-keys="lat lat0 wlat ppe sbwe sbw wr64 sd64 rd64 bw1m"
+tests="lat:-:ib_send_lat:-n_5000:lat lat0:PVRDMA_CQ_POLL_EVERY=0:ib_send_lat:-n_5000:lat wlat:-:ib_write_lat:-n_5000:lat ppe:-:ibv_rc_pingpong:-e_-s_64_-n_500:pp sbwe:-:ib_send_bw:-e_-s_65536_-n_2000:mbs sbw:-:ib_send_bw:-s_65536_-n_2000:mbs wr64:-:ib_write_bw:-s_64_-n_${XVM_N:-200000}:mps sd64:-:ib_send_bw:-s_64_-n_${XVM_N:-200000}:mps rd64:-:ib_read_bw:-s_64_-n_200000:mps wb4:-:ib_write_bw:-s_64_-n_100000_-t_4_-Q_4:mps bw1m:-:ib_write_bw:-s_1048576_-n_500:mbs"
+keys="lat lat0 wlat ppe sbwe sbw wr64 sd64 rd64 wb4 bw1m"
 setups=${XVM_SETUPS:-invm xvm tcp}
 if [ -n "${XVM_ONLY:-}" ]; then
     keys=$XVM_ONLY
@@ -138,6 +140,7 @@ for k in $keys; do
     wr64) label="ib_write_bw 64 B (M msg/s)" ;;
     sd64) label="ib_send_bw 64 B (M msg/s)" ;;
     rd64) label="ib_read_bw 64 B (M msg/s)" ;;
+    wb4) label="ib_write_bw 64 B bursts 4" ;;
     bw1m) label="ib_write_bw 1 MiB (MB/s)" ;;
     esac
     printf '%-26s %12s %12s %12s %10s %10s\n' "$label" "$i" "$x" "$t" \

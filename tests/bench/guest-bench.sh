@@ -37,6 +37,11 @@ _bench_want() {
     return 1
 }
 
+# What the pair running now said (xpair_client/xpair_server): shown if
+# it fails the script (their fail exits from inside, its message in there).
+_bench_said=
+trap '[ -z "$_bench_said" ] || cat "$_bench_said"' EXIT
+
 # _bench_run SETUP SERVER_CMD CLIENT_CMD OUT: the pair once (shell
 # commands; @PEER@ in CLIENT_CMD is the server's address); the client's
 # output in OUT.  Between two VMs only guest B's OUT is filled.
@@ -53,11 +58,15 @@ _bench_run() {
             { cat "$out" /tmp/bench-srv.out; fail "bench: $cli failed"; }
         wait $pid || { cat /tmp/bench-srv.out; fail "bench: $srv failed"; }
     elif [ "$VMPAIR_ROLE" = a ]; then
-        xpair_server "b$_bench_seq" 600 "$srv" > /dev/null
+        _bench_said=/tmp/bench-pair.out
+        xpair_server "b$_bench_seq" 600 "$srv" > "$_bench_said"
+        _bench_said=
     else
         cli=$(echo "$cli" | sed "s/@PEER@/$PEER_IP/g")
         # (it fails the script itself if the client fails)
-        xpair_client "b$_bench_seq" 600 "$cli" > /tmp/bench-pair.out
+        _bench_said=/tmp/bench-pair.out
+        xpair_client "b$_bench_seq" 600 "$cli" > "$_bench_said"
+        _bench_said=
         cp "/tmp/b$_bench_seq.cli" "$out"
     fi
 }

@@ -209,6 +209,7 @@ struct PvrdmaCq {
     bool timestamps;            /* CQEs carry the clock (extension) */
     bool poll_watch;            /* the backend hears when its polling ends */
     uint32_t refs;              /* QPs */
+    GQueue skip_qps;            /* its QPs told to skip send doorbells */
     void *be;
 };
 
@@ -262,7 +263,7 @@ typedef struct PvrdmaQpWq {
     int64_t rnr_deadline;
     GList rnr_link;             /* on core->rnr_qps while timed */
     GList work_link;            /* on core->work_qps while queued */
-    GList skip_link;            /* on core->skip_qps while sq_db_skip */
+    GList skip_link;            /* on its send CQ's skip_qps: sq_db_skip */
     bool comm_est;              /* COMM_EST already reported */
     bool sqd_notify;            /* SQ_DRAINED owed once the SQ drains */
 } PvrdmaQpWq;
@@ -386,7 +387,6 @@ struct PvrdmaCore {
     unsigned depth;             /* nesting of enter/leave */
     GQueue work_qps;            /* QPs to flush at the outermost leave */
     GQueue rnr_qps;             /* QPs waiting for a timed RNR retry */
-    GQueue skip_qps;            /* QPs told to skip send doorbells */
     int64_t timer_expire;       /* armed expiry, -1 = not armed */
 
     /* Fault injection (pvrdma_fault.c); not migrated (it blocks that). */

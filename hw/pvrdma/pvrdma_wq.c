@@ -1713,6 +1713,15 @@ static void pvrdma_wq_run_sq(PvrdmaCore *core, PvrdmaQp *qp)
  * no hint: a datagram's answer may take seconds to come, and the WQEs
  * behind it must not wait for it.
  */
+static void pvrdma_wq_skip_del(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    if (qp->wq.skip_link.data) {
+        g_queue_unlink(&pvrdma_qp_send_cq(core, qp)->skip_qps,
+                       &qp->wq.skip_link);
+        qp->wq.skip_link.data = NULL;
+    }
+}
+
 bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init)
 {
     bool skip = !init && qp->type == PVRDMA_QPT_RC && qp->wq.nout &&
@@ -1726,10 +1735,10 @@ bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init)
     qp->sq_db_skip = skip;
     if (skip) {
         qp->wq.skip_link.data = qp;
-        g_queue_push_tail_link(&core->skip_qps, &qp->wq.skip_link);
-    } else if (qp->wq.skip_link.data) {
-        g_queue_unlink(&core->skip_qps, &qp->wq.skip_link);
-        qp->wq.skip_link.data = NULL;
+        g_queue_push_tail_link(&pvrdma_qp_send_cq(core, qp)->skip_qps,
+                               &qp->wq.skip_link);
+    } else {
+        pvrdma_wq_skip_del(core, qp);
     }
     /* Unwritable: the guest rings or not, its own QP's business. */
     pvrdma_core_dma_write(core, qp->pages[0] +
@@ -1866,20 +1875,19 @@ void pvrdma_wq_srq_post_recv(PvrdmaCore *core, PvrdmaSrq *srq)
  * the QP's requests, which comes at the peer's next look: after a burst
  * begun by a post that rang (nothing was out), the rest of the burst
  * would wait a round trip.  A poll of the QP's send CQ is the guest
- * waiting for that burst: read those send queues now.  Only QPs whose
- * hint is SKIP are listed; a QP that leaves the list while another runs
+ * waiting for that burst: read those send queues now.  The CQ lists its
+ * QPs whose hint is SKIP; a QP that leaves the list while another runs
  * (an error) ends the walk early, and its WQEs go with its next answer.
  */
 static void pvrdma_wq_skipped(PvrdmaCore *core, PvrdmaCq *cq)
 {
     GList *l, *next;
 
-    for (l = core->skip_qps.head; l; l = next) {
+    for (l = cq->skip_qps.head; l; l = next) {
         PvrdmaQp *qp = l->data;
 
         next = l->next;
-        if (qp && qp->send_cq_handle == cq->handle &&
-            pvrdma_wq_sq_unread(core, qp)) {
+        if (qp && pvrdma_wq_sq_unread(core, qp)) {
             pvrdma_wq_process_sq(core, qp);
         }
     }
@@ -2010,10 +2018,7 @@ void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp)
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
     pvrdma_wq_work_del(core, qp);
-    if (qp->wq.skip_link.data) {
-        g_queue_unlink(&core->skip_qps, &qp->wq.skip_link);
-        qp->wq.skip_link.data = NULL;
-    }
+    pvrdma_wq_skip_del(core, qp);
     if (qp->wq.out) {
         uint32_t i;
 

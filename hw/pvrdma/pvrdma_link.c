@@ -687,11 +687,11 @@ static void pvrdma_link_req_finish(PvrdmaFabricReq *req, uint32_t status,
 
 /*
  * Produce frames of the streams while the output has room (inline) or
- * the ring has credit (shm).
+ * the ring has credit (shm); true if it added output.
  */
 static bool pvrdma_link_produce(PvrdmaLink *l)
 {
-    bool progress = false;
+    size_t before = l->obuf->len;
 
     while (!l->dead && l->up && !g_queue_is_empty(&l->txq) &&
            pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
@@ -795,14 +795,16 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
              */
             pvrdma_link_tx_end(l, tx, false);
         }
-        progress = true;
     }
-    return progress;
+    return l->obuf->len != before;
 }
 
 /*
- * Send what the streams have: produce until the output is full (or the
- * ring out of credit), flush, and go on while the socket takes it all.
+ * Send what the streams have: flush, and while the output has room
+ * produce more and flush again.  Flushing first matters: called because
+ * the socket became writable after a full output, the flush may empty
+ * the output, and the streams must then go on (nothing else would call
+ * us: a requester whose READs are all out waits and sends nothing).
  */
 static void pvrdma_link_quiesce_answer(PvrdmaLink *l);
 static bool pvrdma_link_holds_expire(PvrdmaLink *l, int64_t now);
@@ -812,12 +814,10 @@ static void pvrdma_link_pump(PvrdmaLink *l)
     if (!l->dead && l->up) {
         pvrdma_link_quiesce_answer(l);
     }
-    while (pvrdma_link_produce(l) && pvrdma_link_flush(l) &&
-           pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH) {
-        /* the socket took everything: produce more */
-    }
-    if (!l->dead) {
-        pvrdma_link_flush(l);
+    while (!l->dead && pvrdma_link_flush(l) &&
+           pvrdma_link_pending(l) < PVRDMA_LINK_OBUF_HIGH &&
+           pvrdma_link_produce(l)) {
+        /* room, and more output: flush it */
     }
 }
 

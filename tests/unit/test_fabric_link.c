@@ -1310,6 +1310,44 @@ static void test_read_stream_inline(void **state)
 }
 
 /*
+ * READ responses queued behind one that filled the responder's socket:
+ * the writable socket takes the rest of that output at once, and the
+ * queued responses must follow (found by ib_read_bw between two hosts:
+ * the pump only flushed what it had made when its output had been full,
+ * and nothing made more, so the requester's READs timed out).  The
+ * responder's socket is small, and the requester posts nothing more
+ * while it waits (its window of max_rd_atomic READs all out).
+ */
+static void test_read_responses_resume(void **state)
+{
+    Net *n = net_new(false);
+    const uint32_t len = 48 * 1024;
+    int sz = 32 * 1024;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr h;
+    uint64_t i;
+
+    (void)state;
+    assert_int_equal(setsockopt(n->sv[1], SOL_SOCKET, SO_SNDBUF, &sz,
+                                sizeof(sz)), 0);
+    fv_mr_fill(n->mb, VA_B, MR_LEN, 43);
+    for (i = 0; i < 4; i++) {
+        s = sge(n->ma, VA_A + i * len, len);
+        h = wqe(i, PVRDMA_WR_RDMA_READ, 1);
+        h.wr.rdma.remote_addr = VA_B + i * len;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &s, 1);
+    }
+    fv_ring_sq(n->a);
+    for (i = 0; i < 4; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, len);
+    }
+    expect_same(n->ma, VA_A, n->mb, VA_B, 4 * len);
+    net_free(n);
+}
+
+/*
  * RNR with a window: the second of three SENDs finds no receive; the
  * responder drops what follows it (the third SEND and a WRITE: never
  * executed, the WRITE's bytes not written), the requester sends them all
@@ -3208,6 +3246,7 @@ int main(void)
         cmocka_unit_test(test_many_out_on_a_link),
         cmocka_unit_test(test_read_stream_shm),
         cmocka_unit_test(test_read_stream_inline),
+        cmocka_unit_test(test_read_responses_resume),
         cmocka_unit_test(test_window_rnr),
         cmocka_unit_test(test_window_error),
         cmocka_unit_test(test_window_error_polled),

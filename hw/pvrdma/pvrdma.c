@@ -41,6 +41,8 @@
 #include "qemu/thread.h"
 #include "qemu/timer.h"
 #include "qapi/error.h"
+#include "qapi/visitor.h"
+#include "monitor/monitor.h"
 #include "hw/boards.h"
 #include "hw/pci/pci_device.h"
 #include "hw/pci/msi.h"
@@ -126,6 +128,7 @@ struct PvrdmaState {
     int ibv_fd[PVRDMA_IBV_NFDS]; /* completion channel, async, CM; -1 */
     PvrdmaGerrRate gerr_rate[PVRDMA_GERR__MAX];
     PvrdmaCore *core;
+    PvrdmaFabric *fabric;       /* backend=fabric: the one it joined */
     QEMUTimer *timer;           /* the core's timer (RNR retries) */
     Error *migration_blocker;
     IOThread *iothread;         /* iothread= property, or NULL */
@@ -1172,6 +1175,7 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
         return false;
     }
     pvrdma_core_set_backend(s->core, &pvrdma_fabric_backend_ops, port);
+    s->fabric = fab;
     return true;
 }
 
@@ -1194,6 +1198,7 @@ static void pvrdma_exit_core(PvrdmaState *s)
             s->ibv_fd[i] = -1;
         }
     }
+    s->fabric = NULL;
     pvrdma_core_free(s->core);
     s->core = NULL;
 }
@@ -1528,6 +1533,148 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("x-fault-async", PvrdmaState, fault_async),
 };
 
+/*
+ * What the device holds against its limits, and its fabric's links with
+ * their counters (docs/fabric.md, "Counters"): a snapshot taken under
+ * the device lock, for the stats property and `info pvrdma`.
+ */
+typedef struct PvrdmaStats {
+    PvrdmaCoreObjects o;
+    PvrdmaLinkStats *links;
+    unsigned nlinks;
+} PvrdmaStats;
+
+static void pvrdma_stats_get(PvrdmaState *s, PvrdmaStats *st)
+{
+    memset(st, 0, sizeof(*st));
+    pvrdma_lock();
+    if (s->core) {
+        pvrdma_core_objects(s->core, &st->o);
+    }
+    if (s->fabric) {
+        st->nlinks = pvrdma_fabric_link_stats(s->fabric, NULL, 0);
+        st->links = g_new0(PvrdmaLinkStats, MAX(st->nlinks, 1));
+        pvrdma_fabric_link_stats(s->fabric, st->links, st->nlinks);
+    }
+    pvrdma_unlock();
+}
+
+/* One kind of object: "NAME": { "used": USED, "max": MAX }. */
+static bool pvrdma_visit_use(Visitor *v, const char *name, uint64_t used,
+                             uint64_t max, Error **errp)
+{
+    bool ok;
+
+    if (!visit_start_struct(v, name, NULL, 0, errp)) {
+        return false;
+    }
+    ok = visit_type_uint64(v, "used", &used, errp) &&
+         visit_type_uint64(v, "max", &max, errp);
+    visit_end_struct(v, NULL);
+    return ok;
+}
+
+static bool pvrdma_visit_link(Visitor *v, PvrdmaLinkStats *l, Error **errp)
+{
+    char *name = l->name;
+    char *kind = (char *)(l->shm ? "shm" : "tcp");
+    uint64_t n[] = {
+        l->frames_out, l->frames_in, l->bytes_out, l->bytes_in,
+        l->kicks_out, l->kicks_in, l->requests_out, l->streams_out,
+    };
+    static const char *const names[] = {
+        "frames-out", "frames-in", "bytes-out", "bytes-in",
+        "kicks-out", "kicks-in", "requests-out", "streams-out",
+    };
+    bool ok;
+
+    if (!visit_start_struct(v, NULL, NULL, 0, errp)) {
+        return false;
+    }
+    ok = visit_type_str(v, "name", &name, errp) &&
+         visit_type_str(v, "kind", &kind, errp) &&
+         visit_type_bool(v, "up", &l->up, errp);
+    for (size_t i = 0; ok && i < ARRAY_SIZE(n); i++) {
+        ok = visit_type_uint64(v, names[i], &n[i], errp);
+    }
+    visit_end_struct(v, NULL);
+    return ok;
+}
+
+static void pvrdma_get_stats(Object *obj, Visitor *v, const char *name,
+                             void *opaque, Error **errp)
+{
+    PvrdmaState *s = PVRDMA(obj);
+    const PvrdmaCoreConfig *c = &s->cfg;
+    PvrdmaStats st;
+    bool ok;
+
+    pvrdma_stats_get(s, &st);
+    if (!visit_start_struct(v, name, NULL, 0, errp)) {
+        g_free(st.links);
+        return;
+    }
+    ok = pvrdma_visit_use(v, "uc", st.o.uc, c->max_uc, errp) &&
+         pvrdma_visit_use(v, "pd", st.o.pd, c->max_pd, errp) &&
+         pvrdma_visit_use(v, "mr", st.o.mr, c->max_mr, errp) &&
+         pvrdma_visit_use(v, "cq", st.o.cq, c->max_cq, errp) &&
+         pvrdma_visit_use(v, "qp", st.o.qp, c->max_qp, errp) &&
+         pvrdma_visit_use(v, "srq", st.o.srq, c->max_srq, errp) &&
+         pvrdma_visit_use(v, "pinned-pages", st.o.pinned_pages,
+                          c->max_pinned_pages, errp) &&
+         visit_start_list(v, "links", NULL, 0, errp);
+    if (ok) {
+        for (unsigned i = 0; ok && i < st.nlinks; i++) {
+            ok = pvrdma_visit_link(v, &st.links[i], errp);
+        }
+        visit_end_list(v, NULL);
+    }
+    visit_end_struct(v, NULL);
+    g_free(st.links);
+}
+
+/* info pvrdma: the stats of every device, for people. */
+static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
+{
+    PvrdmaState *s;
+
+    QLIST_FOREACH(s, &pvrdma_devices, next) {
+        const PvrdmaCoreConfig *c = &s->cfg;
+        PvrdmaStats st;
+
+        pvrdma_stats_get(s, &st);
+        monitor_printf(mon, "%s (%02x.%x): backend %s\n",
+                       DEVICE(s)->id ? DEVICE(s)->id : "pvrdma",
+                       PCI_SLOT(PCI_DEVICE(s)->devfn),
+                       PCI_FUNC(PCI_DEVICE(s)->devfn),
+                       s->backend ? s->backend : "fabric");
+        monitor_printf(mon, "  in use: uc %u/%u, pd %u/%u, mr %u/%u, "
+                       "cq %u/%u, qp %u/%u, srq %u/%u, pinned pages %"
+                       PRIu64 "/%" PRIu64 "\n",
+                       st.o.uc, c->max_uc, st.o.pd, c->max_pd, st.o.mr,
+                       c->max_mr, st.o.cq, c->max_cq, st.o.qp, c->max_qp,
+                       st.o.srq, c->max_srq, st.o.pinned_pages,
+                       c->max_pinned_pages);
+        for (unsigned i = 0; i < st.nlinks; i++) {
+            const PvrdmaLinkStats *l = &st.links[i];
+
+            monitor_printf(mon, "  link %s: %s, %s, frames out %" PRIu64
+                           " in %" PRIu64 ", bytes out %" PRIu64 " in %"
+                           PRIu64 ", kicks out %" PRIu64 " in %" PRIu64
+                           ", requests out %u, streams out %u\n",
+                           l->name, l->shm ? "shm" : "tcp",
+                           l->up ? "up" : "down", l->frames_out,
+                           l->frames_in, l->bytes_out, l->bytes_in,
+                           l->kicks_out, l->kicks_in, l->requests_out,
+                           l->streams_out);
+        }
+        if (s->fabric && !st.nlinks) {
+            monitor_printf(mon, "  no links\n");
+        }
+        g_free(st.links);
+    }
+}
+
 /* x-objects: what the device holds for its guest (qom-get; a soak). */
 static char *pvrdma_get_objects(Object *obj, Error **errp)
 {
@@ -1566,6 +1713,11 @@ static void pvrdma_class_init(ObjectClass *klass, void *data)
                                   NULL);
     object_class_property_set_description(klass, "x-objects",
         "objects the device holds for its guest now (read only)");
+    object_class_property_add(klass, "stats", "PvrdmaStats",
+                              pvrdma_get_stats, NULL, NULL, NULL);
+    object_class_property_set_description(klass, "stats",
+        "objects in use against their limits, pinned pages, and the "
+        "fabric's links with their counters (read only)");
 }
 
 static const TypeInfo pvrdma_types[] = {
@@ -1581,4 +1733,11 @@ static const TypeInfo pvrdma_types[] = {
     },
 };
 
-DEFINE_TYPES(pvrdma_types)
+static void pvrdma_register_types(void)
+{
+    type_register_static_array(pvrdma_types, ARRAY_SIZE(pvrdma_types));
+    /* Its entry: hmp-commands-info.hx (scripts/qemu/pvrdma-hooks.patch). */
+    monitor_register_hmp("pvrdma", true, hmp_info_pvrdma);
+}
+
+type_init(pvrdma_register_types)

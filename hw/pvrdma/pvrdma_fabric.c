@@ -355,6 +355,20 @@ unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)
     return n;
 }
 
+unsigned pvrdma_fabric_link_stats(PvrdmaFabric *fab, PvrdmaLinkStats *st,
+                                  unsigned max)
+{
+    unsigned n = 0;
+    GList *e;
+
+    for (e = fab->links; e; e = e->next, n++) {
+        if (n < max) {
+            pvrdma_link_get_stats(e->data, &st[n]);
+        }
+    }
+    return n;
+}
+
 static void pvrdma_fabric_timer_arm(PvrdmaFabric *fab, int64_t at)
 {
     if (fab->in_timer || !fab->has_host) {

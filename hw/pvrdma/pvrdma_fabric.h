@@ -311,6 +311,27 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab);
 /* Links that are up (HELLO exchanged), for tests and status. */
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab);
 
+/*
+ * A link as the device's stats show it (the stats property and `info
+ * pvrdma`; docs/fabric.md, "Counters").  Counters start at 0 when the
+ * link is made and are not migrated.
+ */
+typedef struct PvrdmaLinkStats {
+    char name[96];
+    bool shm;                   /* a process of this host: shared rings */
+    bool up;                    /* HELLO exchanged, not closed */
+    uint64_t frames_out, frames_in;
+    /* frame headers and bodies, and on shm links ring payload */
+    uint64_t bytes_out, bytes_in;
+    uint64_t kicks_out, kicks_in;       /* shm links: wakeups */
+    uint32_t requests_out;      /* our requests not answered yet */
+    uint32_t streams_out;       /* payload streams waiting to be sent */
+} PvrdmaLinkStats;
+
+/* The fabric's live links into @st (at most @max); returns how many live. */
+unsigned pvrdma_fabric_link_stats(PvrdmaFabric *fab, PvrdmaLinkStats *st,
+                                  unsigned max);
+
 /* Might a requester on @fab wait on an RNR NAK? */
 bool pvrdma_fabric_rnr_any(PvrdmaFabric *fab);
 /* One more (@waiting) or one fewer requester stalled on an RNR NAK. */

@@ -171,6 +171,14 @@ struct PvrdmaLink {
     } rx;
 
     PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
+    /*
+     * Counters for the device's stats (pvrdma_link_get_stats): frames
+     * and their bytes (header, body, and on shm links the payload they
+     * stand for in the data ring), and kicks.
+     */
+    uint64_t frames_out, frames_in;
+    uint64_t bytes_out, bytes_in;
+    uint64_t kicks_out, kicks_in;
     /* Migration (pvrdma_fabric_move.c), one bit per port index: */
     uint32_t owe_quiesced[PVRDMA_FABRIC_MAX_PORTS / 32]; /* to answer */
     uint32_t quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];     /* peer answered */
@@ -326,6 +334,8 @@ static uint8_t *pvrdma_link_frame(PvrdmaLink *l, uint8_t type, uint16_t flags,
     uint8_t *p;
 
     g_byte_array_set_size(l->obuf, at + PVRDMA_LINK_HDR_SIZE + len);
+    l->frames_out++;
+    l->bytes_out += PVRDMA_LINK_HDR_SIZE + len;
     p = l->obuf->data + at;
     wr32(p, PVRDMA_LINK_MAGIC);
     p[4] = PVRDMA_LINK_VERSION;
@@ -346,6 +356,7 @@ static void pvrdma_link_kick(PvrdmaLink *l)
 {
     static const uint8_t zero;
 
+    l->kicks_out++;
     /* A full socket holds kicks already; a dead peer shows on reading. */
     if (send(l->fd, &zero, 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
         errno == EINTR) {
@@ -769,6 +780,8 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
                 /* Take the half-built DATA frame back. */
                 g_byte_array_set_size(l->obuf, l->obuf->len - n -
                                       PVRDMA_LINK_HDR_SIZE);
+                l->frames_out--;
+                l->bytes_out -= PVRDMA_LINK_HDR_SIZE + n;
             }
             if (tx->type == PVRDMA_LINK_REQ) {
                 PvrdmaFabricReq *req = tx->req;
@@ -786,6 +799,7 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
 
             wr32(b, n);
             l->tx_head += n;
+            l->bytes_out += n;
         }
         tx->sent += n;
         if (tx->sent == tx->len) {
@@ -1690,6 +1704,7 @@ static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
     if (l->shm) {
         l->rx_tail += n;
         l->rx_uncredited += n;
+        l->bytes_in += n;
     }
     l->rx.got += n;
     if (l->rx.got == l->rx.len) {
@@ -1910,6 +1925,8 @@ static bool pvrdma_link_parse(PvrdmaLink *l)
         if (l->ilen - pos < PVRDMA_LINK_HDR_SIZE + len) {
             break;
         }
+        l->frames_in++;
+        l->bytes_in += PVRDMA_LINK_HDR_SIZE + len;
         if (!pvrdma_link_frame_in(l, hdr, hdr + PVRDMA_LINK_HDR_SIZE,
                                   &why)) {
             pvrdma_link_close(l, why);
@@ -2005,7 +2022,9 @@ static void pvrdma_link_input(PvrdmaLink *l)
             }
             break;
         }
-        if (frames) {
+        if (!frames) {
+            l->kicks_in += n;
+        } else {
             l->rx_seen = true;
             l->ilen += n;
             if (!pvrdma_link_parse(l)) {
@@ -2261,6 +2280,22 @@ bool pvrdma_link_pending_in(PvrdmaLink *l)
 const char *pvrdma_link_name(PvrdmaLink *l)
 {
     return l->name;
+}
+
+void pvrdma_link_get_stats(PvrdmaLink *l, PvrdmaLinkStats *st)
+{
+    memset(st, 0, sizeof(*st));
+    g_strlcpy(st->name, l->name ? l->name : "", sizeof(st->name));
+    st->shm = l->shm;
+    st->up = l->up && !l->dead;
+    st->frames_out = l->frames_out;
+    st->frames_in = l->frames_in;
+    st->bytes_out = l->bytes_out;
+    st->bytes_in = l->bytes_in;
+    st->kicks_out = l->kicks_out;
+    st->kicks_in = l->kicks_in;
+    st->requests_out = l->nreqs;
+    st->streams_out = l->txq_len;
 }
 
 bool pvrdma_link_is_dead(PvrdmaLink *l)

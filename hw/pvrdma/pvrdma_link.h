@@ -252,6 +252,7 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why);
 void pvrdma_link_free(PvrdmaLink *l);
 bool pvrdma_link_is_up(PvrdmaLink *l);
 const char *pvrdma_link_name(PvrdmaLink *l);
+void pvrdma_link_get_stats(PvrdmaLink *l, PvrdmaLinkStats *st);
 bool pvrdma_link_is_dead(PvrdmaLink *l);
 uint64_t pvrdma_link_serial(PvrdmaLink *l);
 uint64_t pvrdma_link_peer_instance(PvrdmaLink *l);

@@ -10,9 +10,11 @@
 . "$(dirname "$0")/xvm.sh"
 
 nsa=pvrdma-a-$$ nsb=pvrdma-b-$$ va=pvra$$ vb=pvrb$$
+sdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-stats.XXXXXX")
 cleanup() {
     ip netns del "$nsa" 2>/dev/null || true
     ip netns del "$nsb" 2>/dev/null || true
+    rm -rf "$sdir"
 }
 trap cleanup EXIT
 ip netns add "$nsa" && ip netns add "$nsb" ||
@@ -29,10 +31,12 @@ ip -n "$nsa" link set "$va" up
 ip -n "$nsb" link set "$vb" up
 
 xvm_scripts "$TEST_OUT"
+xvm_stats_start "$sdir"
 vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
-    "${XVM_ARGS[@]}" \
+    "${XVM_ARGS[@]}" "${XVM_STATS_ARGS[@]}" \
     --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
     --a-arg -d --a-arg ",fabric-listen=192.168.77.1:7471" \
     --b-arg -d --b-arg ",fabric-peer=192.168.77.1:7471" --b-arg --iothread
 xvm_check "$TEST_NAME"
-pass "ping-pongs, perftest, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP between namespaces (B with iothread=)"
+xvm_stats_check "$sdir" tcp
+pass "ping-pongs, perftest, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP between namespaces (B with iothread=); the devices' stats and info pvrdma sampled throughout"

@@ -11,10 +11,13 @@
 . "$(dirname "$0")/xvm.sh"
 
 fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
-trap 'rm -rf "$fdir"' EXIT
+sdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-stats.XXXXXX")
+trap 'rm -rf "$fdir" "$sdir"' EXIT
 xvm_scripts "$TEST_OUT"
+xvm_stats_start "$sdir"
 vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
-    "${XVM_ARGS[@]}" --a-arg --iothread \
+    "${XVM_ARGS[@]}" "${XVM_STATS_ARGS[@]}" --a-arg --iothread \
     --arg -d --arg ",fabric-path=$fdir"
 xvm_check "$TEST_NAME"
-pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe and NFS over RDMA, Open MPI between two VMs (A with iothread=)"
+xvm_stats_check "$sdir" shm
+pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe and NFS over RDMA, Open MPI between two VMs (A with iothread=); the devices' stats and info pvrdma sampled throughout"

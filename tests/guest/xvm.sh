@@ -10,6 +10,15 @@
 #   xvm_check NAME      checks that the RAM disk of A holds what B wrote over
 #                       NVMe-oF and A's NFS export what B wrote over NFS,
 #                       prints the measured lines of NAME's logs
+#   xvm_stats_start DIR gives each guest's QEMU a QMP socket in DIR (the
+#                       vmpair_run arguments in "${XVM_STATS_ARGS[@]}") and
+#                       samples its device's stats property and `info
+#                       pvrdma` every second while it runs (tests/guest/
+#                       stats.py)
+#   xvm_stats_check DIR KIND
+#                       stops sampling; checks the samples (the link of
+#                       KIND, shm or tcp, up, its counters moving forward
+#                       with the traffic, objects within their limits)
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
 # messages and without CQ_POLL doorbells, ibv_srq_pingpong,
@@ -173,4 +182,25 @@ xvm_check() {
     grep -h "^mpi_pingpong: " "$PVRDMA_OUT/vm/$name-a.log" | sed 's/^/  /'
     grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
         "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'
+}
+
+xvm_stats_start() {
+    local dir=$1 r
+    XVM_STATS_ARGS=() XVM_STATS_PIDS=()
+    for r in a b; do
+        XVM_STATS_ARGS+=(--$r-arg -q --$r-arg -qmp --$r-arg -q
+                         --$r-arg "unix:$dir/qmp-$r.sock,server=on,wait=off")
+        python3 "$TESTS_TOP/tests/guest/stats.py" sample \
+            "$dir/qmp-$r.sock" "$dir/stats-$r.jsonl" $$ &
+        XVM_STATS_PIDS+=($!)
+    done
+}
+
+xvm_stats_check() {
+    local dir=$1 kind=$2
+    # (each ends when its QEMU closes the socket; the guests are gone)
+    wait "${XVM_STATS_PIDS[@]}" || true
+    python3 "$TESTS_TOP/tests/guest/stats.py" check "$kind" \
+        "$dir/stats-a.jsonl" "$dir/stats-b.jsonl" ||
+        fail "the devices' stats (qom-get stats, info pvrdma) are wrong"
 }

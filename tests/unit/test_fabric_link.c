@@ -300,6 +300,84 @@ static void test_ops_inline(void **state)
     do_ops(false);
 }
 
+/* ---- counters (the device's stats) ------------------------------------ */
+
+static PvrdmaLinkStats link_stats(Host *h)
+{
+    PvrdmaLinkStats st;
+
+    assert_int_equal(pvrdma_fabric_link_stats(h->fab, &st, 1), 1);
+    return st;
+}
+
+/*
+ * A 4 KiB WRITE: the requester's link counts its REQ and DATA frames
+ * (on shm links the payload goes through the data ring and counts
+ * there), the responder's the ACK (and a CREDIT for the ring's bytes);
+ * what one side counts out the other counts in; the request is counted
+ * outstanding until answered.
+ */
+static void do_counters(bool shm)
+{
+    Net *n = net_new(shm);
+    const uint32_t len = 4096;
+    const uint64_t hdr = PVRDMA_LINK_HDR_SIZE;
+    PvrdmaLinkStats a0, b0, a1, b1;
+    struct pvrdma_sge s = sge(n->ma, VA_A, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+
+    a0 = link_stats(n->ha);
+    b0 = link_stats(n->hb);
+    assert_true(a0.up && b0.up);
+    assert_int_equal(a0.shm, shm);
+    assert_string_equal(a0.name, "test-a");
+    /* (HELLO and GIDS went both ways) */
+    assert_true(a0.frames_out >= 2 && a0.frames_out == b0.frames_in);
+    assert_true(a0.bytes_out == b0.bytes_in && b0.bytes_out == a0.bytes_in);
+
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    a1 = link_stats(n->ha);
+    assert_int_equal(a1.requests_out, 1);
+    assert_int_equal(a1.frames_out - a0.frames_out, 2);
+    assert_int_equal(a1.bytes_out - a0.bytes_out,
+                     2 * hdr + PVRDMA_LINK_REQ_SIZE +
+                     (shm ? PVRDMA_LINK_SHM_DATA_SIZE : 0) + len);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           len);
+    run(n->ha, n->hb, 3);
+    a1 = link_stats(n->ha);
+    b1 = link_stats(n->hb);
+    assert_int_equal(a1.requests_out, 0);
+    assert_int_equal(a1.streams_out, 0);
+    assert_int_equal(b1.frames_in - b0.frames_in, 2);
+    assert_int_equal(b1.bytes_in - b0.bytes_in, a1.bytes_out - a0.bytes_out);
+    /* ACK, and on shm a CREDIT giving the ring's bytes back */
+    assert_int_equal(b1.frames_out - b0.frames_out, shm ? 2 : 1);
+    assert_int_equal(b1.bytes_out - b0.bytes_out,
+                     hdr + PVRDMA_LINK_ACK_SIZE +
+                     (shm ? hdr + PVRDMA_LINK_CREDIT_SIZE : 0));
+    assert_int_equal(a1.frames_in, b1.frames_out);
+    assert_int_equal(a1.bytes_in, b1.bytes_out);
+    assert_int_equal(a1.kicks_out, b1.kicks_in);
+    assert_int_equal(b1.kicks_out, a1.kicks_in);
+    net_free(n);
+}
+
+static void test_counters_shm(void **state)
+{
+    (void)state;
+    do_counters(true);
+}
+
+static void test_counters_inline(void **state)
+{
+    (void)state;
+    do_counters(false);
+}
+
 /* Many messages in both directions at once: streams share the link. */
 static void test_both_ways_busy(void **state)
 {
@@ -3247,6 +3325,8 @@ int main(void)
         cmocka_unit_test(test_read_stream_shm),
         cmocka_unit_test(test_read_stream_inline),
         cmocka_unit_test(test_read_responses_resume),
+        cmocka_unit_test(test_counters_shm),
+        cmocka_unit_test(test_counters_inline),
         cmocka_unit_test(test_window_rnr),
         cmocka_unit_test(test_window_error),
         cmocka_unit_test(test_window_error_polled),

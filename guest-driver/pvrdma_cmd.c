@@ -52,6 +52,7 @@ static const char *pvrdma_cmd_name(u32 cmd)
 		[PVRDMA_CMD_QUERY_SRQ] = "QUERY_SRQ",
 		[PVRDMA_CMD_DESTROY_SRQ] = "DESTROY_SRQ",
 		[PVRDMA_CMD_MODIFY_MR] = "MODIFY_MR",
+		[PVRDMA_CMD_QUERY_COUNTERS] = "QUERY_COUNTERS",
 	};
 
 	return cmd < PVRDMA_CMD_MAX && names[cmd] ? names[cmd] : "UNKNOWN";

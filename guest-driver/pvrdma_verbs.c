@@ -138,12 +138,79 @@ pvrdma_alloc_hw_device_stats(struct ib_device *ibdev)
 					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
 }
 
+/*
+ * The port's traffic counters, kept by the device (PVRDMA_EX_CAP_COUNTERS,
+ * spec §14); names as Soft-RoCE's where the meaning is the same.
+ */
+static const struct rdma_stat_desc pvrdma_port_stat_descs[PVRDMA_CTR_NUM] = {
+	[PVRDMA_CTR_SENT_PKTS].name = "sent_pkts",
+	[PVRDMA_CTR_RCVD_PKTS].name = "rcvd_pkts",
+	[PVRDMA_CTR_SENT_BYTES].name = "sent_bytes",
+	[PVRDMA_CTR_RCVD_BYTES].name = "rcvd_bytes",
+	[PVRDMA_CTR_RDMA_SENDS].name = "rdma_sends",
+	[PVRDMA_CTR_RDMA_RECVS].name = "rdma_recvs",
+	[PVRDMA_CTR_RDMA_WRITES].name = "rdma_writes",
+	[PVRDMA_CTR_RDMA_WRITES_RCVD].name = "rdma_writes_rcvd",
+	[PVRDMA_CTR_RDMA_READS].name = "rdma_reads",
+	[PVRDMA_CTR_RDMA_READS_RCVD].name = "rdma_reads_rcvd",
+	[PVRDMA_CTR_ATOMICS].name = "atomics",
+	[PVRDMA_CTR_ATOMICS_RCVD].name = "atomics_rcvd",
+	[PVRDMA_CTR_RETRIES].name = "retries",
+	[PVRDMA_CTR_RCVD_RNR_NAKS].name = "rcvd_rnr_err",
+	[PVRDMA_CTR_SENT_RNR_NAKS].name = "send_rnr_err",
+	[PVRDMA_CTR_RETRY_EXC_ERRS].name = "retry_exceeded_err",
+	[PVRDMA_CTR_RNR_RETRY_EXC_ERRS].name = "retry_rnr_exceeded_err",
+	[PVRDMA_CTR_COMPLETION_ERRS].name = "completion_errors",
+	[PVRDMA_CTR_LINK_DOWNED].name = "link_downed",
+	[PVRDMA_CTR_LINKS_UP].name = "links_up",
+};
+
+static struct rdma_hw_stats *
+pvrdma_alloc_hw_port_stats(struct ib_device *ibdev, u32 port_num)
+{
+	return rdma_alloc_hw_stats_struct(pvrdma_port_stat_descs,
+					  ARRAY_SIZE(pvrdma_port_stat_descs),
+					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+/* QUERY_COUNTERS, PVRDMA_CTR_PER_QUERY at a time, into @value. */
+static int pvrdma_query_counters(struct pvrdma_dev *dev, u64 *value)
+{
+	union pvrdma_cmd_resp resp;
+	union pvrdma_cmd_req req;
+	u32 first, i;
+	int ret;
+
+	for (first = 0; first < PVRDMA_CTR_NUM;
+	     first += PVRDMA_CTR_PER_QUERY) {
+		memset(&req, 0, sizeof(req));
+		req.query_counters.hdr.cmd = PVRDMA_CMD_QUERY_COUNTERS;
+		req.query_counters.first = first;
+		ret = pvrdma_cmd_post(dev, &req, &resp);
+		if (ret)
+			return ret;
+		if (resp.query_counters_resp.first != first ||
+		    resp.query_counters_resp.total < PVRDMA_CTR_NUM) {
+			pvrdma_stat_inc(dev, PVRDMA_STAT_CMD_BAD_RESP);
+			return -EIO;
+		}
+		for (i = 0; i < PVRDMA_CTR_PER_QUERY &&
+			    first + i < PVRDMA_CTR_NUM; i++)
+			value[first + i] = resp.query_counters_resp.value[i];
+	}
+	return 0;
+}
+
 static int pvrdma_get_hw_stats(struct ib_device *ibdev,
 			       struct rdma_hw_stats *stats, u32 port, int index)
 {
 	struct pvrdma_dev *dev = to_pvdev(ibdev);
-	int i;
+	int i, ret;
 
+	if (port) {
+		ret = pvrdma_query_counters(dev, stats->value);
+		return ret ? ret : PVRDMA_CTR_NUM;
+	}
 	for (i = 0; i < PVRDMA_NUM_STATS; i++)
 		stats->value[i] = atomic64_read(&dev->stats[i]);
 	return PVRDMA_NUM_STATS;
@@ -681,6 +748,11 @@ const struct ib_device_ops pvrdma_dev_mw_ops = {
 	.dealloc_mw = pvrdma_dealloc_mw,
 
 	INIT_RDMA_OBJ_SIZE(ib_mw, pvrdma_mw, ibmw),
+};
+
+/* Port counters, added only when the device keeps them (spec §14). */
+const struct ib_device_ops pvrdma_dev_counter_ops = {
+	.alloc_hw_port_stats = pvrdma_alloc_hw_port_stats,
 };
 
 /* SRQ verbs, added only when the device has SRQs (caps.max_srq != 0). */

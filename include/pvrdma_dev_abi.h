@@ -250,6 +250,9 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
  * to one of the QP's requests arrives, and a send doorbell may be left
  * out. */
 #define PVRDMA_EX_CAP_SQ_DB_HINT        (1u << 24)
+/* Command PVRDMA_CMD_QUERY_COUNTERS (struct pvrdma_cmd_query_counters):
+ * the port's traffic and error counters, PVRDMA_CTR_*. */
+#define PVRDMA_EX_CAP_COUNTERS          (1u << 23)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -557,7 +560,8 @@ enum pvrdma_cmd_code {
     PVRDMA_CMD_QUERY_SRQ = 19,
     PVRDMA_CMD_DESTROY_SRQ = 20,
     PVRDMA_CMD_MODIFY_MR = 21,          /* PVRDMA_EX_CAP_MODIFY_MR */
-    PVRDMA_CMD_MAX = 22,
+    PVRDMA_CMD_QUERY_COUNTERS = 22,     /* PVRDMA_EX_CAP_COUNTERS */
+    PVRDMA_CMD_MAX = 23,
 };
 
 /* Response code of command c. */
@@ -694,6 +698,52 @@ struct pvrdma_cmd_modify_mr {
     uint32_t pd_handle;         /* with _PD: of the MR's context */
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_modify_mr, 32);
+
+/*
+ * Project extension PVRDMA_EX_CAP_COUNTERS: the port's counters, indexed
+ * by enum pvrdma_counter (docs/abi.md §14), PVRDMA_CTR_PER_QUERY at a
+ * time from index @first.  The response says how many the device keeps
+ * (@total); values past it, or past the ones asked, are 0.
+ */
+enum pvrdma_counter {
+    PVRDMA_CTR_SENT_PKTS,       /* request and READ/atomic response packets */
+    PVRDMA_CTR_RCVD_PKTS,
+    PVRDMA_CTR_SENT_BYTES,      /* payload of SEND/WRITE and READ responses */
+    PVRDMA_CTR_RCVD_BYTES,
+    PVRDMA_CTR_RDMA_SENDS,      /* SEND requests, UD included */
+    PVRDMA_CTR_RDMA_RECVS,      /* SENDs placed into a receive WQE */
+    PVRDMA_CTR_RDMA_WRITES,
+    PVRDMA_CTR_RDMA_WRITES_RCVD,
+    PVRDMA_CTR_RDMA_READS,
+    PVRDMA_CTR_RDMA_READS_RCVD,
+    PVRDMA_CTR_ATOMICS,
+    PVRDMA_CTR_ATOMICS_RCVD,
+    PVRDMA_CTR_RETRIES,         /* requests sent again after an RNR NAK */
+    PVRDMA_CTR_RCVD_RNR_NAKS,
+    PVRDMA_CTR_SENT_RNR_NAKS,
+    PVRDMA_CTR_RETRY_EXC_ERRS,  /* completions RETRY_EXC_ERR */
+    PVRDMA_CTR_RNR_RETRY_EXC_ERRS,
+    PVRDMA_CTR_COMPLETION_ERRS, /* error completions, flushes not counted */
+    PVRDMA_CTR_LINK_DOWNED,     /* fabric links that went down */
+    PVRDMA_CTR_LINKS_UP,        /* fabric links up now (a level) */
+    PVRDMA_CTR_NUM,
+};
+#define PVRDMA_CTR_PER_QUERY            16
+
+struct pvrdma_cmd_query_counters {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t first;             /* index of the first counter wanted */
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_query_counters, 24);
+
+struct pvrdma_cmd_query_counters_resp {
+    struct pvrdma_cmd_resp_hdr hdr;
+    uint32_t first;             /* as asked */
+    uint32_t total;             /* counters the device keeps */
+    uint64_t value[PVRDMA_CTR_PER_QUERY];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_query_counters_resp, 152);
 
 struct pvrdma_cmd_create_cq {
     struct pvrdma_cmd_hdr hdr;
@@ -912,6 +962,7 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_create_mr create_mr;
     struct pvrdma_cmd_destroy_mr destroy_mr;
     struct pvrdma_cmd_modify_mr modify_mr;
+    struct pvrdma_cmd_query_counters query_counters;
     struct pvrdma_cmd_create_cq create_cq;
     struct pvrdma_cmd_resize_cq resize_cq;
     struct pvrdma_cmd_resize_cq_ex resize_cq_ex;
@@ -944,6 +995,7 @@ union pvrdma_cmd_resp {
     struct pvrdma_cmd_destroy_qp_resp destroy_qp_resp;
     struct pvrdma_cmd_create_srq_resp create_srq_resp;
     struct pvrdma_cmd_query_srq_resp query_srq_resp;
+    struct pvrdma_cmd_query_counters_resp query_counters_resp;
 };
 PVRDMA_ABI_SIZE(union pvrdma_cmd_resp, PVRDMA_RESP_SLOT_SIZE);
 

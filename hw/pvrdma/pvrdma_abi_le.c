@@ -250,6 +250,25 @@ static void pvrdma_le_cmd_modify_mr(struct pvrdma_cmd_modify_mr *p)
     p->pd_handle = PVRDMA_LE32(p->pd_handle);
 }
 
+static void pvrdma_le_cmd_query_counters(struct pvrdma_cmd_query_counters *p)
+{
+    pvrdma_le_cmd_hdr(&p->hdr);
+    p->first = PVRDMA_LE32(p->first);
+}
+
+static void
+pvrdma_le_cmd_query_counters_resp(struct pvrdma_cmd_query_counters_resp *p)
+{
+    unsigned i;
+
+    pvrdma_le_cmd_resp_hdr(&p->hdr);
+    p->first = PVRDMA_LE32(p->first);
+    p->total = PVRDMA_LE32(p->total);
+    for (i = 0; i < PVRDMA_CTR_PER_QUERY; i++) {
+        p->value[i] = PVRDMA_LE64(p->value[i]);
+    }
+}
+
 static void pvrdma_le_cmd_create_cq(struct pvrdma_cmd_create_cq *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
@@ -454,6 +473,9 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
     case PVRDMA_CMD_MODIFY_MR:
         pvrdma_le_cmd_modify_mr(&req->modify_mr);
         break;
+    case PVRDMA_CMD_QUERY_COUNTERS:
+        pvrdma_le_cmd_query_counters(&req->query_counters);
+        break;
     case PVRDMA_CMD_CREATE_CQ:
         pvrdma_le_cmd_create_cq(&req->create_cq);
         break;
@@ -535,6 +557,9 @@ void pvrdma_cmd_resp_le(union pvrdma_cmd_resp *resp, uint32_t cmd,
         return;
     case PVRDMA_CMD_QUERY_SRQ:
         pvrdma_le_cmd_query_srq_resp(&resp->query_srq_resp);
+        return;
+    case PVRDMA_CMD_QUERY_COUNTERS:
+        pvrdma_le_cmd_query_counters_resp(&resp->query_counters_resp);
         return;
     case PVRDMA_CMD_CREATE_QP:
         if (resp_len == sizeof(struct pvrdma_cmd_create_qp_resp_v2)) {

@@ -329,6 +329,13 @@ typedef struct PvrdmaBackendOps {
     void (*move_save)(void *be, PvrdmaMoveState *ms);
     void (*move_in)(void *be, const PvrdmaMoveState *ms);
     uint64_t (*move_work)(void *be);
+
+    /*
+     * The links of the port (optional): how many are up now, and how
+     * many went down after they were up (PVRDMA_CTR_LINKS_UP,
+     * _LINK_DOWNED).
+     */
+    void (*link_counts)(void *be, uint64_t *up, uint64_t *downed);
 } PvrdmaBackendOps;
 
 /*

@@ -682,6 +682,42 @@ static int pvrdma_cmd_modify_mr(PvrdmaCore *core,
     return 0;
 }
 
+/* ---- counters ------------------------------------------------------------ */
+
+/*
+ * QUERY_COUNTERS (project extension PVRDMA_EX_CAP_COUNTERS): up to
+ * PVRDMA_CTR_PER_QUERY of the port's counters from index @first; the
+ * link counters are the backend's (0 without links).
+ */
+static int pvrdma_cmd_query_counters(PvrdmaCore *core,
+                                     const union pvrdma_cmd_req *req,
+                                     union pvrdma_cmd_resp *resp)
+{
+    const struct pvrdma_cmd_query_counters *c = &req->query_counters;
+    struct pvrdma_cmd_query_counters_resp *r = &resp->query_counters_resp;
+    uint64_t up = 0, downed = 0;
+    uint32_t i;
+
+    if (c->first >= PVRDMA_CTR_NUM || !MBZ(c->reserved)) {
+        GERR(core, QUERY_COUNTERS_BAD_FIRST_RESERVED,
+             "QUERY_COUNTERS: bad first counter %u or reserved bytes",
+             c->first);
+        return -EINVAL;
+    }
+    if (core->be_ops->link_counts) {
+        core->be_ops->link_counts(core->be, &up, &downed);
+    }
+    core->ctr[PVRDMA_CTR_LINKS_UP] = up;
+    core->ctr[PVRDMA_CTR_LINK_DOWNED] = downed;
+    r->first = c->first;
+    r->total = PVRDMA_CTR_NUM;
+    for (i = 0; i < PVRDMA_CTR_PER_QUERY && c->first + i < PVRDMA_CTR_NUM;
+         i++) {
+        r->value[i] = core->ctr[c->first + i];
+    }
+    return 0;
+}
+
 /* ---- completion queues --------------------------------------------------- */
 
 /*
@@ -1680,6 +1716,9 @@ static const PvrdmaCmdDesc pvrdma_cmd_table[PVRDMA_CMD_MAX] = {
         pvrdma_cmd_query_srq, sizeof(struct pvrdma_cmd_query_srq_resp) },
     [PVRDMA_CMD_DESTROY_SRQ] = { pvrdma_cmd_destroy_srq, RESP_HDR },
     [PVRDMA_CMD_MODIFY_MR] = { pvrdma_cmd_modify_mr, RESP_HDR },
+    [PVRDMA_CMD_QUERY_COUNTERS] = {
+        pvrdma_cmd_query_counters,
+        sizeof(struct pvrdma_cmd_query_counters_resp) },
 };
 
 /* The response header for @req, and how many bytes its response has. */

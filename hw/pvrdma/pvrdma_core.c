@@ -754,7 +754,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                        !cfg->no_sq_db_hint ? PVRDMA_EX_CAP_SQ_DB_HINT : 0) |
                       /* MR access and PD are then the core's alone. */
                       (!core->be_ops->mr_register ? PVRDMA_EX_CAP_MODIFY_MR :
-                       0);
+                       0) |
+                      PVRDMA_EX_CAP_COUNTERS;
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;
     /* Only what the core and the coming data path honour. */

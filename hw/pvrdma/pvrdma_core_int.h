@@ -260,6 +260,7 @@ typedef struct PvrdmaQpWq {
     bool hold;                  /* the next WQE waits until nout is 0 */
     bool rnr_pending;           /* SQ head stalled on an RNR NAK */
     uint8_t rnr_left;           /* retries left (rnr_retry != 7) */
+    uint32_t resend;            /* requests to submit again (RNR NAK) */
     int64_t rnr_deadline;
     GList rnr_link;             /* on core->rnr_qps while timed */
     GList work_link;            /* on core->work_qps while queued */
@@ -366,6 +367,8 @@ struct PvrdmaCore {
     uint32_t *uar_owner;        /* UC handle per UAR page, 0 = none */
     PvrdmaGid *gids;
     uint64_t pinned_pages;      /* charged against cfg.max_pinned_pages */
+    /* The port's counters (PVRDMA_EX_CAP_COUNTERS); links are the backend's. */
+    uint64_t ctr[PVRDMA_CTR_NUM];
 
     /*
      * Restoring a saved state (pvrdma_state.c): the page list the next
@@ -483,6 +486,15 @@ int pvrdma_core_notify_cq(PvrdmaCore *core, uint32_t cq_handle,
                           bool solicited);
 
 /* Pinned-pages quota (spec: cfg.max_pinned_pages); -ENOMEM if exceeded. */
+/* Add @n to the port's counter @c (PVRDMA_CTR_*). */
+static inline void pvrdma_core_count(PvrdmaCore *core, unsigned c, uint64_t n)
+{
+    core->ctr[c] += n;
+}
+
+/* Packets a message of @len bytes takes on @qp's path (at least one). */
+uint64_t pvrdma_core_pkts(PvrdmaQp *qp, uint64_t len);
+
 int pvrdma_core_charge_pages(PvrdmaCore *core, uint64_t npages);
 void pvrdma_core_uncharge_pages(PvrdmaCore *core, uint64_t npages);
 

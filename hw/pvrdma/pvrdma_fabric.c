@@ -344,6 +344,11 @@ void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
     pvrdma_fabric_kick(fab);
 }
 
+uint64_t pvrdma_fabric_links_downed(PvrdmaFabric *fab)
+{
+    return fab->links_downed;
+}
+
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)
 {
     unsigned n = 0;

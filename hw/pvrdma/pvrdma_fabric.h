@@ -310,6 +310,8 @@ void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab);
 /* Links that are up (HELLO exchanged), for tests and status. */
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab);
+/* Links that went down after they were up, since the fabric began. */
+uint64_t pvrdma_fabric_links_downed(PvrdmaFabric *fab);
 
 /*
  * A link as the device's stats show it (the stats property and `info

@@ -214,6 +214,15 @@ static uint64_t pvrdma_fabric_move_work_op(void *be)
     return ((PvrdmaFabricPort *)be)->work;
 }
 
+static void pvrdma_fabric_link_counts_op(void *be, uint64_t *up,
+                                         uint64_t *downed)
+{
+    PvrdmaFabric *fab = ((PvrdmaFabricPort *)be)->fabric;
+
+    *up = pvrdma_fabric_links_up(fab);
+    *downed = pvrdma_fabric_links_downed(fab);
+}
+
 /*
  * The in-process link answers inside submit; a request on a link to
  * another process is outstanding until its ACK, and cancel forgets it.
@@ -240,4 +249,5 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .move_save = pvrdma_fabric_move_save_op,
     .move_in = pvrdma_fabric_move_in_op,
     .move_work = pvrdma_fabric_move_work_op,
+    .link_counts = pvrdma_fabric_link_counts_op,
 };

@@ -210,6 +210,9 @@ static bool pvrdma_fabric_take_recv(PvrdmaFabricExec *ex, bool resolve)
     if (ret == 0) {
         /* The guest's next receive doorbell wakes the requester. */
         pvrdma_core_rq_doorbell_wanted(core, ex->qp);
+        if (!ex->msg.ud) {
+            pvrdma_core_count(core, PVRDMA_CTR_SENT_RNR_NAKS, 1);
+        }
         ex->ack.rnr = true;
         ex->ack.rnr_timer = ex->qp->attr.min_rnr_timer;
         ex->done = true;
@@ -398,6 +401,8 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
                                                  __ATOMIC_SEQ_CST);
     }
     pvrdma_core_dma_unmap(core, p, len, true, sizeof(uint64_t));
+    pvrdma_core_count(core, PVRDMA_CTR_ATOMICS_RCVD, 1);
+    pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS, 1);
     pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
 }
 
@@ -515,6 +520,7 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             const PvrdmaFabricMsg *msg, PvrdmaFabricExec *ex)
 {
     PvrdmaCore *core = port->core;
+    uint64_t len = pvrdma_fabric_op_has_payload(msg->opcode) ? msg->length : 0;
     const uint8_t *gid;
     uint8_t type;
 
@@ -523,6 +529,8 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     ex->port = port;
     ex->qp = qp;
     ex->msg = *msg;
+    pvrdma_core_count(core, PVRDMA_CTR_RCVD_PKTS, pvrdma_core_pkts(qp, len));
+    pvrdma_core_count(core, PVRDMA_CTR_RCVD_BYTES, len);
     if (msg->ud) {
         return pvrdma_fabric_begin_ud(ex);
     }
@@ -558,6 +566,10 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
             pvrdma_fabric_access_err(ex);
             return false;
         }
+        pvrdma_core_count(core, PVRDMA_CTR_RDMA_READS_RCVD, 1);
+        pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS,
+                          pvrdma_core_pkts(qp, msg->length));
+        pvrdma_core_count(core, PVRDMA_CTR_SENT_BYTES, msg->length);
         return true;
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
@@ -661,14 +673,18 @@ void pvrdma_fabric_rc_end(PvrdmaFabricExec *ex)
     switch (ex->msg.ud ? -1 : (int)ex->msg.opcode) {
     case -1:
         pvrdma_fabric_end_ud(ex);
+        pvrdma_core_count(ex->port->core, PVRDMA_CTR_RDMA_RECVS, 1);
         break;
     case PVRDMA_WR_SEND:
     case PVRDMA_WR_SEND_WITH_IMM:
     case PVRDMA_WR_SEND_WITH_INV:
         pvrdma_fabric_end_send(ex);
+        pvrdma_core_count(ex->port->core, PVRDMA_CTR_RDMA_RECVS, 1);
         break;
+    case PVRDMA_WR_RDMA_WRITE:
     case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
         pvrdma_fabric_end_write(ex);
+        pvrdma_core_count(ex->port->core, PVRDMA_CTR_RDMA_WRITES_RCVD, 1);
         break;
     default:
         break;

@@ -63,6 +63,7 @@ static const char *const pvrdma_fault_cmd_names[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_QUERY_SRQ] = "query_srq",
     [PVRDMA_CMD_DESTROY_SRQ] = "destroy_srq",
     [PVRDMA_CMD_MODIFY_MR] = "modify_mr",
+    [PVRDMA_CMD_QUERY_COUNTERS] = "query_counters",
 };
 
 static const char *const pvrdma_fault_async_names[PVRDMA_FAULT_ASYNC_KINDS] = {

@@ -89,6 +89,9 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_MODIFY_MR_MEMORY_WINDOWS_BOUND:
         trace_pvrdma_err_modify_mr_memory_windows_bound(a[0].u, a[1].u);
         break;
+    case PVRDMA_GERR_QUERY_COUNTERS_BAD_FIRST_RESERVED:
+        trace_pvrdma_err_query_counters_bad_first_reserved(a[0].u);
+        break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
         trace_pvrdma_err_create_cq_bad_context(a[0].u, a[1].u);
         break;

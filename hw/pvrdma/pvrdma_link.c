@@ -2174,6 +2174,7 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
     if (l->dead) {
         return;
     }
+    l->fab->links_downed += l->up;
     l->dead = true;
     /* Failures for want of host resources: what to raise, said once. */
     if (why && l->res_err && !pvrdma_fabric_res_report(l->fab, l->res_err)) {

@@ -122,6 +122,7 @@ struct PvrdmaFabric {
     uint64_t next_serial;
     GList *links;               /* live links */
     GList *dead;                /* closed, freed by the timer */
+    uint64_t links_downed;      /* links that were up and closed */
     GList *endpoints;           /* listeners and peers (fabric_net.c) */
     int res_err;                /* host resource failure last reported */
     int64_t timer_at;           /* armed expiry, -1 = not armed */

@@ -32,8 +32,11 @@
 #include "pvrdma_core_int.h"
 
 #define ST_MAGIC            "PVRDMAS1"
-/* 2: lives (QP partner, MOVE); 3: x-sq-db-hint in the configuration */
-#define ST_VERSION          3
+/*
+ * 2: lives (QP partner, MOVE); 3: x-sq-db-hint in the configuration;
+ * 4: the port's counters
+ */
+#define ST_VERSION          4
 
 enum {
     ST_CONFIG = 1,
@@ -48,6 +51,7 @@ enum {
     ST_MW = 10,
     ST_MR_GEN = 11,
     ST_MOVE = 12,               /* the backend's token for peers */
+    ST_COUNTERS = 13,           /* the port's (PVRDMA_EX_CAP_COUNTERS) */
     ST_END = 0xffff,
 };
 
@@ -355,6 +359,13 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         }
         st_end(b, at);
     }
+    /* The link counters are the host's: the destination has its own. */
+    at = st_begin(b, ST_COUNTERS);
+    put32(b, PVRDMA_CTR_NUM);
+    for (h = 0; h < PVRDMA_CTR_NUM; h++) {
+        put64(b, core->ctr[h]);
+    }
+    st_end(b, at);
 }
 
 uint8_t *pvrdma_core_state_save(PvrdmaCore *core, size_t *len, char **errmsg)
@@ -1174,6 +1185,19 @@ static bool st_load_move(StLoad *ld, StR *r)
     return true;
 }
 
+static bool st_load_counters(StLoad *ld, StR *r)
+{
+    uint32_t i, n = get32(r);
+
+    if (r->bad || n != PVRDMA_CTR_NUM) {
+        return st_fail(ld, "bad counters record (%u counters)", n);
+    }
+    for (i = 0; i < n; i++) {
+        ld->core->ctr[i] = get64(r);
+    }
+    return true;
+}
+
 static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
 {
     switch (type) {
@@ -1201,6 +1225,8 @@ static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
         return st_load_mr_gen(ld, r);
     case ST_MOVE:
         return st_load_move(ld, r);
+    case ST_COUNTERS:
+        return st_load_counters(ld, r);
     default:
         return st_fail(ld, "unknown record type %u", type);
     }

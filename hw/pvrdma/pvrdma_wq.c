@@ -285,6 +285,7 @@ static void pvrdma_wq_cancel(PvrdmaCore *core, PvrdmaQp *qp)
         }
         qp->wq.nout = 0;
     }
+    qp->wq.resend = 0;
     qp->wq.sq_next = qp->wq.sq_cons;
 }
 
@@ -301,6 +302,7 @@ void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event)
         pvrdma_core_post_async_event(core, event, qp->handle);
     }
     pvrdma_wq_rnr_clear(core, qp);
+    qp->wq.resend = 0;
     qp->wq.sqd_notify = false;
     if (qp->has_srq) {
         /* IBA 11.6.3.1: no more WQEs of the SRQ will be consumed. */
@@ -333,6 +335,21 @@ static void pvrdma_wq_post_cqe(PvrdmaCore *core, PvrdmaCq *cq,
     struct pvrdma_cqe wire = *cqe;
     int ret;
 
+    switch (cqe->status) {
+    case PVRDMA_WC_SUCCESS:
+    case PVRDMA_WC_WR_FLUSH_ERR:
+        break;
+    case PVRDMA_WC_RETRY_EXC_ERR:
+        pvrdma_core_count(core, PVRDMA_CTR_RETRY_EXC_ERRS, 1);
+        /* fall through */
+    default:
+        pvrdma_core_count(core, PVRDMA_CTR_COMPLETION_ERRS, 1);
+        break;
+    case PVRDMA_WC_RNR_RETRY_EXC_ERR:
+        pvrdma_core_count(core, PVRDMA_CTR_RNR_RETRY_EXC_ERRS, 1);
+        pvrdma_core_count(core, PVRDMA_CTR_COMPLETION_ERRS, 1);
+        break;
+    }
     if (cq->overrun) {
         return;
     }
@@ -1485,6 +1502,13 @@ static void pvrdma_wq_retire(PvrdmaCore *core, PvrdmaQp *qp, uint32_t status,
                          status);
     if (status == PVRDMA_WC_SUCCESS && !o->local) {
         cqe.byte_len = o->req->length;
+        if (o->opcode == PVRDMA_WR_RDMA_READ) {
+            pvrdma_core_count(core, PVRDMA_CTR_RCVD_PKTS,
+                              pvrdma_core_pkts(qp, o->req->length));
+            pvrdma_core_count(core, PVRDMA_CTR_RCVD_BYTES, o->req->length);
+        } else if (pvrdma_wq_is_atomic(o->opcode)) {
+            pvrdma_core_count(core, PVRDMA_CTR_RCVD_PKTS, 1);
+        }
     } else if (status != PVRDMA_WC_SUCCESS && res->fatal) {
         pvrdma_core_qp_error(core, qp, PVRDMA_EQE_TYPE_QP_FATAL);
     }
@@ -1511,7 +1535,9 @@ void pvrdma_core_send_done(PvrdmaCore *core, PvrdmaQp *qp,
          * responder does not execute them): the head stays, the timer or
          * a peer's receive retries it, and they follow it again.
          */
+        pvrdma_core_count(core, PVRDMA_CTR_RCVD_RNR_NAKS, 1);
         if (pvrdma_wq_rnr_stall(core, qp, res->rnr_timer)) {
+            wq->resend = wq->nout;
             wq->nout = 0;
             wq->sq_next = wq->sq_cons;
             goto out;
@@ -1561,6 +1587,53 @@ static PvrdmaWqOut *pvrdma_wq_out_new(PvrdmaQp *qp,
     o->signaled = GUINT32_FROM_LE(hdr->send_flags) & PVRDMA_WR_FLAG_SIGNALED;
     o->local = false;
     return o;
+}
+
+uint64_t pvrdma_core_pkts(PvrdmaQp *qp, uint64_t len)
+{
+    uint32_t m = qp->attr.path_mtu;
+    uint64_t mtu = m >= PVRDMA_MTU_256 && m <= PVRDMA_MTU_4096 ?
+                   128u << m : PVRDMA_PORT_UD_MAX_MSG;
+
+    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UC) {
+        return 1;               /* datagrams fit one packet */
+    }
+    return len ? (len + mtu - 1) / mtu : 1;
+}
+
+/*
+ * Count the request of @o, which left for the backend: its packets and
+ * payload, and its operation, or a retry (@retry: it went before and met
+ * an RNR NAK).
+ */
+static void pvrdma_wq_count_sent(PvrdmaCore *core, PvrdmaQp *qp,
+                                 const PvrdmaWqOut *o, bool retry)
+{
+    uint64_t len = 0;
+    unsigned op;
+
+    switch (o->opcode) {
+    case PVRDMA_WR_SEND:
+    case PVRDMA_WR_SEND_WITH_IMM:
+    case PVRDMA_WR_SEND_WITH_INV:
+        op = PVRDMA_CTR_RDMA_SENDS;
+        len = o->req->length;
+        break;
+    case PVRDMA_WR_RDMA_WRITE:
+    case PVRDMA_WR_RDMA_WRITE_WITH_IMM:
+        op = PVRDMA_CTR_RDMA_WRITES;
+        len = o->req->length;
+        break;
+    case PVRDMA_WR_RDMA_READ:
+        op = PVRDMA_CTR_RDMA_READS;
+        break;
+    default:
+        op = PVRDMA_CTR_ATOMICS;
+        break;
+    }
+    pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS, pvrdma_core_pkts(qp, len));
+    pvrdma_core_count(core, PVRDMA_CTR_SENT_BYTES, len);
+    pvrdma_core_count(core, retry ? PVRDMA_CTR_RETRIES : op, 1);
 }
 
 /* The entry pvrdma_wq_out_new() made is at the backend now. */
@@ -1675,9 +1748,17 @@ static void pvrdma_wq_run_sq(PvrdmaCore *core, PvrdmaQp *qp)
             pvrdma_wq_sq_finish(core, qp, &cqe, o->signaled);
         } else {
             uint32_t next = wq->sq_next;
+            /* (An answer inside submit may set resend again.) */
+            bool retry = wq->resend > 0;
 
+            wq->resend -= retry;
             pvrdma_wq_out_add(qp);
             ret = core->be_ops->submit(core->be, qp, o->req);
+            if (ret >= 0) {
+                pvrdma_wq_count_sent(core, qp, o, retry);
+            } else if (retry) {
+                wq->resend++;   /* it goes again later */
+            }
             if (ret < 0) {
                 /* Taken back: it was the newest, and nothing completed it. */
                 wq->nout--;

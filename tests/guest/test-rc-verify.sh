@@ -3,14 +3,50 @@
 # provider: every user-space RC opcode with patterned data, every byte and
 # completion field checked on both sides, and each error status provoked;
 # between two QPs of one device, then between two pvrdma devices.
+# Then the port counters (PVRDMA_EX_CAP_COUNTERS, through our driver's
+# hw_counters): tests/guest/progs/hw_counters.c runs known traffic between
+# the two devices (SENDs, WRITEs, READs, atomics, RNR NAKs and retries,
+# each error completion) and checks that every counter of each device
+# moved by exactly what it sent or took in; `rdma statistic` must show
+# the values sysfs shows.
 . "$(dirname "$0")/lib.sh"
 rc_verify=$(build_prog rc_verify)
+hw_counters=$(build_prog hw_counters)
 
+cat > "$TEST_OUT/guest.sh" <<'GUEST'
+fail() { echo "GUEST-FAIL: $*"; exit 1; }
+./rc_verify -d pvrdma0 || fail "rc_verify on one device"
+./rc_verify -d pvrdma0 -D pvrdma1 || fail "rc_verify across two devices"
+./hw_counters -d pvrdma0 -D pvrdma1 -n 20 -s 3000 || fail "hw_counters"
+# rdma statistic (netlink) and sysfs agree, counter by counter.
+for dev in pvrdma0 pvrdma1; do
+    rdma statistic show link "$dev/1" | tr -s ' ' '\n' > /tmp/stat ||
+        fail "rdma statistic show link $dev/1"
+    n=0
+    for f in /sys/class/infiniband/$dev/ports/1/hw_counters/*; do
+        name=$(basename "$f")
+        [ "$name" = lifespan ] && continue      # not a counter
+        v=$(grep -A1 -x "$name" /tmp/stat | tail -n 1)
+        [ "$v" = "$(cat "$f")" ] ||
+            fail "$dev $name: rdma statistic '$v', sysfs '$(cat "$f")'"
+        n=$((n + 1))
+    done
+    [ "$n" -eq 20 ] || fail "$dev has $n port counters, not 20"
+    echo "$dev: $n counters, rdma statistic = sysfs"
+done
+rdma statistic show link pvrdma0/1
+echo GUEST-OK
+GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --pvrdma 2 \
-    --add "$rc_verify" -- \
-    './rc_verify -d pvrdma0 && ./rc_verify -d pvrdma0 -D pvrdma1' ||
+    --add "$rc_verify" --add "$hw_counters" --add "$TEST_OUT/guest.sh" -- \
+    'sh ./guest.sh' ||
     fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
-grep -E "^RESULT" "$PVRDMA_OUT/vm/$TEST_NAME.log" | sed 's/^/  /'
-[ "$(grep -c '^RESULT passed=[1-9][0-9]* failed=0' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
+log=$PVRDMA_OUT/vm/$TEST_NAME.log
+grep -E "^RESULT" "$log" | sed 's/^/  /'
+[ "$(grep -c '^RESULT passed=[1-9][0-9]* failed=0' "$log")" -eq 2 ] ||
     fail "expected two clean RESULT lines"
-pass "user-space opcodes and error statuses verified (one device, two devices)"
+grep -q "^RESULT passed$" "$log" || fail "hw_counters did not pass, see $log"
+[ "$(grep -c "counters, rdma statistic = sysfs" "$log")" -eq 2 ] ||
+    fail "rdma statistic and sysfs not compared, see $log"
+grep -qx GUEST-OK "$log" || fail "see $log"
+pass "user-space opcodes and error statuses verified (one device, two devices); port counters moved exactly by known traffic, rdma statistic = sysfs"

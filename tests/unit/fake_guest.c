@@ -646,6 +646,31 @@ int fg_modify_mr(FakeGuest *fg, uint32_t mr, uint32_t flags,
     return fg_cmd(fg, &c, sizeof(c), NULL);
 }
 
+void fg_counters(FakeGuest *fg, uint64_t *v)
+{
+    uint32_t first;
+
+    for (first = 0; first < PVRDMA_CTR_NUM; first += PVRDMA_CTR_PER_QUERY) {
+        struct pvrdma_cmd_query_counters c = {
+            .hdr.cmd = PVRDMA_CMD_QUERY_COUNTERS, .first = first
+        };
+        union pvrdma_cmd_resp r;
+        uint32_t i;
+
+        assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), 0);
+        assert_int_equal(r.hdr.ack, PVRDMA_CMD_ACK(PVRDMA_CMD_QUERY_COUNTERS));
+        assert_int_equal(r.query_counters_resp.first, first);
+        assert_int_equal(r.query_counters_resp.total, PVRDMA_CTR_NUM);
+        for (i = 0; i < PVRDMA_CTR_PER_QUERY; i++) {
+            if (first + i < PVRDMA_CTR_NUM) {
+                v[first + i] = r.query_counters_resp.value[i];
+            } else {
+                assert_int_equal(r.query_counters_resp.value[i], 0);
+            }
+        }
+    }
+}
+
 static uint32_t fg_pow2_ceil(uint32_t v)
 {
     uint32_t p = 1;

@@ -171,6 +171,8 @@ int fg_destroy_mr(FakeGuest *fg, uint32_t mr);
 /* MODIFY_MR (PVRDMA_EX_CAP_MODIFY_MR): PVRDMA_MODIFY_MR_* @flags. */
 int fg_modify_mr(FakeGuest *fg, uint32_t mr, uint32_t flags,
                  uint32_t access, uint32_t pd);
+/* Every counter (PVRDMA_CTR_NUM of them) through QUERY_COUNTERS. */
+void fg_counters(FakeGuest *fg, uint64_t *v);
 
 /* CREATE_QP request with consistent sizes, ready to tweak. */
 void fg_qp_req(FakeGuest *fg, struct pvrdma_cmd_create_qp *c, uint8_t type,

@@ -45,7 +45,7 @@ static void assert_resp(const union pvrdma_cmd_resp *r, uint32_t cmd,
 static void test_unknown_commands(void **state)
 {
     FakeGuest *fg = new_setup();
-    static const uint32_t codes[] = { 21, 22, 0x80000000u, 0xFFFFFFFFu };
+    static const uint32_t codes[] = { 21, 23, 0x80000000u, 0xFFFFFFFFu };
     unsigned i, errs;
 
     (void)state;

@@ -200,12 +200,13 @@ static void test_dsr_valid_caps(void **state)
     /*
      * RESIZE_CQ and UC always, windows on a backend whose remote keys the
      * core checks (this one), CQE timestamps with a clock (the fake
-     * guest's), MODIFY_MR on a backend that keeps no MRs of its own; no
-     * CQ_POLL hint without peers elsewhere
+     * guest's), MODIFY_MR on a backend that keeps no MRs of its own,
+     * counters always; no CQ_POLL hint without peers elsewhere
      */
     assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_COUNTERS);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -246,7 +247,8 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_COUNTERS);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);
@@ -271,7 +273,8 @@ static void test_dsr_caps_no_mw(void **state)
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR);
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_COUNTERS);
     fg_free(fg);
 }
 

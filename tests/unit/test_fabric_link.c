@@ -325,7 +325,12 @@ static void do_counters(bool shm)
     PvrdmaLinkStats a0, b0, a1, b1;
     struct pvrdma_sge s = sge(n->ma, VA_A, len);
     struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    uint64_t ca0[PVRDMA_CTR_NUM], cb0[PVRDMA_CTR_NUM];
+    uint64_t ca1[PVRDMA_CTR_NUM], cb1[PVRDMA_CTR_NUM];
+    unsigned i;
 
+    fg_counters(n->fa, ca0);
+    fg_counters(n->fb, cb0);
     a0 = link_stats(n->ha);
     b0 = link_stats(n->hb);
     assert_true(a0.up && b0.up);
@@ -363,6 +368,30 @@ static void do_counters(bool shm)
     assert_int_equal(a1.bytes_in, b1.bytes_out);
     assert_int_equal(a1.kicks_out, b1.kicks_in);
     assert_int_equal(b1.kicks_out, a1.kicks_in);
+
+    /* The ports' counters: 4 packets at path MTU 1024, the link up. */
+    fg_counters(n->fa, ca1);
+    fg_counters(n->fb, cb1);
+    for (i = 0; i < PVRDMA_CTR_NUM; i++) {
+        ca1[i] -= ca0[i];
+        cb1[i] -= cb0[i];
+    }
+    assert_int_equal(ca1[PVRDMA_CTR_SENT_PKTS], 4);
+    assert_int_equal(ca1[PVRDMA_CTR_SENT_BYTES], len);
+    assert_int_equal(ca1[PVRDMA_CTR_RDMA_WRITES], 1);
+    assert_int_equal(ca1[PVRDMA_CTR_RCVD_PKTS], 0);
+    assert_int_equal(cb1[PVRDMA_CTR_RCVD_PKTS], 4);
+    assert_int_equal(cb1[PVRDMA_CTR_RCVD_BYTES], len);
+    assert_int_equal(cb1[PVRDMA_CTR_RDMA_WRITES_RCVD], 1);
+    assert_int_equal(cb1[PVRDMA_CTR_SENT_PKTS], 0);
+    assert_int_equal(ca0[PVRDMA_CTR_LINKS_UP], 1);
+    assert_int_equal(cb0[PVRDMA_CTR_LINKS_UP], 1);
+    assert_int_equal(ca0[PVRDMA_CTR_LINK_DOWNED], 0);
+    /* The link goes: a level of 0 links, one that went down. */
+    pvrdma_link_close(n->ha->fab->links->data, "test");
+    fg_counters(n->fa, ca1);
+    assert_int_equal(ca1[PVRDMA_CTR_LINKS_UP], 0);
+    assert_int_equal(ca1[PVRDMA_CTR_LINK_DOWNED], 1);
     net_free(n);
 }
 

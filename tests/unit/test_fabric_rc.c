@@ -1384,6 +1384,229 @@ static void test_rnr_infinite_and_kick(void **state)
     pair_free(p);
 }
 
+/* ---- counters (PVRDMA_EX_CAP_COUNTERS) ------------------------------------ */
+
+/* Counters of @fg moved from @before by exactly @want (index -> delta). */
+static void ctr_expect(FakeGuest *fg, uint64_t *before, const uint64_t *want)
+{
+    uint64_t now[PVRDMA_CTR_NUM];
+    unsigned i;
+
+    fg_counters(fg, now);
+    for (i = 0; i < PVRDMA_CTR_NUM; i++) {
+        if (now[i] - before[i] != want[i]) {
+            fail_msg("counter %u moved by %" G_GUINT64_FORMAT ", not %"
+                     G_GUINT64_FORMAT, i,
+                     now[i] - before[i], want[i]);
+        }
+    }
+    memcpy(before, now, sizeof(now));
+}
+
+/*
+ * Known traffic between two devices (path MTU 1024): the requester's
+ * device counts what it sends and the READ and atomic responses it gets,
+ * the responder's what it takes in and answers; RNR NAKs, retries and
+ * error completions on the side that has them.
+ */
+static void test_counters(void **state)
+{
+    FvConnOpts o = default_opts;
+    uint64_t ca[PVRDMA_CTR_NUM], cb[PVRDMA_CTR_NUM];
+    uint64_t wa[PVRDMA_CTR_NUM], wb[PVRDMA_CTR_NUM];
+    struct pvrdma_sge s, r;
+    struct pvrdma_sq_wqe_hdr h;
+    Pair *p;
+    int i;
+
+    (void)state;
+    o.min_rnr_timer = 14;               /* 1.28 ms */
+    p = pair_new_opts(true, &o, false);
+    fg_counters(p->fa, ca);
+    fg_counters(p->fb, cb);
+    for (i = 0; i < PVRDMA_CTR_NUM; i++) {
+        assert_int_equal(ca[i] + cb[i], 0);
+    }
+    /* bad first index or reserved bytes: refused */
+    {
+        struct pvrdma_cmd_query_counters c = {
+            .hdr.cmd = PVRDMA_CMD_QUERY_COUNTERS, .first = PVRDMA_CTR_NUM
+        };
+        union pvrdma_cmd_resp rr;
+
+        assert_int_equal(fg_cmd(p->fa, &c, sizeof(c), &rr), -EINVAL);
+        c.first = 0;
+        c.reserved[2] = 1;
+        assert_int_equal(fg_cmd(p->fa, &c, sizeof(c), &rr), -EINVAL);
+    }
+
+    /* 3 SENDs of 2500 bytes: 3 packets each */
+    s = sge(p->ma, VA_A, 2500);
+    r = sge(p->mb, VA_B, 4096);
+    for (i = 0; i < 3; i++) {
+        fv_post_recv(p->b, 10 + i, &r, 1);
+        fv_ring_rq(p->b);
+        send_one(p, 10 + i, PVRDMA_WR_SEND, &s, 1);
+        expect_send_cqe(p, 10 + i, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 2500);
+        expect_recv_cqe(p, 10 + i, PVRDMA_WC_RECV, 2500, 0);
+    }
+    memset(wa, 0, sizeof(wa));
+    memset(wb, 0, sizeof(wb));
+    wa[PVRDMA_CTR_SENT_PKTS] = 9;
+    wa[PVRDMA_CTR_SENT_BYTES] = 7500;
+    wa[PVRDMA_CTR_RDMA_SENDS] = 3;
+    wb[PVRDMA_CTR_RCVD_PKTS] = 9;
+    wb[PVRDMA_CTR_RCVD_BYTES] = 7500;
+    wb[PVRDMA_CTR_RDMA_RECVS] = 3;
+    ctr_expect(p->fa, ca, wa);
+    ctr_expect(p->fb, cb, wb);
+
+    /* a WRITE of 4096 bytes (4 packets), a READ of 1025 (2 packets back) */
+    s = sge(p->ma, VA_A, 4096);
+    h = wqe(20, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    s = sge(p->ma, VA_A, 1025);
+    h = wqe(21, PVRDMA_WR_RDMA_READ, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 20, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 4096);
+    expect_send_cqe(p, 21, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS, 1025);
+    memset(wa, 0, sizeof(wa));
+    memset(wb, 0, sizeof(wb));
+    wa[PVRDMA_CTR_SENT_PKTS] = 4 + 1;
+    wa[PVRDMA_CTR_SENT_BYTES] = 4096;
+    wa[PVRDMA_CTR_RDMA_WRITES] = 1;
+    wa[PVRDMA_CTR_RDMA_READS] = 1;
+    wa[PVRDMA_CTR_RCVD_PKTS] = 2;
+    wa[PVRDMA_CTR_RCVD_BYTES] = 1025;
+    wb[PVRDMA_CTR_RCVD_PKTS] = 4 + 1;
+    wb[PVRDMA_CTR_RCVD_BYTES] = 4096;
+    wb[PVRDMA_CTR_RDMA_WRITES_RCVD] = 1;
+    wb[PVRDMA_CTR_RDMA_READS_RCVD] = 1;
+    wb[PVRDMA_CTR_SENT_PKTS] = 2;
+    wb[PVRDMA_CTR_SENT_BYTES] = 1025;
+    ctr_expect(p->fa, ca, wa);
+    ctr_expect(p->fb, cb, wb);
+
+    /* two atomics: one packet each way, no payload counted */
+    post_atomic(p, 30, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, VA_B + 8, 1, 0, VA_A);
+    expect_send_cqe(p, 30, PVRDMA_WC_FETCH_ADD, PVRDMA_WC_SUCCESS, 8);
+    post_atomic(p, 31, PVRDMA_WR_ATOMIC_CMP_AND_SWP, VA_B + 8, 0, 0, VA_A);
+    expect_send_cqe(p, 31, PVRDMA_WC_COMP_SWAP, PVRDMA_WC_SUCCESS, 8);
+    memset(wa, 0, sizeof(wa));
+    memset(wb, 0, sizeof(wb));
+    wa[PVRDMA_CTR_SENT_PKTS] = 2;
+    wa[PVRDMA_CTR_RCVD_PKTS] = 2;
+    wa[PVRDMA_CTR_ATOMICS] = 2;
+    wb[PVRDMA_CTR_RCVD_PKTS] = 2;
+    wb[PVRDMA_CTR_SENT_PKTS] = 2;
+    wb[PVRDMA_CTR_ATOMICS_RCVD] = 2;
+    ctr_expect(p->fa, ca, wa);
+    ctr_expect(p->fb, cb, wb);
+
+    /*
+     * A SEND with no receive posted, and a WRITE behind it: NAKed twice
+     * (the timer retries once), then the receive comes and both go again.
+     */
+    s = sge(p->ma, VA_A, 100);
+    send_one(p, 40, PVRDMA_WR_SEND, &s, 1);
+    h = wqe(41, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    fg_advance(p->fa, 1280000);
+    assert_int_equal(fv_cq_count(p->cqa), 0);
+    r = sge(p->mb, VA_B + 8192, 128);
+    fv_post_recv(p->b, 40, &r, 1);
+    fv_ring_rq(p->b);
+    expect_send_cqe(p, 40, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 100);
+    expect_send_cqe(p, 41, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 100);
+    expect_recv_cqe(p, 40, PVRDMA_WC_RECV, 100, 0);
+    memset(wa, 0, sizeof(wa));
+    memset(wb, 0, sizeof(wb));
+    /* the SEND went 3 times; the WRITE once (the first NAK came first) */
+    wa[PVRDMA_CTR_SENT_PKTS] = 3 + 1;
+    wa[PVRDMA_CTR_SENT_BYTES] = 400;
+    wa[PVRDMA_CTR_RDMA_SENDS] = 1;
+    wa[PVRDMA_CTR_RDMA_WRITES] = 1;
+    wa[PVRDMA_CTR_RETRIES] = 2;
+    wa[PVRDMA_CTR_RCVD_RNR_NAKS] = 2;
+    wb[PVRDMA_CTR_RCVD_PKTS] = 3 + 1;
+    wb[PVRDMA_CTR_RCVD_BYTES] = 400;
+    wb[PVRDMA_CTR_RDMA_RECVS] = 1;
+    wb[PVRDMA_CTR_RDMA_WRITES_RCVD] = 1;
+    wb[PVRDMA_CTR_SENT_RNR_NAKS] = 2;
+    ctr_expect(p->fa, ca, wa);
+    ctr_expect(p->fb, cb, wb);
+
+    /*
+     * A READ with a bad rkey: REM_ACCESS_ERR (a completion error); the
+     * QPs go to ERR, and a WQE posted then is flushed (not an error).
+     */
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(50, PVRDMA_WR_RDMA_READ, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = p->mb->rkey ^ 0x100;
+    fv_post_send(p->a, &h, &s, 1);
+    fv_ring_sq(p->a);
+    expect_send_cqe(p, 50, PVRDMA_WC_RDMA_READ, PVRDMA_WC_REM_ACCESS_ERR, 0);
+    send_one(p, 51, PVRDMA_WR_SEND, &s, 1);
+    expect_send_cqe(p, 51, PVRDMA_WC_SEND, PVRDMA_WC_WR_FLUSH_ERR, 0);
+    memset(wa, 0, sizeof(wa));
+    memset(wb, 0, sizeof(wb));
+    wa[PVRDMA_CTR_SENT_PKTS] = 1;
+    wa[PVRDMA_CTR_RDMA_READS] = 1;
+    wa[PVRDMA_CTR_COMPLETION_ERRS] = 1;
+    wb[PVRDMA_CTR_RCVD_PKTS] = 1;
+    ctr_expect(p->fa, ca, wa);
+    ctr_expect(p->fb, cb, wb);
+    pair_free(p);
+
+    /* RNR retries run out (one device: both sides count there) */
+    o.rnr_retry = 1;
+    p = pair_new_opts(false, &o, false);
+    fg_counters(p->fa, ca);
+    s = sge(p->ma, VA_A, 10);
+    send_one(p, 60, PVRDMA_WR_SEND, &s, 1);
+    fg_advance(p->fa, 1280000);
+    expect_send_cqe(p, 60, PVRDMA_WC_SEND, PVRDMA_WC_RNR_RETRY_EXC_ERR, 0);
+    memset(wa, 0, sizeof(wa));
+    wa[PVRDMA_CTR_SENT_PKTS] = 2;
+    wa[PVRDMA_CTR_SENT_BYTES] = 20;
+    wa[PVRDMA_CTR_RDMA_SENDS] = 1;
+    wa[PVRDMA_CTR_RETRIES] = 1;
+    wa[PVRDMA_CTR_RCVD_RNR_NAKS] = 2;
+    wa[PVRDMA_CTR_SENT_RNR_NAKS] = 2;
+    wa[PVRDMA_CTR_RCVD_PKTS] = 2;
+    wa[PVRDMA_CTR_RCVD_BYTES] = 20;
+    wa[PVRDMA_CTR_RNR_RETRY_EXC_ERRS] = 1;
+    wa[PVRDMA_CTR_COMPLETION_ERRS] = 1;
+    ctr_expect(p->fa, ca, wa);
+    pair_free(p);
+
+    /* a QPN nobody has: RETRY_EXC_ERR, nothing arrives anywhere */
+    p = pair_new(false);
+    fg_counters(p->fa, ca);
+    assert_int_equal(fv_qp_modify_state(p->a, PVRDMA_QPS_RESET), 0);
+    assert_int_equal(fv_qp_rts(p->a, p->b->qpn + 7, 0, &o), 0);
+    s = sge(p->ma, VA_A, 10);
+    send_one(p, 61, PVRDMA_WR_SEND, &s, 1);
+    expect_send_cqe(p, 61, PVRDMA_WC_SEND, PVRDMA_WC_RETRY_EXC_ERR, 0);
+    memset(wa, 0, sizeof(wa));
+    wa[PVRDMA_CTR_SENT_PKTS] = 1;
+    wa[PVRDMA_CTR_SENT_BYTES] = 10;
+    wa[PVRDMA_CTR_RDMA_SENDS] = 1;
+    wa[PVRDMA_CTR_RETRY_EXC_ERRS] = 1;
+    wa[PVRDMA_CTR_COMPLETION_ERRS] = 1;
+    ctr_expect(p->fa, ca, wa);
+    pair_free(p);
+}
+
 /* ---- receive doorbells on demand (PVRDMA_EX_CAP_RQ_DB_HINT) ------------- */
 
 static uint32_t rq_hint(FvQp *qp)
@@ -2931,6 +3154,7 @@ int main(void)
         cmocka_unit_test(test_write_read_loopback),
         cmocka_unit_test(test_write_read_two_devices),
         cmocka_unit_test(test_atomics_loopback),
+        cmocka_unit_test(test_counters),
         cmocka_unit_test(test_atomics_two_devices),
         cmocka_unit_test(test_atomic_bad),
         cmocka_unit_test(test_unsignaled),

@@ -372,7 +372,17 @@ static void test_migrate_bare(void **state)
     assert_int_equal(fg_reg_read(fg, PVRDMA_REG_IMR), 0x5);
     join(fg);
     fg_setup(fg);
-    fg_migrate(fg, join);
+    /* The port's counters go along (the links' are the host's). */
+    {
+        uint64_t v[PVRDMA_CTR_NUM];
+
+        fg->core->ctr[PVRDMA_CTR_SENT_PKTS] = 12345;
+        fg->core->ctr[PVRDMA_CTR_COMPLETION_ERRS] = 7;
+        fg_migrate(fg, join);
+        fg_counters(fg, v);
+        assert_int_equal(v[PVRDMA_CTR_SENT_PKTS], 12345);
+        assert_int_equal(v[PVRDMA_CTR_COMPLETION_ERRS], 7);
+    }
     assert_int_equal(fg_bind_gid(fg, 0), 0);
     fg_free(fg);
 }
@@ -498,19 +508,25 @@ static void test_state_refusals(void **state)
     expect_refused(dst, s, len, bare, bare_len, "not a pvrdma device state");
     s[0] = 'P';
     /*
-     * The fabric's move record ends the state (before the 8-byte end
-     * record): ..., life (8), ancestor count (4), no ancestors here.
+     * The counters end the state (before the 8-byte end record): record
+     * header (8), their number (4), the values; before them the fabric's
+     * move record: ..., life (8), ancestor count (4), no ancestors here.
      */
     {
+        size_t ctr = len - 8 - 4 - 8 * PVRDMA_CTR_NUM, mv = ctr - 8;
         uint8_t life[8];
 
-        memcpy(life, s + len - 20, 8);
-        memset(s + len - 20, 0, 8);
+        memcpy(life, s + mv - 12, 8);
+        memset(s + mv - 12, 0, 8);
         expect_refused(dst, s, len, bare, bare_len, "bad move record");
-        memcpy(s + len - 20, life, 8);
-        s[len - 12] = PVRDMA_MOVE_LINEAGE + 1;
+        memcpy(s + mv - 12, life, 8);
+        s[mv - 4] = PVRDMA_MOVE_LINEAGE + 1;
         expect_refused(dst, s, len, bare, bare_len, "17 ancestors");
-        s[len - 12] = 0;
+        s[mv - 4] = 0;
+        assert_int_equal(s[ctr], PVRDMA_CTR_NUM);
+        s[ctr]++;
+        expect_refused(dst, s, len, bare, bare_len, "bad counters record");
+        s[ctr]--;
     }
     /* The real one loads into that device. */
     {

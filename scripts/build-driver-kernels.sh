@@ -13,7 +13,8 @@
 # The header .debs are downloaded with a private apt configuration derived
 # from the system's /etc/apt/sources.list.d/debian.sources (the system's
 # apt setup is only read) and cached under $PVRDMA_CACHE/kernel-headers,
-# keyed by package version; they are unpacked into the root once.
+# keyed by package version; they are unpacked into the root once
+# (scripts/kheaders.sh).
 #
 # Prints one line per kernel on stdout: "<release> OK" or "<release> FAIL";
 # build logs go to stderr. Exits non-zero if any build fails.
@@ -30,6 +31,8 @@
 #                                A kept build is not repeated.
 # shellcheck source=scripts/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=scripts/kheaders.sh
+. "$(dirname "$0")/kheaders.sh"
 
 KERNEL_SERIES=${KERNEL_SERIES:-"6.1 6.12 7"}
 keep=
@@ -38,91 +41,6 @@ case "${1:-}" in
 '') ;;
 *) die "usage: [KERNEL_SERIES=...] [KERNEL_RELEASE=...] $0 [--keep]" ;;
 esac
-MAKE_JOBS=2
-
-HDR_CACHE=$PVRDMA_CACHE/kernel-headers
-
-# resolve SERIES: "<release> <version> <compiler>" of the newest
-# linux-headers-amd64 of SERIES (e.g. 6.12, or 7 for any 7.x) whose
-# compiler the root has (and whose release is $KERNEL_RELEASE, if set),
-# or nothing.
-resolve() {
-    local series=$1 v rel cc
-    kapt_releases "$series" linux-headers-amd64 | while read -r rel v; do
-        [ -z "${KERNEL_RELEASE:-}" ] || [ "$rel" = "$KERNEL_RELEASE" ] ||
-            continue
-        cc=$(kapt_depends "linux-headers-$rel" "$v" |
-             sed -n 's/^\(gcc-[0-9]*\)\(-for-host\)\{0,1\}$/\1/p' | head -n 1)
-        cc=${cc:-gcc}
-        if ! chroot "$root" sh -c "command -v $cc" >/dev/null 2>&1; then
-            log "skipping $rel ($v): it needs $cc, which the Debian 13 root lacks"
-            continue
-        fi
-        echo "$rel $v $cc"
-        break
-    done
-}
-
-# fetch_headers RELEASE VERSION: directory of the cached .debs of the
-# headers (arch and common) and kbuild packages of RELEASE.
-fetch_headers() {
-    local rel=$1 v=$2 dir pkgs
-    dir=$HDR_CACHE/$rel-$v
-    if [ ! -e "$dir/.done" ]; then
-        mapfile -t pkgs < <(kapt_depends "linux-headers-$rel" "$v" |
-            grep -E '^linux-(headers-.*-common|kbuild-.*)$')
-        pkgs=("linux-headers-$rel" "${pkgs[@]}")
-        [ "${#pkgs[@]}" -ge 2 ] ||
-            die "linux-headers-$rel $v: no -common/kbuild dependency found"
-        log "downloading ${pkgs[*]} ($v)"
-        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-        # _apt cannot write into the cache: let it, quietly.
-        chmod 0777 "$dir.tmp"
-        # shellcheck disable=SC2046
-        (cd "$dir.tmp" && apt-get $(kapt_opts) -q download \
-            $(printf '%s\n' "${pkgs[@]}" | sed "s/\$/=$v/") >&2) ||
-            die "cannot download the $rel headers (apt lists out of date? rm $KAPT_DIR/lists/.updated)"
-        chmod 0755 "$dir.tmp"
-        touch "$dir.tmp/.done"
-        rm -rf "$dir" && mv "$dir.tmp" "$dir"
-    fi
-    echo "$dir"
-}
-
-# remove_headers RELEASE: the unpacked trees of RELEASE out of the root.
-remove_headers() {
-    local base=${1%-amd64}
-    rm -rf "$root/usr/src/linux-headers-$1" \
-           "$root/usr/src/linux-headers-$base-common" \
-           "$root/usr/lib/linux-kbuild-$base" "$root/usr/lib/modules/$1"
-    rm -f "$root/var/lib/pvrdma-headers/$1"
-}
-
-# unpack_headers SERIES RELEASE VERSION DIR: the .debs of DIR unpacked
-# into the root (dpkg -x: files only, no maintainer scripts), once per
-# version; other releases of SERIES are removed from the root first.
-unpack_headers() {
-    local series=$1 rel=$2 v=$3 dir=$4 mark deb old
-    mark=$root/var/lib/pvrdma-headers/$rel
-    [ "$(cat "$mark" 2>/dev/null)" = "$v" ] && return 0
-    for old in "$root"/var/lib/pvrdma-headers/*; do
-        old=$(basename "$old")
-        case $old in
-        "$rel"|"*") ;;
-        "$series".*)
-            log "removing the superseded $old headers from the root"
-            remove_headers "$old" ;;
-        esac
-    done
-    log "unpacking the $rel headers into the root"
-    remove_headers "$rel"
-    for deb in "$dir"/*.deb; do
-        dpkg -x "$deb" "$root" || die "cannot unpack $deb"
-    done
-    mkdir -p "$(dirname "$mark")"
-    echo "$v" > "$mark"
-}
-
 # copy_sources DIR: the module's sources and the device ABI headers, laid
 # out as in the repository (Kbuild takes -I$(src)/../include), and with
 # --keep the test module's sources in DIR/kmod.
@@ -152,26 +70,6 @@ judge() {
 
 status=0
 
-# run_make WHERE RELEASE DIR: make the module in DIR against the
-# RELEASE headers, on the host (WHERE=host, /usr/src/linux-headers-RELEASE)
-# or under chroot in the root (WHERE=root, DIR inside the root).
-run_make() {
-    local where=$1 rel=$2 dir=$3
-    if [ "$where" = host ]; then
-        LC_ALL=C make -C "/usr/src/linux-headers-$rel" M="$dir" \
-            -j"$MAKE_JOBS" modules
-        return
-    fi
-    # objtool reads /proc (7.x): a proc mounted in a private mount
-    # namespace, gone with it, so an interrupted build leaves no mount.
-    # shellcheck disable=SC2016
-    env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C \
-        unshare --mount --propagation private sh -c \
-        'mount -t proc proc "$1/proc" && shift && exec chroot "$@"' sh \
-        "$root" "$root" make -C "/usr/src/linux-headers-$rel" \
-        M="${dir#"$root"}" -j"$MAKE_JOBS" modules
-}
-
 # build WHERE RELEASE VERSION: build (and with --keep keep) the module(s)
 # against RELEASE (headers package VERSION); print the verdict line.
 build() {
@@ -180,14 +78,15 @@ build() {
         work=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-kbuild.XXXXXX")
         what="on the host"
     else
-        work=$(mktemp -d "$root/tmp/pvrdma-kbuild.XXXXXX")
+        work=$(mktemp -d "$KH_ROOT/tmp/pvrdma-kbuild.XXXXXX")
         what="in the Debian 13 root"
     fi
     copy_sources "$work"
     if [ -n "$keep" ]; then
-        key=$( { echo "$rel $v $where ${root:+$(basename "$root")}";
+        key=$( { echo "$rel $v $where ${KH_ROOT:+$(basename "$KH_ROOT")}";
                  hash_inputs "$work/guest-driver" "$work/include" \
-                     "$work/kmod" "$0"; } | sha256sum | cut -c1-12)
+                     "$work/kmod" "$0" "$PVRDMA_TOP/scripts/kheaders.sh"; } |
+               sha256sum | cut -c1-12)
         kept=$PVRDMA_CACHE/modules/$rel-$key
         if [ -e "$kept/.done" ]; then
             log "$rel: modules already built ($kept)"
@@ -197,7 +96,7 @@ build() {
         fi
     fi
     SECONDS=0
-    run_make "$where" "$rel" "$work/guest-driver" > "$work/build.log" 2>&1 ||
+    kheaders_make "$where" "$rel" "$work/guest-driver" > "$work/build.log" 2>&1 ||
         rc=$?
     log "$rel: pvrdma.ko built $what in ${SECONDS}s"
     cat "$work/build.log" >&2
@@ -213,7 +112,7 @@ build() {
         return 0
     fi
     SECONDS=0
-    run_make "$where" "$rel" "$work/kmod" > "$work/kmod.log" 2>&1 || rc=$?
+    kheaders_make "$where" "$rel" "$work/kmod" > "$work/kmod.log" 2>&1 || rc=$?
     log "$rel: pvrdma_ktest.ko built $what in ${SECONDS}s"
     cat "$work/kmod.log" >&2
     if ! judge "$rel" "$work/kmod.log" "$rc" pvrdma_ktest; then
@@ -233,12 +132,7 @@ build() {
 
 need_root=0
 for s in $KERNEL_SERIES; do [ "$s" = 6.1 ] || need_root=1; done
-root=
-if [ "$need_root" -eq 1 ]; then
-    root=$("$PVRDMA_TOP/scripts/build-root13.sh") ||
-        die "cannot make the Debian 13 root"
-    kapt_update
-fi
+[ "$need_root" -eq 0 ] || kheaders_root
 
 for s in $KERNEL_SERIES; do
     if [ "$s" = 6.1 ]; then
@@ -255,22 +149,11 @@ for s in $KERNEL_SERIES; do
         build host "$rel" "$v"
         continue
     fi
-    read -r rel v _ < <(resolve "$s") || true
-    if [ -z "${rel:-}" ]; then
-        # The lists may predate the current kernels: once more, fresh.
-        kapt_update force
-        read -r rel v _ < <(resolve "$s") || true
-    fi
-    if [ -z "${rel:-}" ]; then
-        log "no buildable linux-headers-amd64 of series $s${KERNEL_RELEASE:+ (release $KERNEL_RELEASE)} in the archive"
+    if ! kheaders_prepare "$s"; then
         echo "$s FAIL"
         status=1
         continue
     fi
-    log "series $s: $rel ($v)"
-    dir=$(fetch_headers "$rel" "$v")
-    unpack_headers "$s" "$rel" "$v" "$dir"
-    build root "$rel" "$v"
-    rel=
+    build root "$KH_REL" "$KH_VER"
 done
 exit "$status"

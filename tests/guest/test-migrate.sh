@@ -62,6 +62,7 @@ if [ -n "$ko" ]; then
     [ -e "$ko" ] || fail "PVRDMA_MIGRATE_DRIVER: no $ko"
     driver=stock
     vmargs=(--pvrdma 0 --noload --add "$ko"
+            --add "$TESTS_TOP/tests/guest/stock.sh"
             -q -netdev -q user,id=vmx0,net=10.0.3.0/24
             -q -device -q vmxnet3,netdev=vmx0,addr=0x6.0,multifunction=on,romfile=
             -q -device -q pvrdma,addr=0x6.1)
@@ -80,22 +81,10 @@ fi
 dev=pvrdma0 gidx=1 ip=10.0.2.15
 if [ $driver = stock ]; then
     # As test-stock-driver: the vmxnet3 at function 0 carries its GIDs.
-    for n in /sys/class/net/*; do
-        [ "$(basename "$(readlink -f "$n/device/driver" 2>/dev/null)")" = vmxnet3 ] &&
-            vmx=$(basename "$n")
-    done
-    [ -n "${vmx:-}" ] || fail "no vmxnet3 netdev"
+    . ./stock.sh
     ip=10.0.3.15
-    ip addr add $ip/24 dev "$vmx" && ip link set "$vmx" up || fail "vmxnet3 address"
-    insmod ./vmw_pvrdma.ko || fail "insmod vmw_pvrdma.ko"
-    dev=vmw_pvrdma0
-    devinfo_ready() {
-        ibv_devinfo -v > /tmp/devinfo 2>&1 && grep -q PORT_ACTIVE /tmp/devinfo &&
-            grep -q "::ffff:$ip" /tmp/devinfo
-    }
-    wait_for 60 devinfo_ready || fail "vmw_pvrdma0 not ready"
-    gidx=$(grep "::ffff:$ip" /tmp/devinfo | head -n 1 |
-           sed 's/.*GID\[ *\([0-9]*\)\].*/\1/')
+    stock_driver_up $ip
+    dev=vmw_pvrdma0 gidx=$gid
 fi
 # The kernel's NVMe over RDMA, target and host in this guest, connected
 # before the switch; each round writes 1 MiB of fresh random data and

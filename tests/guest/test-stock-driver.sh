@@ -7,64 +7,22 @@
 # kernel verbs test passes. Then the slot is hot-unplugged while a process
 # has the device open: the removal waits for the process (the upstream
 # driver cannot take the device from it), and completes once it ends.
+# (test-stock-driver-6.12.sh: the 6.12 driver in the 6.12 guest.)
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/migrate.sh"          # qmp
+. "$(dirname "$0")/stockdrv.sh"
 kver=$(basename "$(readlink -f "$PVRDMA_OUT/kernel")")
 
-# The driver's source, cached by package version; built like any
-# out-of-tree module. Nothing of it is kept in this repository.
-pkgver=$(apt-cache policy linux-source-6.1 | sed -n 's/^ *Candidate: //p')
-[ -n "$pkgver" ] && [ "$pkgver" != "(none)" ] ||
-    fail "linux-source-6.1 is not available from apt"
-src=$PVRDMA_CACHE/stock-driver/$pkgver
-if [ ! -e "$src/.done" ]; then
-    rm -rf "$src" && mkdir -p "$src/deb"
-    fetch_deb "$src/deb" linux-source-6.1
-    dpkg-deb --fsys-tarfile "$src"/deb/linux-source-6.1_*.deb |
-        tar -x -C "$src" --wildcards './usr/src/linux-source-6.1.tar.*'
-    tar -xf "$src"/usr/src/linux-source-6.1.tar.* -C "$src" \
-        linux-source-6.1/drivers/infiniband/hw/vmw_pvrdma
-    rm -rf "$src/deb" "$src/usr"
-    touch "$src/.done"
-fi
-drv=$TEST_OUT/vmw_pvrdma
-rm -rf "$drv" && cp -r "$src/linux-source-6.1/drivers/infiniband/hw/vmw_pvrdma" "$drv"
-make -s -C "/usr/src/linux-headers-$kver" M="$drv" \
-    CONFIG_INFINIBAND_VMWARE_PVRDMA=m modules >&2 ||
-    fail "cannot build the upstream vmw_pvrdma driver"
+ko=$(stockdrv_build 6.1)
 kmod=$TESTS_TOP/tests/guest/kmod
 make -s -C "$kmod" KVER="$kver" >&2 || fail "cannot build the test module"
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
-vmx=
-for n in /sys/class/net/*; do
-    [ "$(basename "$(readlink -f "$n/device/driver" 2>/dev/null)")" = vmxnet3 ] &&
-        vmx=$(basename "$n")
-done
-[ -n "$vmx" ] || fail "no vmxnet3 netdev"
-ip addr add 10.0.3.15/24 dev "$vmx"
-ip link set "$vmx" up
-lsmod | grep -q '^pvrdma ' && fail "our driver is loaded"
-insmod ./vmw_pvrdma.ko || fail "insmod vmw_pvrdma.ko"
-# The port comes up and the address's GID is added after insmod returns.
-devinfo_ready() {
-    ibv_devinfo -v > /tmp/devinfo 2>&1 && grep -q PORT_ACTIVE /tmp/devinfo &&
-        grep -q "::ffff:10.0.3.15" /tmp/devinfo
-}
-wait_for 30 devinfo_ready || echo "(vmw_pvrdma0 not ready after 30 s)"
-ibv_devinfo -v > /tmp/devinfo || fail "ibv_devinfo"
-grep -E "hca_id|state:|link_layer|fw_ver|GID" /tmp/devinfo
-grep -q "hca_id:	vmw_pvrdma0" /tmp/devinfo || fail "no vmw_pvrdma0"
-grep -q "PORT_ACTIVE" /tmp/devinfo || fail "port not ACTIVE"
-gid=$(grep -n "::ffff:10.0.3.15" /tmp/devinfo | head -n 1 |
-      sed 's/.*GID\[ *\([0-9]*\)\].*/\1/')
-[ -n "$gid" ] || fail "no RoCE v2 GID for 10.0.3.15"
+. ./stock.sh
+stock_driver_up 10.0.3.15 30
 for provider in ours stock; do
-    if [ $provider = stock ]; then
-        mv /etc/libibverbs.d/pvrdma.driver /tmp/
-        cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
-    fi
+    [ $provider = ours ] || stock_provider vmw_pvrdma0 "$gid"
     pair "rc_pingpong_$provider" 120 \
         "ibv_rc_pingpong -d vmw_pvrdma0 -g $gid -n 200 -c" \
         "ibv_rc_pingpong -d vmw_pvrdma0 -g $gid -n 200 -c 10.0.3.15"
@@ -117,8 +75,9 @@ rm -f "$qmps" "$ctl" "$log"
     --qemu-arg -qmp --qemu-arg "unix:$qmps,server=on,wait=off" \
     --qemu-arg -chardev --qemu-arg "socket,id=ctl,path=$ctl,server=on,wait=off" \
     --qemu-arg -device --qemu-arg isa-serial,chardev=ctl \
-    --add "$drv/vmw_pvrdma.ko" --add "$kmod/pvrdma_ktest.ko" \
-    --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
+    --add "$ko" --add "$kmod/pvrdma_ktest.ko" \
+    --add "$TESTS_TOP/tests/guest/pair.sh" \
+    --add "$TESTS_TOP/tests/guest/stock.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh > /dev/null &
 vm=$!
 until grep -qx UNPLUG-NOW "$log" 2> /dev/null; do
@@ -150,7 +109,7 @@ grep "stock driver: the removal" "$log"
 # A live migration (unix socket, then file) with the upstream driver and
 # rdma-core's stock provider, as Ubuntu, Fedora, RHEL or SUSE guests run
 # them, their processes running.
-PVRDMA_MIGRATE_DRIVER=$drv/vmw_pvrdma.ko PVRDMA_MIGRATE_PROVIDER=stock \
+PVRDMA_MIGRATE_DRIVER=$ko PVRDMA_MIGRATE_PROVIDER=stock \
     PVRDMA_MIGRATE_FULL=0 \
     PVRDMA_TEST_SUFFIX=-stockdrv \
     bash "$TESTS_TOP/tests/guest/test-migrate.sh" ||

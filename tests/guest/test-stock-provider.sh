@@ -6,19 +6,8 @@
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 . ./pair.sh
-mv /etc/libibverbs.d/pvrdma.driver /tmp/
-cp /usr/share/pvrdma/stock-provider/vmw_pvrdma.driver /etc/libibverbs.d/
-listeners > /tmp/probe.before
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 > /tmp/probe.log 2>&1 &
-probe=$!
-# It has loaded its provider once it listens for the client.
-wait_listening $probe /tmp/probe.before
-grep -q libvmw_pvrdma "/proc/$probe/maps" ||
-    fail "the stock provider is not the one loaded"
-grep -q libpvrdma- "/proc/$probe/maps" &&
-    fail "our provider was loaded too"
-ibv_rc_pingpong -d pvrdma0 -g 1 -n 20 127.0.0.1 || fail "probe client"
-wait || fail "probe server"
+. ./stock.sh
+stock_provider pvrdma0 1
 pair rc_pingpong 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c" \
     "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c 127.0.0.1"
 pair ib_write_bw 300 "ib_write_bw -d pvrdma0 -x 1 -F -n 200" \
@@ -28,7 +17,8 @@ grep -qE "^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+" /tmp/ib_write_bw.cli ||
 echo GUEST-OK
 GUEST
 "$PVRDMA_TOP/scripts/vm.sh" --name "$TEST_NAME" --timeout 600 --smp 2 \
-    --add "$TESTS_TOP/tests/guest/pair.sh" --add "$TEST_OUT/guest.sh" \
+    --add "$TESTS_TOP/tests/guest/pair.sh" \
+    --add "$TESTS_TOP/tests/guest/stock.sh" --add "$TEST_OUT/guest.sh" \
     -- sh ./guest.sh || fail "see $PVRDMA_OUT/vm/$TEST_NAME.log"
 # (A live migration with the stock provider's processes running is
 # test-stock-driver.sh's: the upstream driver and this provider, as other

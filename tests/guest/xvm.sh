@@ -139,12 +139,27 @@ else
     sync_signal nfs-done 120
 fi
 dmesg_clean
+# The port counters after all that (read while the other guest waits in
+# the MPI step below, so the link is up): the link, packets and bytes
+# both ways, and what each side surely sent (B, the client of perftest)
+# and executed (A) moved.
+xcounters() {
+    local c v
+    rdma statistic show link pvrdma0/1 | tee /tmp/counters
+    for c in links_up sent_pkts rcvd_pkts sent_bytes rcvd_bytes rdma_sends \
+             rdma_recvs "$@"; do
+        v=$(cat /sys/class/infiniband/pvrdma0/ports/1/hw_counters/$c)
+        [ "$v" -gt 0 ] || fail "port counter $c is $v after the traffic"
+    done
+    echo "port counters moved: links_up sent/rcvd pkts and bytes sends recvs $*"
+}
 # Open MPI (UCX PML over rc_verbs/ud_verbs only): A launches one rank per
 # guest (B's daemon through mpi.sh's remote shell); the ping-pong checks
 # every byte both ways, 1 B to 4 MiB, and an allreduce.
 . ./mpi.sh
 mpi_hosts
 if [ "$VMPAIR_ROLE" = a ]; then
+    xcounters rdma_writes_rcvd rdma_reads_rcvd atomics_rcvd
     sync_wait "$PEER_IP" mpi-rshd 120
     mpi_run 2 vm-a:1,vm-b:1 ./mpi_pingpong 20 > /tmp/mpi.out 2>&1 ||
         { cat /tmp/mpi.out; fail "mpirun failed"; }
@@ -152,6 +167,7 @@ if [ "$VMPAIR_ROLE" = a ]; then
     grep -q "^mpi_pingpong: OK" /tmp/mpi.out || fail "mpi_pingpong: no OK line"
     sync_signal mpi-done 120
 else
+    xcounters rdma_writes rdma_reads atomics
     mpi_rshd
     sync_signal mpi-rshd 120
     sync_wait "$PEER_IP" mpi-done 400
@@ -179,6 +195,12 @@ xvm_check() {
     echo "  NFS over RDMA: 16 MiB from B in A's export, MD5 $held"
     grep -q "mpi_pingpong: OK" "$PVRDMA_OUT/vm/$name-a.log" ||
         fail "Open MPI: no verified ping-pong in A's log"
+    grep -q "^port counters moved: .*rdma_writes_rcvd" \
+        "$PVRDMA_OUT/vm/$name-a.log" ||
+        fail "A's port counters were not checked, see $name-a.log"
+    grep -q "^port counters moved: .*rdma_writes rdma_reads atomics" \
+        "$PVRDMA_OUT/vm/$name-b.log" ||
+        fail "B's port counters were not checked, see $name-b.log"
     grep -h "^mpi_pingpong: " "$PVRDMA_OUT/vm/$name-a.log" | sed 's/^/  /'
     grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
         "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'

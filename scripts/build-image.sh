@@ -39,8 +39,11 @@ if [ ! -e "$debdir/.done" ]; then
 fi
 
 # Kernel modules we load in the guest; dependencies are resolved below.
+# (button and evdev: a guest can wait for the ACPI power button, as
+# `virsh shutdown` presses it.)
 KMODS=(virtio_pci virtio_net vmxnet3 ib_core ib_uverbs ib_umad rdma_ucm
-       crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd nfsd nfsv4 rpcrdma)
+       crc32_generic rdma_rxe nvme_rdma nvmet_rdma brd nfsd nfsv4 rpcrdma
+       button evdev)
 
 key=$( { echo "$abi"; cat "$ktree/.done"; printf '%s\n' "${KMODS[@]}";
          hash_inputs "${modules[@]}" "$stage" "$debdir" \

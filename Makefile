@@ -13,6 +13,9 @@
 #                   newest rdma-core in sid (in make check)
 #   make deb        Debian packages for your own guests, in build/deb:
 #                   pvrdma-dkms and ibverbs-provider-pvrdma (packaging/)
+#   make qemu-newest  the device in the newest QEMU of Debian's archive
+#                   (resolved at run time), build/qemu-system-x86_64-newest
+#                   (in make check: test-qemu-newest runs on it)
 #   make check      unit tests, then guest tests (boots guests under TCG)
 #   make unit       unit tests of the device core only
 #   make qemu-asan  build/qemu-system-x86_64-asan: the device code built
@@ -38,6 +41,15 @@ all: image
 
 qemu:
 	scripts/build-qemu.sh >/dev/null
+
+# The same device in the newest QEMU of Debian's archive (trixie-backports
+# or sid; the newest whose source downloads), its own cache directories;
+# tests/guest/test-qemu-newest.sh runs on it. A packaging step takes
+# the binary build/qemu-system-x86_64-newest links to and pvrdma-qemu.env
+# beside it (QEMU_DEB_VERSION, QEMU_SRC_VERSION, QEMU_SRC_DIR).
+.PHONY: qemu-newest
+qemu-newest:
+	QEMU_SERIES=newest scripts/build-qemu.sh >/dev/null
 
 # QEMU with the device code under AddressSanitizer and UBSan (the rest of
 # QEMU plain), in the cache; guest tests marked "asan" in
@@ -95,7 +107,7 @@ deb:
 unit:
 	$(MAKE) -C tests/unit check
 
-guest-tests: all image-6.12
+guest-tests: all image-6.12 qemu-newest
 	tests/guest/run-all.sh
 
 # The module against every Debian kernel series in the archive (6.1, 6.12,

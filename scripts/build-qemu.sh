@@ -7,6 +7,18 @@
 # by the source version, those patches and the configure options;
 # hw/pvrdma and include/ are synced in by content, so ninja recompiles
 # only what changed.
+#
+# QEMU_SERIES=newest builds the newest QEMU of Debian's archive instead
+# (trixie-backports or sid), resolved at run time: the newest source
+# version listed there whose source actually downloads (newer ones may
+# answer 404), else the next older one. The choice is kept in
+# $PVRDMA_CACHE/qemu/newest-version until the lists are refreshed (daily).
+# Its own source and build directories, keyed the same way; linked as
+# build/qemu-system-x86_64-newest. A patch with a variant in
+# scripts/qemu/MAJOR.MINOR/ (same name) is replaced by it for that series.
+# QEMU-facing API differences: hw/pvrdma/pvrdma_qemu_compat.h.
+# Prints the binary's path; $bld/pvrdma-qemu.env beside it names the
+# Debian source version and the source tree (for packaging).
 . "$(dirname "$0")/lib.sh"
 
 QEMU_CONFIGURE_OPTS=(
@@ -18,6 +30,68 @@ QEMU_CONFIGURE_OPTS=(
 
 dl=$PVRDMA_CACHE/dl
 mkdir -p "$dl"
+
+# Private deb-src configuration for the newest QEMU (as lib.sh's others).
+NEWEST_APT_DIR=$PVRDMA_CACHE/apt-qemu-newest
+NEWEST_SUITES="trixie-backports sid"
+# qemu_newest: set QEMU_DEB_VERSION and QEMU_SRC_VERSION to the newest
+# qemu source of $NEWEST_SUITES whose files download into $dl.
+qemu_newest() {
+    local d=$NEWEST_APT_DIR choice=$PVRDMA_CACHE/qemu/newest-version v
+    local sys=/etc/apt/sources.list.d/debian.sources
+    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
+    mkdir -p "$d"/{sources.list.d,lists/partial,archives/partial} \
+        "$(dirname "$choice")"
+    awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' "$sys" |
+        sed -e 's/^Types:.*/Types: deb-src/' \
+            -e "s/^Suites:.*/Suites: $NEWEST_SUITES/" \
+        > "$d/sources.list.d/qemu-newest.sources"
+    if [ ! -e "$d/lists/.updated" ] ||
+       [ -n "$(find "$d/lists/.updated" -mmin +1440)" ]; then
+        # shellcheck disable=SC2046
+        apt-get $(private_apt_opts "$d") -q update >&2 ||
+            die "apt-get update ($NEWEST_SUITES) failed"
+        touch "$d/lists/.updated"
+        rm -f "$choice"
+    fi
+    if [ -s "$choice" ]; then
+        QEMU_DEB_VERSION=$(cat "$choice")
+        QEMU_SRC_VERSION=${QEMU_DEB_VERSION#*:}
+        QEMU_SRC_VERSION=${QEMU_SRC_VERSION%-*}
+        [ -e "$dl/qemu_${QEMU_SRC_VERSION}.orig.tar.xz" ] &&
+            [ -e "$dl/qemu_${QEMU_DEB_VERSION#*:}.debian.tar.xz" ] && return
+    fi
+    # shellcheck disable=SC2046
+    for v in $(apt-cache $(private_apt_opts "$d") showsrc qemu 2>/dev/null |
+               sed -n 's/^Version: //p' | sort -u -rV); do
+        QEMU_DEB_VERSION=$v
+        QEMU_SRC_VERSION=${v#*:}
+        QEMU_SRC_VERSION=${QEMU_SRC_VERSION%-*}
+        if [ ! -e "$dl/qemu_${QEMU_SRC_VERSION}.orig.tar.xz" ] ||
+           [ ! -e "$dl/qemu_${v#*:}.debian.tar.xz" ]; then
+            log "downloading QEMU $v source ($NEWEST_SUITES)"
+            # shellcheck disable=SC2046
+            (cd "$dl" && apt-get $(private_apt_opts "$d") -q source \
+                --download-only "qemu=$v" >&2) ||
+                log "QEMU $v: its source does not download, trying older"
+        fi
+        if [ -e "$dl/qemu_${QEMU_SRC_VERSION}.orig.tar.xz" ] &&
+           [ -e "$dl/qemu_${v#*:}.debian.tar.xz" ]; then
+            echo "$v" > "$choice"
+            log "newest QEMU that downloads: $v"
+            return
+        fi
+    done
+    die "no qemu source of $NEWEST_SUITES downloads"
+}
+
+link=$PVRDMA_OUT/qemu-system-x86_64
+case ${QEMU_SERIES:-base} in
+base) ;;
+newest) qemu_newest; link=$link-newest ;;
+*) die "QEMU_SERIES=$QEMU_SERIES: want base or newest" ;;
+esac
+
 orig=$dl/qemu_${QEMU_SRC_VERSION}.orig.tar.xz
 debtar=$dl/qemu_${QEMU_DEB_VERSION#*:}.debian.tar.xz
 if [ ! -e "$orig" ] || [ ! -e "$debtar" ] ||
@@ -25,8 +99,9 @@ if [ ! -e "$orig" ] || [ ! -e "$debtar" ] ||
     trixie_apt_setup
     log "downloading QEMU $QEMU_DEB_VERSION source and meson from trixie"
     # shellcheck disable=SC2046
-    (cd "$dl" && apt-get $(trixie_apt_opts) -q source --download-only \
-        "qemu=$QEMU_DEB_VERSION" >&2 &&
+    (cd "$dl" && { [ -e "$orig" ] && [ -e "$debtar" ] ||
+        apt-get $(trixie_apt_opts) -q source --download-only \
+        "qemu=$QEMU_DEB_VERSION" >&2; } &&
         apt-get $(trixie_apt_opts) -q download meson >&2)
 fi
 [ -e "$orig" ] || die "QEMU source $orig missing after download"
@@ -39,7 +114,12 @@ if [ ! -d "$tools" ]; then
     mv "$tools.tmp" "$tools"
 fi
 
-patches=("$PVRDMA_TOP"/scripts/qemu/*.patch)
+patches=()
+for p in "$PVRDMA_TOP"/scripts/qemu/*.patch; do
+    v=$PVRDMA_TOP/scripts/qemu/${QEMU_SRC_VERSION%.*}/$(basename "$p")
+    [ -e "$v" ] && p=$v
+    patches+=("$p")
+done
 key=$(hash_inputs "${patches[@]}" "$debtar")
 src=$PVRDMA_CACHE/qemu/src-$QEMU_SRC_VERSION-$key
 if [ ! -e "$src/.done" ]; then
@@ -52,7 +132,8 @@ if [ ! -e "$src/.done" ]; then
         patch -s -p1 -d "$src.tmp" < "$src.tmp/debian/patches/$p"
     done < "$src.tmp/debian/patches/series"
     for p in "${patches[@]}"; do
-        patch -s -p1 -d "$src.tmp" < "$p" || die "$p does not apply"
+        patch -s -p1 -d "$src.tmp" < "$p" ||
+            die "$p does not apply to QEMU $QEMU_SRC_VERSION"
     done
     mkdir -p "$src.tmp/hw/pvrdma"
     touch "$src.tmp/.done"
@@ -76,5 +157,7 @@ if [ ! -e "$bld/build.ninja" ]; then
 fi
 log "building qemu-system-x86_64"
 ninja -C "$bld" qemu-system-x86_64 >&2 || die "QEMU build failed"
-ln -sfn "$bld/qemu-system-x86_64" "$PVRDMA_OUT/qemu-system-x86_64"
-echo "$PVRDMA_OUT/qemu-system-x86_64"
+printf 'QEMU_DEB_VERSION=%s\nQEMU_SRC_VERSION=%s\nQEMU_SRC_DIR=%s\n' \
+    "$QEMU_DEB_VERSION" "$QEMU_SRC_VERSION" "$src" > "$bld/pvrdma-qemu.env"
+ln -sfn "$bld/qemu-system-x86_64" "$link"
+echo "$link"

@@ -62,6 +62,7 @@
 #include "pvrdma_fabric_glue.h"
 #include "pvrdma_gerr_trace.h"
 #include "pvrdma_ibverbs.h"
+#include "pvrdma_qemu_compat.h"
 
 /* Guest errors of one kind logged in the current window (below). */
 typedef struct PvrdmaGerrRate {
@@ -1691,7 +1692,7 @@ static char *pvrdma_get_objects(Object *obj, Error **errp)
                            o.qp, o.srq, o.pinned_pages);
 }
 
-static void pvrdma_class_init(ObjectClass *klass, void *data)
+static void pvrdma_class_init(ObjectClass *klass, PvrdmaClassData data)
 {
     DeviceClass *dc = DEVICE_CLASS(klass);
     PCIDeviceClass *k = PCI_DEVICE_CLASS(klass);

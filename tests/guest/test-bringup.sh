@@ -7,16 +7,18 @@
 
 props=",max-qp=500,max-cq=300,max-pd=100,max-mr=200,max-srq=50"
 pd_alloc=$(build_prog pd_alloc)
+# The QEMU scripts/vm.sh boots (PVRDMA_QEMU: another build).
+qemu=${PVRDMA_QEMU:-$PVRDMA_OUT/qemu-system-x86_64}
 
 # Errors a person sees: a bad property is refused with its name and range.
-if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
+if out=$("$qemu" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
          -device pvrdma,max-qp=70000 \
          -display none 2>&1); then
     fail "QEMU accepted max-qp=70000"
 fi
 echo "$out" | grep -q "max-qp" || fail "unclear error for max-qp=70000: $out"
 pass "bad property refused: $out"
-if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
+if out=$("$qemu" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
          -device pvrdma,backend=bogus \
          -display none 2>&1); then
     fail "QEMU accepted backend=bogus"
@@ -28,7 +30,7 @@ pass "unknown backend refused: $out"
 refused() { # PROPS EXPECTED-TEXT [QEMU-ARG...]
     local out props=$1 text=$2
     shift 2
-    if out=$("$PVRDMA_OUT/qemu-system-x86_64" -M pc -nodefaults -accel tcg \
+    if out=$("$qemu" -M pc -nodefaults -accel tcg \
              -L /usr/share/qemu -L /usr/share/seabios "$@" \
              -device "pvrdma,$props" -display none 2>&1 </dev/null); then
         fail "QEMU accepted $props"

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The device on the newest QEMU of Debian's archive instead of 10.0 (make
+# qemu-newest: scripts/build-qemu.sh with QEMU_SERIES=newest resolves it
+# at build time, build/qemu-system-x86_64-newest). First the binary must
+# report the version it was built from (pvrdma-qemu.env beside it) and
+# differ from the base QEMU's; then bring-up, rc_verify and the two-VM
+# suite run again on it (PVRDMA_QEMU, honoured by scripts/vm.sh and so by
+# vmpair.sh), under the names NAME-qemu-newest (logs apart). Fails if any
+# of them fails.
+. "$(dirname "$0")/lib.sh"
+
+link=$PVRDMA_OUT/qemu-system-x86_64-newest
+[ -x "$link" ] || fail "$link is missing: run 'make qemu-newest'"
+qemu=$(readlink -f "$link")
+env=$(dirname "$qemu")/pvrdma-qemu.env
+[ -r "$env" ] || fail "$env is missing: run 'make qemu-newest'"
+want=$(sed -n 's/^QEMU_SRC_VERSION=//p' "$env")
+want=${want%+ds}
+[ -n "$want" ] || fail "$env names no QEMU_SRC_VERSION"
+got=$("$qemu" --version | sed -n 's/^QEMU emulator version \([^ ]*\).*/\1/p')
+[ "$got" = "$want" ] ||
+    fail "$qemu reports version '$got', it was built from $want"
+base=$("$PVRDMA_OUT/qemu-system-x86_64" --version |
+       sed -n 's/^QEMU emulator version \([^ ]*\).*/\1/p') || base=
+[ "$got" != "$base" ] || fail "the newest QEMU is the base one ($base)"
+pass "$link is QEMU $got ($(sed -n 's/^QEMU_DEB_VERSION=//p' "$env"); base: ${base:-none})"
+
+export PVRDMA_QEMU=$qemu
+tests="test-bringup test-rc-verify test-xvm"
+failed=()
+for t in $tests; do
+    start=$SECONDS
+    if PVRDMA_TEST_SUFFIX=-qemu-newest bash "$TESTS_TOP/tests/guest/$t.sh"; then
+        echo "[$TEST_NAME] $t on QEMU $got: passed ($((SECONDS - start))s)"
+    else
+        echo "[$TEST_NAME] $t on QEMU $got: FAILED ($((SECONDS - start))s)"
+        failed+=("$t")
+    fi
+done
+[ ${#failed[@]} -eq 0 ] || fail "on QEMU $got: ${failed[*]} failed"
+pass "on QEMU $got: $tests"

@@ -1615,6 +1615,26 @@ static void pvrdma_ibv_ud_cqe(PvrdmaIbvQp *q, const PvrdmaIbvGrhAt *at,
     cqe->sl = 0x8 | (v4 ? 2 : 1);
 }
 
+/*
+ * The port's counters for a message the host device placed (what the
+ * guest can see of the host's responder: SENDs and WRITEs with
+ * immediate; plain WRITEs, READs and atomics leave no trace here).
+ */
+static void pvrdma_ibv_count_recv(PvrdmaIbvQp *q, const struct ibv_wc *wc)
+{
+    PvrdmaCore *core = q->ibv->core;
+    uint64_t len = wc->byte_len;
+
+    if (q->qp->type == PVRDMA_QPT_UD || q->qp->type == PVRDMA_QPT_GSI) {
+        len = len > PVRDMA_GRH_SIZE ? len - PVRDMA_GRH_SIZE : 0;
+    }
+    pvrdma_core_count(core, PVRDMA_CTR_RCVD_PKTS,
+                      pvrdma_core_pkts(q->qp, len));
+    pvrdma_core_count(core, PVRDMA_CTR_RCVD_BYTES, len);
+    pvrdma_core_count(core, wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ?
+                      PVRDMA_CTR_RDMA_WRITES_RCVD : PVRDMA_CTR_RDMA_RECVS, 1);
+}
+
 /* The guest CQE of a host receive completion of the guest's @wr_id. */
 static void pvrdma_ibv_recv_cqe(PvrdmaIbvQp *q, uint64_t wr_id,
                                 const PvrdmaIbvGrhAt *at,
@@ -1652,6 +1672,7 @@ static void pvrdma_ibv_recv_cqe(PvrdmaIbvQp *q, uint64_t wr_id,
         } else {
             pvrdma_core_qp_comm_est(q->ibv->core, q->qp);
         }
+        pvrdma_ibv_count_recv(q, wc);
     }
     /*
      * libibverbs does not say whether the sender solicited an event:

@@ -328,6 +328,30 @@ static void test_write_imm_read(void **state)
     assert_int_equal(c.opcode, PVRDMA_WC_RDMA_READ);
     assert_int_equal(c.wr_id, 2);
     assert_true(fv_mr_check(p->ma, VA_A + 10000, 10000, 0x52));
+    /*
+     * The ports' counters (path MTU 1024): A sent the WRITE (10 packets)
+     * and the READ request, and got the READ's 10 packets back; B saw
+     * the WRITE with immediate, but not the READ the host device served.
+     */
+    {
+        uint64_t ca[PVRDMA_CTR_NUM], cb[PVRDMA_CTR_NUM];
+
+        fg_counters(p->a.fg, ca);
+        fg_counters(p->b.fg, cb);
+        assert_int_equal(ca[PVRDMA_CTR_SENT_PKTS], 10 + 1);
+        assert_int_equal(ca[PVRDMA_CTR_SENT_BYTES], 10000);
+        assert_int_equal(ca[PVRDMA_CTR_RDMA_WRITES], 1);
+        assert_int_equal(ca[PVRDMA_CTR_RDMA_READS], 1);
+        assert_int_equal(ca[PVRDMA_CTR_RCVD_PKTS], 10);
+        assert_int_equal(ca[PVRDMA_CTR_RCVD_BYTES], 10000);
+        assert_int_equal(cb[PVRDMA_CTR_RCVD_PKTS], 10);
+        assert_int_equal(cb[PVRDMA_CTR_RCVD_BYTES], 10000);
+        assert_int_equal(cb[PVRDMA_CTR_RDMA_WRITES_RCVD], 1);
+        assert_int_equal(cb[PVRDMA_CTR_RDMA_READS_RCVD], 0);
+        assert_int_equal(cb[PVRDMA_CTR_SENT_PKTS], 0);
+        assert_int_equal(ca[PVRDMA_CTR_LINKS_UP] + cb[PVRDMA_CTR_LINKS_UP],
+                         0);
+    }
     pair_free(p);
 }
 

@@ -13,6 +13,10 @@
 #                   newest rdma-core in sid (in make check)
 #   make deb        Debian packages for your own guests, in build/deb:
 #                   pvrdma-dkms and ibverbs-provider-pvrdma (packaging/)
+#   make host-deb   Debian packages of our QEMU for Debian 12 and 13 hosts,
+#                   in build/host-deb: qemu-system-pvrdma, the command
+#                   qemu-system-x86_64-pvrdma beside Debian's own QEMU
+#                   (HOST_DEB_DISTS=bookworm or trixie: one of them)
 #   make qemu-newest  the device in the newest QEMU of Debian's archive
 #                   (resolved at run time), build/qemu-system-x86_64-newest
 #                   (in make check: test-qemu-newest runs on it)
@@ -103,6 +107,12 @@ demo: all
 .PHONY: deb
 deb:
 	scripts/build-debs.sh
+
+# Our QEMU as qemu-system-pvrdma_<ver>~deb12/~deb13 (Debian 13's built in
+# a Debian 13 root, cached); tests/guest/test-host-deb.sh installs them.
+.PHONY: host-deb
+host-deb:
+	scripts/build-host-deb.sh
 
 unit:
 	$(MAKE) -C tests/unit check

@@ -97,7 +97,7 @@ debtar=$dl/qemu_${QEMU_DEB_VERSION#*:}.debian.tar.xz
 if [ ! -e "$orig" ] || [ ! -e "$debtar" ] ||
    ! ls "$dl"/meson_*_all.deb >/dev/null 2>&1; then
     trixie_apt_setup
-    log "downloading QEMU $QEMU_DEB_VERSION source and meson from trixie"
+    log "downloading what is missing of QEMU $QEMU_DEB_VERSION's source and meson (trixie)"
     # shellcheck disable=SC2046
     (cd "$dl" && { [ -e "$orig" ] && [ -e "$debtar" ] ||
         apt-get $(trixie_apt_opts) -q source --download-only \

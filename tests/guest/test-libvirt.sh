@@ -11,8 +11,7 @@
 # fresh copy each run), started by hand (no init there), with
 # security_driver "none" (no AppArmor in a chroot; docs/libvirt.md gives
 # the rules a confined host needs) and no private namespaces. Our QEMU in
-# that root: the package of `make host-deb` (build/host-deb) when it is
-# there, else build/qemu-system-x86_64 with the firmware path given.
+# that root: the Debian 12 package of `make host-deb`, installed with apt.
 . "$(dirname "$0")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || fail "libvirtd and chroot need root"
@@ -71,23 +70,17 @@ rm -rf "$R"
 cp -a "$base" "$R"
 trap cleanup EXIT
 
-# Our QEMU in the root.
-mapfile -t pkgs < <(ls "$PVRDMA_OUT"/host-deb/qemu-system-pvrdma_*bookworm*.deb 2> /dev/null)
+# Our QEMU in the root: the Debian 12 package of `make host-deb`.
+mapfile -t pkgs < <(HOST_DEB_DISTS=bookworm "$PVRDMA_TOP/scripts/build-host-deb.sh") ||
+    fail "make host-deb (bookworm) failed"
+[ ${#pkgs[@]} -eq 1 ] || fail "build-host-deb.sh printed ${#pkgs[@]} packages, want 1"
 xml=$TEST_OUT/pvrdma-a.xml
 cp "$PVRDMA_TOP/docs/libvirt/pvrdma-vm.xml" "$xml"
-if [ ${#pkgs[@]} -gt 0 ]; then
-    cp "${pkgs[-1]}" "$R/tmp/"
-    chroot "$R" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-        "/tmp/$(basename "${pkgs[-1]}")" > "$TEST_OUT/apt-qemu.log" 2>&1 ||
-        fail "installing $(basename "${pkgs[-1]}") failed, see $TEST_OUT/apt-qemu.log"
-    how="the package $(basename "${pkgs[-1]}")"
-else
-    install -m 0755 "$(readlink -f "$PVRDMA_OUT/qemu-system-x86_64")" \
-        "$R/usr/bin/qemu-system-x86_64-pvrdma"
-    # A build without the package's firmware path.
-    sed -i "s|<qemu:arg value='-device'/>|<qemu:arg value='-L'/><qemu:arg value='/usr/share/qemu'/><qemu:arg value='-L'/><qemu:arg value='/usr/share/seabios'/>\n    &|" "$xml"
-    how="build/qemu-system-x86_64"
-fi
+cp "${pkgs[0]}" "$R/tmp/"
+chroot "$R" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    "/tmp/$(basename "${pkgs[0]}")" > "$TEST_OUT/apt-qemu.log" 2>&1 ||
+    fail "installing $(basename "${pkgs[0]}") failed, see $TEST_OUT/apt-qemu.log"
+how="the package $(basename "${pkgs[0]}")"
 emulator=$(sed -n 's|.*<emulator>\(.*\)</emulator>.*|\1|p' "$xml")
 [ -x "$R$emulator" ] || fail "the root has no $emulator"
 

@@ -6,7 +6,8 @@
 # differ from the base QEMU's; then bring-up, rc_verify and the two-VM
 # suite run again on it (PVRDMA_QEMU, honoured by scripts/vm.sh and so by
 # vmpair.sh), under the names NAME-qemu-newest (logs apart). Fails if any
-# of them fails.
+# of them fails. Last, make host-deb packages this QEMU for Debian 12
+# (QEMU_SERIES=newest) and the package's binary is it, with the device.
 . "$(dirname "$0")/lib.sh"
 
 link=$PVRDMA_OUT/qemu-system-x86_64-newest
@@ -39,3 +40,24 @@ for t in $tests; do
 done
 [ ${#failed[@]} -eq 0 ] || fail "on QEMU $got: ${failed[*]} failed"
 pass "on QEMU $got: $tests"
+
+# make host-deb packages it too (QEMU_SERIES=newest; Debian 12's package
+# is this very build): the package's binary is QEMU $got with the device.
+debs=$TEST_OUT/host-deb
+rm -rf "$debs"
+mapfile -t pkg < <(QEMU_SERIES=newest HOST_DEB_DISTS=bookworm \
+    PVRDMA_OUT=$debs "$PVRDMA_TOP/scripts/build-host-deb.sh") ||
+    fail "QEMU_SERIES=newest make host-deb failed"
+[ ${#pkg[@]} -eq 1 ] && [ -e "${pkg[0]}" ] ||
+    fail "build-host-deb.sh printed ${#pkg[@]} packages, want 1"
+case $(basename "${pkg[0]}") in
+*+qemu$got~deb12_amd64.deb) ;;
+*) fail "$(basename "${pkg[0]}") is not a package of QEMU $got" ;;
+esac
+dpkg-deb -x "${pkg[0]}" "$debs/root"
+bin=$debs/root/usr/lib/pvrdma/qemu-system-x86_64
+"$bin" --version | grep -q "^QEMU emulator version $got" ||
+    fail "the packaged binary is not QEMU $got"
+"$bin" -device help 2>&1 | grep -q '^name "pvrdma"' ||
+    fail "the packaged QEMU $got has no pvrdma device"
+pass "QEMU_SERIES=newest make host-deb: $(basename "${pkg[0]}")"

@@ -31,29 +31,18 @@ QEMU_CONFIGURE_OPTS=(
 dl=$PVRDMA_CACHE/dl
 mkdir -p "$dl"
 
-# Private deb-src configuration for the newest QEMU (as lib.sh's others).
+# Private deb-src configuration for the newest QEMU (lib.sh's
+# suite_apt_setup, in $PVRDMA_CACHE/apt-qemu-newest).
 NEWEST_APT_DIR=$PVRDMA_CACHE/apt-qemu-newest
 NEWEST_SUITES="trixie-backports sid"
 # qemu_newest: set QEMU_DEB_VERSION and QEMU_SRC_VERSION to the newest
 # qemu source of $NEWEST_SUITES whose files download into $dl.
 qemu_newest() {
     local d=$NEWEST_APT_DIR choice=$PVRDMA_CACHE/qemu/newest-version v
-    local sys=/etc/apt/sources.list.d/debian.sources
-    [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
-    mkdir -p "$d"/{sources.list.d,lists/partial,archives/partial} \
-        "$(dirname "$choice")"
-    awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' "$sys" |
-        sed -e 's/^Types:.*/Types: deb-src/' \
-            -e "s/^Suites:.*/Suites: $NEWEST_SUITES/" \
-        > "$d/sources.list.d/qemu-newest.sources"
-    if [ ! -e "$d/lists/.updated" ] ||
-       [ -n "$(find "$d/lists/.updated" -mmin +1440)" ]; then
-        # shellcheck disable=SC2046
-        apt-get $(private_apt_opts "$d") -q update >&2 ||
-            die "apt-get update ($NEWEST_SUITES) failed"
-        touch "$d/lists/.updated"
-        rm -f "$choice"
-    fi
+    mkdir -p "$(dirname "$choice")"
+    suite_apt_setup "$NEWEST_SUITES" qemu-newest
+    # Fresh lists may name a newer QEMU: choose again.
+    [ "$choice" -nt "$d/lists/.updated" ] || rm -f "$choice"
     if [ -s "$choice" ]; then
         QEMU_DEB_VERSION=$(cat "$choice")
         QEMU_SRC_VERSION=${QEMU_DEB_VERSION#*:}

@@ -253,26 +253,29 @@ guest_files_cpio() {
 
 # Private apt configuration for the sources of any Debian suite (sid for
 # scripts/build-provider-versions.sh), derived from the system's sources
-# file exactly like the trixie one above: suite_apt_opts SUITE,
-# suite_apt_setup SUITE (lists refreshed when older than a day).
+# file exactly like the trixie one above: suite_apt_opts NAME,
+# suite_apt_setup SUITES [NAME] (one suite, or several under NAME, in
+# $PVRDMA_CACHE/apt-NAME; lists refreshed when older than a day, their
+# lists/.updated touched then).
 suite_apt_opts() {
     private_apt_opts "$PVRDMA_CACHE/apt-$1"
 }
 
 suite_apt_setup() {
-    local suite=$1 d=$PVRDMA_CACHE/apt-$1
+    local suites=$1 name=${2:-$1}
+    local d=$PVRDMA_CACHE/apt-$name
     local sys=/etc/apt/sources.list.d/debian.sources
     [ -r "$sys" ] || die "$sys not found: cannot derive the Debian mirror"
     mkdir -p "$d"/{sources.list.d,lists/partial,archives/partial}
     awk 'BEGIN { RS = ""; ORS = "\n\n" } NR == 1' "$sys" |
         sed -e 's/^Types:.*/Types: deb-src/' \
-            -e "s/^Suites:.*/Suites: $suite/" \
-        > "$d/sources.list.d/$suite.sources"
+            -e "s/^Suites:.*/Suites: $suites/" \
+        > "$d/sources.list.d/$name.sources"
     if [ ! -e "$d/lists/.updated" ] ||
        [ -n "$(find "$d/lists/.updated" -mmin +1440)" ]; then
         # shellcheck disable=SC2046
-        apt-get $(suite_apt_opts "$suite") -q update >&2 ||
-            die "apt-get update ($suite) failed"
+        apt-get $(suite_apt_opts "$name") -q update >&2 ||
+            die "apt-get update ($suites) failed"
         touch "$d/lists/.updated"
     fi
 }

@@ -480,9 +480,13 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
     for (e = links; e; e = e->next) {
         /*
          * Frames a kick was spared for: a stream's linger, or a polling
-         * guest that stopped.
+         * guest that stopped.  While a guest still polls (its promise
+         * runs), its next poll takes them in: reading them here would
+         * only contend with its vCPU for the device and steal a core
+         * from the peer.
          */
-        if (pvrdma_link_pending_in(e->data)) {
+        if (pvrdma_link_pending_in(e->data) &&
+            (fab->poll_until <= now || fab->linger_at)) {
             pvrdma_link_poll(e->data, -1);
         }
         pvrdma_link_tick(e->data, now, &busy);

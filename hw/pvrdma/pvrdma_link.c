@@ -754,7 +754,7 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
         if (l->shm) {
             uint64_t room = PVRDMA_LINK_RING_SIZE - (l->tx_head - l->tx_acked);
 
-            n = MIN(MIN(n, room), PVRDMA_LINK_SHM_CHUNK);
+            n = MIN(MIN(n, room), PVRDMA_LINK_SHM_STEP);
             if (!n) {
                 break;          /* wait for CREDIT */
             }
@@ -1646,6 +1646,18 @@ static void pvrdma_link_rx_end(PvrdmaLink *l, bool aborted)
     pvrdma_fabric_exec_free(ex);
 }
 
+/* Hand the peer's ring bytes we took in back to it (shm links). */
+static void pvrdma_link_give_credit(PvrdmaLink *l)
+{
+    if (l->rx_uncredited) {
+        uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_CREDIT, 0, 0,
+                                       PVRDMA_LINK_CREDIT_SIZE);
+
+        wr32(b, l->rx_uncredited);
+        l->rx_uncredited = 0;
+    }
+}
+
 static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
                              const uint8_t *b, uint32_t len)
 {
@@ -1705,10 +1717,19 @@ static bool pvrdma_link_data(PvrdmaLink *l, uint32_t id, uint16_t flags,
         l->rx_tail += n;
         l->rx_uncredited += n;
         l->bytes_in += n;
+        if (l->rx.ex && n >= PVRDMA_LINK_STREAM_PIECE) {
+            /* A large piece of a request streams like a request. */
+            l->fab->sends_in++;
+        }
     }
     l->rx.got += n;
     if (l->rx.got == l->rx.len) {
         pvrdma_link_rx_end(l, false);
+    }
+    if (l->rx_uncredited >= PVRDMA_LINK_SHM_STEP) {
+        /* The sender may be waiting for this room now. */
+        pvrdma_link_give_credit(l);
+        pvrdma_link_flush(l);
     }
     return true;
 }
@@ -1992,13 +2013,7 @@ static void pvrdma_link_input_done(PvrdmaLink *l)
     if (l->dead) {
         return;
     }
-    if (l->rx_uncredited) {
-        uint8_t *b = pvrdma_link_frame(l, PVRDMA_LINK_CREDIT, 0, 0,
-                                       PVRDMA_LINK_CREDIT_SIZE);
-
-        wr32(b, l->rx_uncredited);
-        l->rx_uncredited = 0;
-    }
+    pvrdma_link_give_credit(l);
     pvrdma_link_pump(l);
 }
 

@@ -53,7 +53,20 @@ enum {
 #define PVRDMA_LINK_RING_SIZE       (4u << 20)   /* shared ring, each way */
 #define PVRDMA_LINK_SHM_CHUNK       (1u << 20)   /* ring bytes per DATA */
 #endif
+/*
+ * What we put in the ring per DATA frame, and how much of the peer's ring
+ * we take in before crediting it back without waiting for the end of a
+ * batch: the two copies (into the ring, out of it) then overlap on the
+ * two processes' cores instead of taking turns over the whole ring.
+ */
+#define PVRDMA_LINK_SHM_STEP        PVRDMA_LINK_SHM_CHUNK
 #define PVRDMA_LINK_MAX_QUEUED      4096         /* streams waiting to send */
+/*
+ * A DATA of a request moving this many ring bytes or more counts as one
+ * more request of a stream (PvrdmaFabric.sends_in): one large WRITE per
+ * wakeup is a stream too, and lingers.
+ */
+#define PVRDMA_LINK_STREAM_PIECE    (64u << 10)
 /*
  * A shm link's memfd, one per direction, written by one side: the data
  * ring, then a ring of frames (everything after HELLO travels there, not
@@ -145,8 +158,9 @@ struct PvrdmaFabric {
      */
     int64_t linger_at;
     /*
-     * Requests with payload (SEND, WRITE) ever taken in from links: what
-     * a stream is made of.  READs and atomics are not counted: a QP has
+     * Requests with payload (SEND, WRITE) ever taken in from links, and
+     * large pieces of their payload (PVRDMA_LINK_STREAM_PIECE): what a
+     * stream is made of.  READs and atomics are not counted: a QP has
      * only a few out, each waiting for its answer, so lingering would
      * delay them.
      */

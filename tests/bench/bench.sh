@@ -48,6 +48,16 @@ gcc -O2 -Wall -Wextra -Werror -o "$TEST_OUT/memcpy_bw" \
 sizes="64 4096 65536 1048576 4194304"
 [ "${BENCH_QUICK:-0}" != 1 ] || sizes=65536
 "$TEST_OUT/memcpy_bw" $sizes > "$TEST_OUT/host.txt"
+# The two-copy limit of the fabric between two VMs: two threads moving
+# 1 MiB and 4 MiB messages through a 4 MiB ring in 1 MiB steps, as the
+# shm link does (tests/bench/pipe_bw.c).
+gcc -O2 -Wall -Wextra -Werror -pthread -o "$TEST_OUT/pipe_bw" \
+    "$TESTS_TOP/tests/bench/pipe_bw.c" || fail "cannot build pipe_bw"
+if [ "${BENCH_QUICK:-0}" != 1 ]; then
+    for n in 1048576 4194304; do
+        "$TEST_OUT/pipe_bw" $n 4194304 1048576 >> "$TEST_OUT/host.txt"
+    done
+fi
 # and on request, right after each of the device's bandwidth runs in one
 # VM, while that guest waits (guest-bench.sh, _bench_memcpy; the guest
 # reaches the host's loopback through the user-mode network's gateway).
@@ -115,6 +125,29 @@ if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP"
 echo BENCH-OK
 GUEST
 
+# Plain TCP between two host processes over the 2tcp setup's veth pair,
+# the path the two QEMUs' link takes: a stream of 1 MiB writes and a
+# 2-byte round trip (tests/bench/tcp_host.c), BENCH_REPS rounds, as the
+# yardstick of the fabric's TCP link in the report.
+host_tcp() {
+    local r reps=${BENCH_REPS:-3} bytes=$((8 << 30)) spid v
+    [ "${BENCH_QUICK:-0}" != 1 ] || { reps=1; bytes=$((1 << 30)); }
+    gcc -O2 -Wall -Wextra -Werror -o "$TEST_OUT/tcp_host" \
+        "$TESTS_TOP/tests/bench/tcp_host.c" || fail "cannot build tcp_host"
+    ip netns exec "$nsa" "$TEST_OUT/tcp_host" serve 192.168.78.1 7482 &
+    spid=$!
+    for ((r = 1; r <= reps; r++)); do
+        v=$(ip netns exec "$nsb" "$TEST_OUT/tcp_host" stream 192.168.78.1 \
+            7482 1048576 "$bytes") || fail "the host's TCP stream failed"
+        echo "R 2tcp host tcp_stream 1048576 $r $v MB/s" >> "$TEST_OUT/guests.txt"
+        v=$(ip netns exec "$nsb" "$TEST_OUT/tcp_host" rtt 192.168.78.1 \
+            7482 20000) || fail "the host's TCP round trip failed"
+        echo "R 2tcp host tcp_rtt 2 $r $v usec" >> "$TEST_OUT/guests.txt"
+    done
+    kill "$spid"
+    wait "$spid" 2> /dev/null || true
+}
+
 : > "$TEST_OUT/guests.txt"
 : > "$TEST_OUT/missing.txt"
 # collect SETUP LOG: the measurements in a guest's console log, and the
@@ -159,6 +192,7 @@ for s in $setups; do
             ip -n "$nsb" link set pvrdma-bw$$ up &&
             ip -n "$nsa" link set lo up && ip -n "$nsb" link set lo up ||
             fail "cannot make the veth pair between $nsa and $nsb"
+        host_tcp
         vmpair_run bench-2tcp 5400 "$TEST_OUT/bench-2tcp.sh" \
             "$TEST_OUT/bench-2tcp.sh" \
             --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \

@@ -152,6 +152,56 @@ def main():
                           f" {pct} |")
         md.append("")
 
+    # Two VMs against the two-copy limit (bench.sh, pipe_bw).
+    pipes = [(n, med("host", "pipe", "pipe", n)) for n in (1 << 20, 4 << 20)]
+    if any(v for _, v in pipes) and any(k[0] == "2vm" for k in data):
+        md += ["### Two VMs against the host's two-copy limit", "",
+               "The two-copy limit: two host threads moving messages "
+               "through a 4 MiB ring in 1 MiB steps, as the fabric's "
+               "shared-memory link does (tests/bench/pipe_bw.c).", "",
+               "| test | size | pvrdma two VMs | two-copy limit | host memcpy |"
+               " pvrdma / limit | pvrdma / memcpy |",
+               "|---|---|---|---|---|---|---|"]
+        for test in ("write_bw", "send_bw", "read_bw"):
+            for n, lim in pipes:
+                p = med("2vm", "pvrdma", test, n)
+                mc = med("host", "memcpy", "memcpy", n)
+                if p is None:
+                    continue
+                md.append(f"| {test} | {size_str(n)} | {fmt(p)} |"
+                          f" {fmt(lim)} | {fmt(mc)} | {ratio(p, lim)} |"
+                          f" {100 * p / mc:.0f}% |" if mc else
+                          f"| {test} | {size_str(n)} | {fmt(p)} |"
+                          f" {fmt(lim)} | - | {ratio(p, lim)} | - |")
+        md.append("")
+
+    # The TCP link against plain TCP between two host processes over the
+    # same veth pair (bench.sh, host_tcp).
+    stream = med("2tcp", "host", "tcp_stream", 1 << 20)
+    rtt = med("2tcp", "host", "tcp_rtt", 2)
+    if stream or rtt:
+        md += ["### The fabric's TCP link against plain TCP over the same "
+               "veth pair", "",
+               "Plain TCP: two host processes in the two namespaces "
+               "(tests/bench/tcp_host.c), a stream of 1 MiB writes and a "
+               "2-byte round trip with both sides asleep in read().", "",
+               "| measure | pvrdma over the TCP link | plain TCP |"
+               " pvrdma / plain TCP |",
+               "|---|---|---|---|"]
+        for label, test, n, t, tl in (
+                ("ib_write_bw 1 MiB (MB/s) / TCP stream",
+                 "write_bw", 1 << 20, stream, "tcp_stream"),
+                ("ib_read_bw 1 MiB (MB/s) / TCP stream",
+                 "read_bw", 1 << 20, stream, "tcp_stream"),
+                ("ib_send_lat 2 B (usec, one way) / TCP round trip",
+                 "send_lat", 2, rtt, "tcp_rtt")):
+            p = med("2tcp", "pvrdma", test, n)
+            tn = 1 << 20 if tl == "tcp_stream" else 2
+            md.append(f"| {label} | {fmt(p)}{spread('2tcp', 'pvrdma', test, n)}"
+                      f" | {fmt(t)}{spread('2tcp', 'host', tl, tn)} |"
+                      f" {ratio(p, t)} |")
+        md.append("")
+
     md += ["### Message rate (million messages/s)", ""]
     head = "| test | size |" + "".join(
         f" pvrdma {sl} | Soft-RoCE {sl} |" for _, sl in present)

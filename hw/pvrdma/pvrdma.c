@@ -1582,10 +1582,12 @@ static bool pvrdma_visit_link(Visitor *v, PvrdmaLinkStats *l, Error **errp)
     uint64_t n[] = {
         l->frames_out, l->frames_in, l->bytes_out, l->bytes_in,
         l->kicks_out, l->kicks_in, l->requests_out, l->streams_out,
+        l->ring_bytes, l->shrinks,
     };
     static const char *const names[] = {
         "frames-out", "frames-in", "bytes-out", "bytes-in",
         "kicks-out", "kicks-in", "requests-out", "streams-out",
+        "ring-bytes", "shrinks",
     };
     bool ok;
 
@@ -1662,12 +1664,14 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
             monitor_printf(mon, "  link %s: %s, %s, frames out %" PRIu64
                            " in %" PRIu64 ", bytes out %" PRIu64 " in %"
                            PRIu64 ", kicks out %" PRIu64 " in %" PRIu64
-                           ", requests out %u, streams out %u\n",
+                           ", requests out %u, streams out %u, ring %"
+                           PRIu64 " KiB, shrinks %" PRIu64 "\n",
                            l->name, l->shm ? "shm" : "tcp",
                            l->up ? "up" : "down", l->frames_out,
                            l->frames_in, l->bytes_out, l->bytes_in,
                            l->kicks_out, l->kicks_in, l->requests_out,
-                           l->streams_out);
+                           l->streams_out, l->ring_bytes >> 10,
+                           l->shrinks);
         }
         if (s->fabric && !st.nlinks) {
             monitor_printf(mon, "  no links\n");

@@ -328,6 +328,9 @@ typedef struct PvrdmaLinkStats {
     uint64_t kicks_out, kicks_in;       /* shm links: wakeups */
     uint32_t requests_out;      /* our requests not answered yet */
     uint32_t streams_out;       /* payload streams waiting to be sent */
+    /* shm links: bytes of host memory our outgoing rings hold now */
+    uint64_t ring_bytes;
+    uint64_t shrinks;           /* times an idle link gave them back */
 } PvrdmaLinkStats;
 
 /* The fabric's live links into @st (at most @max); returns how many live. */

@@ -133,6 +133,14 @@ struct PvrdmaLink {
     uint64_t fr_done;           /* of those, consumed by the peer (seen) */
     uint64_t fr_tail;           /* bytes ever taken from the peer's */
     /*
+     * Our rings hold pages (written since they were last given back to
+     * the host), and since when all of it is consumed (0: not yet).  A
+     * link quiet for PVRDMA_LINK_SHRINK_NS gives them back, so an idle
+     * link costs little more than the two counters pages.
+     */
+    bool ring_used;
+    int64_t ring_quiet;
+    /*
      * A request that fills its QP's window (a shallow one,
      * PVRDMA_LINK_KICK_WINDOW) went out: kick even a peer whose stream
      * linger would take it in at its next look (the QP now waits for
@@ -179,6 +187,7 @@ struct PvrdmaLink {
     uint64_t frames_out, frames_in;
     uint64_t bytes_out, bytes_in;
     uint64_t kicks_out, kicks_in;
+    uint64_t shrinks;           /* times our rings' pages were given back */
     /* Migration (pvrdma_fabric_move.c), one bit per port index: */
     uint32_t owe_quiesced[PVRDMA_FABRIC_MAX_PORTS / 32]; /* to answer */
     uint32_t quiesced[PVRDMA_FABRIC_MAX_PORTS / 32];     /* peer answered */
@@ -389,6 +398,55 @@ static bool pvrdma_link_fr_room(PvrdmaLink *l, uint64_t *room)
 }
 
 /* Move output into our frame ring while it has room; false if dead. */
+/* Our rings got bytes: they hold pages until the link is quiet. */
+static void pvrdma_link_ring_use(PvrdmaLink *l)
+{
+    l->ring_quiet = 0;
+    if (!l->ring_used) {
+        l->ring_used = true;
+        /* The timer gives them back (pvrdma_link_shrink). */
+        pvrdma_fabric_arm_tick(l->fab, -1);
+    }
+}
+
+/*
+ * Give our rings' pages back to the host once the peer has consumed all
+ * of them and the link was quiet for PVRDMA_LINK_SHRINK_NS; true while
+ * they are held (the timer must come back).  The peer reads nothing
+ * there any more, and a page read after this reads as zeros (the memfd
+ * keeps its size: no SIGBUS); our next write takes a fresh page.
+ */
+static bool pvrdma_link_shrink(PvrdmaLink *l, int64_t now)
+{
+    if (!l->ring_used || l->dead || !l->peer) {
+        return false;
+    }
+    if (l->tx_head != l->tx_acked || l->opos != l->obuf->len ||
+        __atomic_load_n(&l->peer->peer_frames, __ATOMIC_ACQUIRE) !=
+        l->fr_head) {
+        l->ring_quiet = 0;      /* still in use */
+        return true;
+    }
+    if (!l->ring_quiet) {
+        l->ring_quiet = now;
+        return true;
+    }
+    if (now - l->ring_quiet < PVRDMA_LINK_SHRINK_NS) {
+        return true;
+    }
+    /* Whole pages only: the counters page must stay. */
+    if (madvise(l->tx_ring, (PVRDMA_LINK_RING_SIZE + PVRDMA_LINK_FRAME_RING) &
+                ~(uint64_t)4095, MADV_REMOVE) < 0) {
+        /* Not shmem, or refused: keep the pages, stop trying. */
+        l->ring_used = false;
+        return false;
+    }
+    l->ring_used = false;
+    l->ring_quiet = 0;
+    l->shrinks++;
+    return false;
+}
+
 static bool pvrdma_link_flush_ring(PvrdmaLink *l)
 {
     uint8_t *ring = l->tx_ring + PVRDMA_LINK_RING_SIZE;
@@ -420,6 +478,9 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
         l->opos += n;
         __atomic_store_n(&l->my->frames, l->fr_head, __ATOMIC_RELEASE);
         wrote = true;
+    }
+    if (wrote) {
+        pvrdma_link_ring_use(l);
     }
     if (l->opos == l->obuf->len && l->my->want_space) {
         __atomic_store_n(&l->my->want_space, 0, __ATOMIC_RELAXED);
@@ -800,6 +861,7 @@ static bool pvrdma_link_produce(PvrdmaLink *l)
             wr32(b, n);
             l->tx_head += n;
             l->bytes_out += n;
+            pvrdma_link_ring_use(l);
         }
         tx->sent += n;
         if (tx->sent == tx->len) {
@@ -1044,6 +1106,9 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
     }
     if (!l->dead) {
         pvrdma_link_pump(l);
+    }
+    if (pvrdma_link_shrink(l, now)) {
+        *busy = true;
     }
 }
 
@@ -2128,9 +2193,15 @@ static int pvrdma_link_make_ring(PvrdmaLink *l)
         close(fd);
         return -1;
     }
-    /* The peer may map it read-only, and never resize it under us. */
+    /*
+     * The peer can never resize it under us.  It is not sealed against
+     * writes (F_SEAL_FUTURE_WRITE would also refuse us MADV_REMOVE, which
+     * gives an idle link's pages back): a peer that writes into it spoils
+     * only what it reads itself, as we never read back what we wrote
+     * (the counters page's want_space aside, which only clears).
+     */
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW |
-              F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+              F_SEAL_SEAL) < 0) {
         munmap(p, PVRDMA_LINK_RING_MAP);
         close(fd);
         return -1;
@@ -2312,6 +2383,18 @@ void pvrdma_link_get_stats(PvrdmaLink *l, PvrdmaLinkStats *st)
     st->kicks_in = l->kicks_in;
     st->requests_out = l->nreqs;
     st->streams_out = l->txq_len;
+    st->shrinks = l->shrinks;
+    if (l->tx_ring) {
+        size_t pages = (PVRDMA_LINK_RING_MAP + 4095) / 4096;
+        g_autofree unsigned char *vec = g_malloc(pages);
+
+        /* Pages of our memfd the host holds now (shmem: in its cache). */
+        if (mincore(l->tx_ring, PVRDMA_LINK_RING_MAP, vec) == 0) {
+            for (size_t i = 0; i < pages; i++) {
+                st->ring_bytes += (vec[i] & 1) * 4096;
+            }
+        }
+    }
 }
 
 bool pvrdma_link_is_dead(PvrdmaLink *l)

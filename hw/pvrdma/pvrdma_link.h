@@ -76,6 +76,10 @@ enum {
 #define PVRDMA_LINK_FRAME_RING      (256u << 10)
 #endif
 #define PVRDMA_LINK_RING_TAIL       4096
+/* A shm link quiet this long gives its rings' pages back to the host. */
+#ifndef PVRDMA_LINK_SHRINK_NS
+#define PVRDMA_LINK_SHRINK_NS       (1000 * 1000 * 1000LL)
+#endif
 #define PVRDMA_LINK_RING_MAP        (PVRDMA_LINK_RING_SIZE + \
                                      PVRDMA_LINK_FRAME_RING + \
                                      PVRDMA_LINK_RING_TAIL)

@@ -95,7 +95,9 @@ def sample(path, out, test_pid):
 
 
 COUNTERS = ("frames-out", "frames-in", "bytes-out", "bytes-in",
-            "kicks-out", "kicks-in")
+            "kicks-out", "kicks-in", "shrinks")
+# A shm link's memfd: 4 MiB data ring, 256 KiB frame ring, counters page.
+RING_MAP = (4 << 20) + (256 << 10) + 4096
 KINDS = ("uc", "pd", "mr", "cq", "qp", "srq", "pinned-pages")
 
 
@@ -125,6 +127,11 @@ def check(kind, out):
         if link["kind"] != kind:
             raise AssertionError(f"{name}: link {link['name']} is "
                                  f"{link['kind']}, not {kind}")
+        # Our rings hold at most their memfd; a TCP link has none.
+        limit = RING_MAP if kind == "shm" else 0
+        if not 0 <= link["ring-bytes"] <= limit:
+            raise AssertionError(f"{name}: ring-bytes {link['ring-bytes']}"
+                                 f" on a {kind} link (at most {limit})")
     # One link's counters never go back, and the traffic moved them.
     first, last = up[0]["stats"]["links"][0], up[-1]["stats"]["links"][0]
     for a, b in zip(up, up[1:]):
@@ -151,7 +158,10 @@ def check(kind, out):
     return (f"{name}: {len(recs)} samples, QPs in use {min(qps)}-"
             f"{max(qps)}, link {last['name']} ({kind}) "
             f"{last['bytes-out']} B out / {last['bytes-in']} B in, "
-            f"{last['frames-out']} frames out, {last['kicks-out']} kicks out")
+            f"{last['frames-out']} frames out, {last['kicks-out']} kicks out"
+            f", rings {min(r['stats']['links'][0]['ring-bytes'] for r in up) >> 10}"
+            f"-{max(r['stats']['links'][0]['ring-bytes'] for r in up) >> 10} KiB,"
+            f" {last['shrinks']} shrinks")
 
 
 def main():

@@ -1028,7 +1028,9 @@ static void test_stream_linger(void **state)
         run(n->hb, NULL, 1);
     }
     assert_int_equal(fb->linger_at, 0);
-    assert_int_equal(n->hb->timer, -1);
+    /* no look left (only the tick that gives idle rings back) */
+    assert_true(n->hb->timer == -1 ||
+                n->hb->timer - n->hb->now > PVRDMA_LINK_POLL_WINDOW_NS);
     settle(n);
     /* one request per wakeup: kicked, and no linger after it */
     post_write(n, 6, 6 * 4096, 100, n->mb->rkey);
@@ -1043,7 +1045,85 @@ static void test_stream_linger(void **state)
     net_free(n);
 }
 
+/* The host memory the rings of @h's only link hold now (shm links). */
+static uint64_t ring_bytes(Host *h, uint64_t *shrinks)
+{
+    PvrdmaLinkStats st;
+
+    if (pvrdma_fabric_link_stats(h->fab, &st, 1) != 1) {
+        fail_msg("links: %u, reports %u, last report %s", pvrdma_fabric_link_stats(h->fab, &st, 1), h->reports, h->last_report);
+    }
+    assert_true(st.shm);
+    *shrinks = st.shrinks;
+    return st.ring_bytes;
+}
+
 /* A 64-byte WRITE from @qp of A at @off into B's MR, same offset. */
+
+/*
+ * A shm link gives its rings' pages back once it was quiet for
+ * PVRDMA_LINK_SHRINK_NS: after WRITEs and READs that filled the data
+ * rings both ways, each side's memfd keeps only its counters page; not
+ * while a stream is open nor before the quiet time, and the link works
+ * as before on fresh pages (every byte checked).
+ */
+static void test_ring_shrink(void **state)
+{
+    Net *n = net_new(true);
+    uint32_t len = 48 * 1024;
+    struct pvrdma_sge r;
+    struct pvrdma_sq_wqe_hdr h;
+    uint64_t sa, sb, round;
+
+    (void)state;
+    for (round = 0; round < 2; round++) {
+        fv_mr_fill(n->ma, VA_A, len, 60 + round);
+        fv_mr_fill(n->mb, VA_B + 100 * 1024, len, 70 + round);
+        post_write(n, 1, 0, len, n->mb->rkey);
+        fv_ring_sq(n->a);
+        r = sge(n->ma, VA_A + 100 * 1024, len);
+        h = wqe(2, PVRDMA_WR_RDMA_READ, 1);
+        h.wr.rdma.remote_addr = VA_B + 100 * 1024;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &r, 1);
+        fv_ring_sq(n->a);
+        expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, len);
+        expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, len);
+        assert_true(fv_mr_check(n->mb, VA_B, len, 60 + round));
+        assert_true(fv_mr_check(n->ma, VA_A + 100 * 1024, len, 70 + round));
+        settle(n);
+        /* A's WRITE and B's READ response went through the data rings */
+        assert_true(ring_bytes(n->ha, &sa) >= len);
+        assert_true(ring_bytes(n->hb, &sb) >= len);
+        assert_int_equal(sa, round);
+        assert_int_equal(sb, round);
+        /* quiet, but not long enough: kept */
+        n->ha->now += PVRDMA_LINK_SHRINK_NS / 2;
+        n->hb->now += PVRDMA_LINK_SHRINK_NS / 2;
+        run(n->ha, n->hb, 3);
+        assert_true(ring_bytes(n->ha, &sa) >= len);
+        /* the ticks go on while pages are held, and give them back */
+        for (int i = 0; i < 4; i++) {
+            assert_true(ring_bytes(n->ha, &sa) <= 8192 || n->ha->timer >= 0);
+            assert_true(ring_bytes(n->hb, &sb) <= 8192 || n->hb->timer >= 0);
+            n->ha->now += PVRDMA_LINK_SHRINK_NS / 2;
+            n->hb->now += PVRDMA_LINK_SHRINK_NS / 2;
+            run(n->ha, n->hb, 3);
+        }
+        /* (this build's frame ring ends within the counters' page) */
+        assert_true(ring_bytes(n->ha, &sa) <= 8192);
+        assert_true(ring_bytes(n->hb, &sb) <= 8192);
+        assert_int_equal(sa, round + 1);
+        assert_int_equal(sb, round + 1);
+        /* and no timer is left for them */
+        assert_int_equal(n->ha->timer, -1);
+        assert_int_equal(n->hb->timer, -1);
+    }
+    net_free(n);
+}
+
 static void post_write_on(Net *n, FvQp *qp, uint64_t id, uint64_t off)
 {
     struct pvrdma_sge s = sge(n->ma, VA_A + off, 64);
@@ -3355,6 +3435,7 @@ int main(void)
         cmocka_unit_test(test_read_stream_inline),
         cmocka_unit_test(test_read_responses_resume),
         cmocka_unit_test(test_counters_shm),
+        cmocka_unit_test(test_ring_shrink),
         cmocka_unit_test(test_counters_inline),
         cmocka_unit_test(test_window_rnr),
         cmocka_unit_test(test_window_error),

@@ -127,8 +127,9 @@ GUEST
 
 # Plain TCP between two host processes over the 2tcp setup's veth pair,
 # the path the two QEMUs' link takes: a stream of 1 MiB writes and a
-# 2-byte round trip (tests/bench/tcp_host.c), BENCH_REPS rounds, as the
-# yardstick of the fabric's TCP link in the report.
+# 2-byte round trip, both sides asleep in read() and both spinning
+# (tests/bench/tcp_host.c), BENCH_REPS rounds, as the yardstick of the
+# fabric's TCP link in the report.
 host_tcp() {
     local r reps=${BENCH_REPS:-3} bytes=$((8 << 30)) spid v
     [ "${BENCH_QUICK:-0}" != 1 ] || { reps=1; bytes=$((1 << 30)); }
@@ -143,6 +144,9 @@ host_tcp() {
         v=$(ip netns exec "$nsb" "$TEST_OUT/tcp_host" rtt 192.168.78.1 \
             7482 20000) || fail "the host's TCP round trip failed"
         echo "R 2tcp host tcp_rtt 2 $r $v usec" >> "$TEST_OUT/guests.txt"
+        v=$(ip netns exec "$nsb" "$TEST_OUT/tcp_host" rtt 192.168.78.1 \
+            7482 20000 spin) || fail "the host's TCP round trip failed"
+        echo "R 2tcp host tcp_rtt_spin 2 $r $v usec" >> "$TEST_OUT/guests.txt"
     done
     kill "$spid"
     wait "$spid" 2> /dev/null || true

@@ -179,12 +179,15 @@ def main():
     # same veth pair (bench.sh, host_tcp).
     stream = med("2tcp", "host", "tcp_stream", 1 << 20)
     rtt = med("2tcp", "host", "tcp_rtt", 2)
+    rtt_spin = med("2tcp", "host", "tcp_rtt_spin", 2)
     if stream or rtt:
         md += ["### The fabric's TCP link against plain TCP over the same "
                "veth pair", "",
                "Plain TCP: two host processes in the two namespaces "
                "(tests/bench/tcp_host.c), a stream of 1 MiB writes and a "
-               "2-byte round trip with both sides asleep in read().", "",
+               "2-byte round trip, both sides asleep in read() or both "
+               "spinning on the socket (as perftest polls its CQ). "
+               "ib_send_lat prints half its round trip.", "",
                "| measure | pvrdma over the TCP link | plain TCP |"
                " pvrdma / plain TCP |",
                "|---|---|---|---|"]
@@ -194,7 +197,9 @@ def main():
                 ("ib_read_bw 1 MiB (MB/s) / TCP stream",
                  "read_bw", 1 << 20, stream, "tcp_stream"),
                 ("ib_send_lat 2 B (usec, one way) / TCP round trip",
-                 "send_lat", 2, rtt, "tcp_rtt")):
+                 "send_lat", 2, rtt, "tcp_rtt"),
+                ("ib_send_lat 2 B / TCP round trip, spinning",
+                 "send_lat", 2, rtt_spin, "tcp_rtt_spin")):
             p = med("2tcp", "pvrdma", test, n)
             tn = 1 << 20 if tl == "tcp_stream" else 2
             md.append(f"| {label} | {fmt(p)}{spread('2tcp', 'pvrdma', test, n)}"

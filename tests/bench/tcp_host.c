@@ -7,14 +7,16 @@
  *       accepts connections until killed; each starts with one byte:
  *       's' a stream (read until the peer shuts down its side, then
  *       answer the byte count as 8 bytes), 'p' a ping-pong (echo every
- *       2-byte message until EOF)
+ *       2-byte message until EOF), 'P' the same spinning on the socket
+ *       instead of sleeping in read()
  *   tcp_host stream ADDR PORT SIZE BYTES
  *       sends BYTES in writes of SIZE, waits for the server's count and
  *       prints MB/s (10^6 B/s) from the first write to the answer
- *   tcp_host rtt ADDR PORT ITERS
+ *   tcp_host rtt ADDR PORT ITERS [spin]
  *       TCP_NODELAY ping-pong of 2 bytes; prints the median round trip
- *       in usec of ITERS (both sides block in read, as an event loop
- *       sleeping in poll does)
+ *       in usec of ITERS: both sides block in read, as an event loop
+ *       sleeping in poll does, or with `spin` both poll the socket
+ *       without sleeping, as a polling RDMA application does its CQ
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -46,13 +48,19 @@ static double now(void)
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+static int spin;                /* reads poll the socket, never sleep */
+
 static void full(int fd, void *buf, size_t n, int out)
 {
     uint8_t *p = buf;
 
     while (n) {
-        ssize_t r = out ? write(fd, p, n) : read(fd, p, n);
+        ssize_t r = out ? write(fd, p, n) :
+                    recv(fd, p, n, spin ? MSG_DONTWAIT : 0);
 
+        if (r < 0 && !out && spin && errno == EAGAIN) {
+            continue;
+        }
         if (r <= 0) {
             fprintf(stderr, "tcp_host: %s: %s\n", out ? "write" : "read",
                     r ? strerror(errno) : "the peer closed the connection");
@@ -88,8 +96,16 @@ static void serve_one(int fd)
             total += r;
         }
         full(fd, &total, sizeof(total), 1);
-    } else if (mode == 'p') {
-        while ((r = read(fd, buf, 2)) > 0) {
+    } else if (mode == 'p' || mode == 'P') {
+        spin = mode == 'P';
+        for (;;) {
+            r = recv(fd, buf, 2, spin ? MSG_DONTWAIT : 0);
+            if (r < 0 && spin && errno == EAGAIN) {
+                continue;
+            }
+            if (r <= 0) {
+                break;
+            }
             if (r == 1) {
                 full(fd, buf + 1, 1, 0);
             }
@@ -182,14 +198,17 @@ int main(int argc, char **argv)
         printf("%.1f\n", sent / (now() - t0) / 1e6);
         return 0;
     }
-    if (argc == 5 && !strcmp(argv[1], "rtt")) {
-        int iters = atoi(argv[4]), fd = dial(argv[2], argv[3], 'p');
+    if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "spin"))) &&
+        !strcmp(argv[1], "rtt")) {
+        int iters = atoi(argv[4]);
+        int fd = dial(argv[2], argv[3], argc == 6 ? 'P' : 'p');
         double *t = calloc(iters > 0 ? iters : 1, sizeof(*t));
         uint8_t msg[2] = { 1, 2 }, back[2];
 
         for (int i = 0; i < iters; i++) {
             double t0 = now();
 
+            spin = argc == 6;
             full(fd, msg, 2, 1);
             full(fd, back, 2, 0);
             t[i] = (now() - t0) * 1e6;
@@ -199,6 +218,6 @@ int main(int argc, char **argv)
         return 0;
     }
     fprintf(stderr, "usage: tcp_host serve ADDR PORT | stream ADDR PORT "
-            "SIZE BYTES | rtt ADDR PORT ITERS\n");
+            "SIZE BYTES | rtt ADDR PORT ITERS [spin]\n");
     return 2;
 }

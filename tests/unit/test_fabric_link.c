@@ -3026,6 +3026,66 @@ static void test_shm_hostile_counters(void **state)
     raw_shm_free(r);
 }
 
+/*
+ * Our memfd is not sealed against writes (so that an idle link can give
+ * its pages back): a peer may map it writable and scribble on every byte
+ * of it.  That spoils only what the peer itself reads: the fabric never
+ * reads back its own rings, so its next frames arrive intact, published
+ * at its own count, and the link stays up.
+ */
+static void test_shm_peer_writes_our_ring(void **state)
+{
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE];
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct iovec iov = { .iov_base = hello, .iov_len = sizeof(hello) };
+    struct msghdr msg = {
+        .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = u.buf, .msg_controllen = sizeof(u.buf),
+    };
+    struct cmsghdr *c;
+    RawShm *r;
+    uint8_t *theirs, *fr, hdr[6];
+    uint64_t *cnt, at, start, i;
+    int mfd = -1;
+
+    (void)state;
+    r = raw_shm_new();
+    /* The fabric's HELLO, and its memfd with it. */
+    assert_int_equal(recvmsg(r->fd, &msg, 0), sizeof(hello));
+    c = CMSG_FIRSTHDR(&msg);
+    assert_non_null(c);
+    memcpy(&mfd, CMSG_DATA(c), sizeof(int));
+    theirs = mmap(NULL, PVRDMA_LINK_RING_MAP, PROT_READ | PROT_WRITE,
+                  MAP_SHARED, mfd, 0);
+    assert_true(theirs != MAP_FAILED);
+    close(mfd);
+    cnt = (uint64_t *)(theirs + PVRDMA_LINK_RING_SIZE +
+                       PVRDMA_LINK_FRAME_RING);
+    start = cnt[0];             /* what it wrote so far (we take none) */
+    /* Everything: rings and counters (frames, peer_frames, ..., want). */
+    memset(theirs, 0xa5, PVRDMA_LINK_RING_MAP);
+    cnt[1] = start;             /* (the one field the fabric reads) */
+    /* The fabric announces a GID: its GIDS frame comes out intact. */
+    assert_int_equal(fg_bind_gid(r->fg, 1), 0);
+    run(r->h, NULL, 3);
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    at = __atomic_load_n(&cnt[0], __ATOMIC_ACQUIRE);
+    assert_true(at - start >= PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN &&
+                at - start <= PVRDMA_LINK_FRAME_RING);
+    fr = theirs + PVRDMA_LINK_RING_SIZE;
+    for (i = 0; i < 6; i++) {
+        hdr[i] = fr[(start + i) % PVRDMA_LINK_FRAME_RING];
+    }
+    assert_int_equal(hdr[0] | hdr[1] << 8 | hdr[2] << 16 |
+                     (uint32_t)hdr[3] << 24, PVRDMA_LINK_MAGIC);
+    assert_int_equal(hdr[5], PVRDMA_LINK_GIDS);
+    munmap(theirs, PVRDMA_LINK_RING_MAP);
+    raw_shm_free(r);
+}
+
 /* ---- discovery through a directory ------------------------------------- */
 
 /*
@@ -3468,6 +3528,7 @@ int main(void)
         cmocka_unit_test(test_peer_never_reads),
         cmocka_unit_test(test_shm_hello_without_ring),
         cmocka_unit_test(test_shm_hostile_counters),
+        cmocka_unit_test(test_shm_peer_writes_our_ring),
         cmocka_unit_test(test_join_dir),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),

@@ -58,6 +58,16 @@ if [ "${BENCH_QUICK:-0}" != 1 ]; then
         "$TEST_OUT/pipe_bw" $n 4194304 1048576 >> "$TEST_OUT/host.txt"
     done
 fi
+# Devices on one fabric directory as their number grows: N processes
+# running the device core against fake guest memory
+# (tests/bench/fabric_scale.c): time until all are linked to all,
+# descriptors and ring memory per process.
+make -s -C "$TESTS_TOP/tests/bench" build/fabric_scale ||
+    fail "cannot build tests/bench/fabric_scale"
+scale_n="2 4 8 16 32 64"
+[ "${BENCH_QUICK:-0}" != 1 ] || scale_n="2 8"
+"$TESTS_TOP/tests/bench/build/fabric_scale" $scale_n | grep '^R ' \
+    >> "$TEST_OUT/host.txt" || fail "tests/bench/fabric_scale failed"
 # and on request, right after each of the device's bandwidth runs in one
 # VM, while that guest waits (guest-bench.sh, _bench_memcpy; the guest
 # reaches the host's loopback through the user-mode network's gateway).

@@ -207,6 +207,24 @@ def main():
                       f" {ratio(p, t)} |")
         md.append("")
 
+    # Devices on one fabric directory (bench.sh, fabric_scale).
+    ns = sorted({k[3] for k in data if k[:3] == ("scale", "fabric", "join")})
+    if ns:
+        md += ["### Devices on one fabric directory", "",
+               "N processes, each the device core with a fake guest "
+               "(tests/bench/fabric_scale.c), start together and join one "
+               "directory: the time until every one is linked to every "
+               "other, the descriptors a process then holds, and the host "
+               "memory its outgoing rings hold per link (idle links).", "",
+               "| devices | all linked after (ms) | fds per process |"
+               " ring memory per idle link (KiB) |",
+               "|---|---|---|---|"]
+        for n in ns:
+            md.append(f"| {n} | {fmt(med('scale', 'fabric', 'join', n))} |"
+                      f" {fmt(med('scale', 'fabric', 'fds', n))} |"
+                      f" {fmt(med('scale', 'fabric', 'ring_link', n))} |")
+        md.append("")
+
     md += ["### Message rate (million messages/s)", ""]
     head = "| test | size |" + "".join(
         f" pvrdma {sl} | Soft-RoCE {sl} |" for _, sl in present)
@@ -290,6 +308,23 @@ def main():
            "set ylabel 'bandwidth (MB/s)'",
            f"set title 'Bandwidth ({machine})' noenhanced",
            "plot " + ", \\\n     ".join(lines["bandwidth"]), ""]
+    ns = sorted({k[3] for k in data if k[:3] == ("scale", "fabric", "join")})
+    if ns:
+        with open(os.path.join(out, "scale.dat"), "w") as f:
+            for n in ns:
+                f.write(f"{n} {med('scale', 'fabric', 'join', n)}"
+                        f" {med('scale', 'fabric', 'fds', n)}"
+                        f" {med('scale', 'fabric', 'ring_link', n)}\n")
+        gp += ["set output 'scale.png'", "set logscale xy",
+               "set xlabel 'devices on one fabric directory'",
+               "set ylabel 'ms / count / KiB'",
+               f"set title 'One fabric, N devices ({machine})' noenhanced",
+               "plot 'scale.dat' using 1:2 with linespoints title "
+               "'all linked to all after (ms)', \\",
+               "     'scale.dat' using 1:3 with linespoints title "
+               "'fds per process', \\",
+               "     'scale.dat' using 1:4 with linespoints title "
+               "'ring KiB per idle link'", ""]
     with open(os.path.join(out, "plots.gp"), "w") as f:
         f.write("\n".join(gp))
 

@@ -101,11 +101,14 @@ void host_free(Host *h)
 }
 
 /* One round: every ready fd of every host, then due timers. */
+/* Watched fds per round, of all hosts (a fabric of 64 processes: 64). */
+#define FAKE_HOST_MAX_FDS 512
+
 void hosts_step(Host **hs, unsigned n, int timeout_ms)
 {
-    struct pollfd pfd[64];
-    Host *owner[64];
-    void *tag[64];
+    struct pollfd pfd[FAKE_HOST_MAX_FDS];
+    Host *owner[FAKE_HOST_MAX_FDS];
+    void *tag[FAKE_HOST_MAX_FDS];
     int64_t wait_ns = timeout_ms * 1000000LL;
     struct timespec ts;
     unsigned i, k = 0;
@@ -119,7 +122,7 @@ void hosts_step(Host **hs, unsigned n, int timeout_ms)
         if (hs[i]->real_clock && hs[i]->timer >= 0) {
             wait_ns = MIN(wait_ns, MAX(hs[i]->timer - h_clock(hs[i]), 0));
         }
-        for (j = 0; j < hs[i]->watches->len && k < 64; j++) {
+        for (j = 0; j < hs[i]->watches->len && k < FAKE_HOST_MAX_FDS; j++) {
             Watch *w = &g_array_index(hs[i]->watches, Watch, j);
 
             pfd[k].fd = w->fd;

@@ -168,7 +168,7 @@ bench: all
 bench-micro:
 	$(MAKE) -C tests/bench micro
 bench-smoke:
-	$(MAKE) -C tests/bench micro-smoke
+	$(MAKE) -C tests/bench micro-smoke fabric-scale-smoke
 check: bench-smoke
 
 .PHONY: soak

@@ -214,15 +214,22 @@ def main():
                "N processes, each the device core with a fake guest "
                "(tests/bench/fabric_scale.c), start together and join one "
                "directory: the time until every one is linked to every "
-               "other, the descriptors a process then holds, and the host "
-               "memory its outgoing rings hold per link (idle links).", "",
+               "other, the descriptors its fabric then holds, the host "
+               "memory its outgoing rings hold per link once joined; then "
+               "all-to-all 64-byte RDMA WRITEs for 2 s (8 outstanding per "
+               "QP, one QP to each other process, sleeping on an armed CQ "
+               "when it is empty; all processes share the machine's cores) "
+               "and the rings' memory per link 1.5 s after.", "",
                "| devices | all linked after (ms) | fds per process |"
-               " ring memory per idle link (KiB) |",
-               "|---|---|---|---|"]
+               " ring memory per link, joined (KiB) |"
+               " all-to-all (M msg/s) | ring memory per link after (KiB) |",
+               "|---|---|---|---|---|---|"]
         for n in ns:
             md.append(f"| {n} | {fmt(med('scale', 'fabric', 'join', n))} |"
                       f" {fmt(med('scale', 'fabric', 'fds', n))} |"
-                      f" {fmt(med('scale', 'fabric', 'ring_link', n))} |")
+                      f" {fmt(med('scale', 'fabric', 'ring_link', n))} |"
+                      f" {fmt(med('scale', 'fabric', 'alltoall', n))} |"
+                      f" {fmt(med('scale', 'fabric', 'ring_after', n))} |")
         md.append("")
 
     md += ["### Message rate (million messages/s)", ""]
@@ -314,17 +321,21 @@ def main():
             for n in ns:
                 f.write(f"{n} {med('scale', 'fabric', 'join', n)}"
                         f" {med('scale', 'fabric', 'fds', n)}"
-                        f" {med('scale', 'fabric', 'ring_link', n)}\n")
+                        f" {med('scale', 'fabric', 'ring_link', n)}"
+                        f" {1000 * (med('scale', 'fabric', 'alltoall', n) or 0)}"
+                        f"\n")
         gp += ["set output 'scale.png'", "set logscale xy",
                "set xlabel 'devices on one fabric directory'",
-               "set ylabel 'ms / count / KiB'",
+               "set ylabel 'ms / count / KiB / k msg/s'",
                f"set title 'One fabric, N devices ({machine})' noenhanced",
                "plot 'scale.dat' using 1:2 with linespoints title "
                "'all linked to all after (ms)', \\",
                "     'scale.dat' using 1:3 with linespoints title "
                "'fds per process', \\",
                "     'scale.dat' using 1:4 with linespoints title "
-               "'ring KiB per idle link'", ""]
+               "'ring KiB per link, joined', \\",
+               "     'scale.dat' using 1:5 with linespoints title "
+               "'all-to-all k msg/s'", ""]
     with open(os.path.join(out, "plots.gp"), "w") as f:
         f.write("\n".join(gp))
 

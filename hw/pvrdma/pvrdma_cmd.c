@@ -22,7 +22,11 @@
  * Object rules (documented choices):
  *  - Handles are dense, lowest free first.  PD/MR/CQ/SRQ from 0, UC from 1
  *    (0 = kernel), QP from 1 with 1 reserved for the one GSI QP; RC/UD QPs
- *    start at 2 and use qpn = handle; the GSI QP has qpn 1.
+ *    start at 2 and use qpn = handle; the GSI QP has qpn 1.  QP handles
+ *    are handed out next fit (after the last one, wrapping), not lowest
+ *    free: a QP number comes back only after all other free ones, so a
+ *    peer's CM that still holds a closed connection's QP number in time
+ *    wait does not refuse a new one as stale (IB CM reject reason 10).
  *  - A QP's PD, CQs and SRQ must all belong to the same context.
  *  - lkey == rkey == (MR handle << 8) | generation, generation 1..255 per
  *    handle, so keys are never 0 and a reused handle gets a new key.

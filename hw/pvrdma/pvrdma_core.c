@@ -198,11 +198,34 @@ int pvrdma_table_insert(PvrdmaTable *t, void *obj, uint32_t *handle)
         if (ret == 0 && gen) {
             t->gen[h] = gen;
         }
+        if (ret == 0 && t->next_fit && h >= t->cursor) {
+            t->cursor = h + 1;  /* restored: go on after the newest */
+        }
         *handle = h;
         return ret;
     }
     if (t->count >= t->max_count) {
         return -ENOMEM;
+    }
+    if (t->next_fit) {
+        uint32_t span = t->limit - t->insert_first, i;
+
+        h = MAX(t->cursor, t->insert_first);
+        for (i = 0; i < span; i++, h++) {
+            if (h >= t->limit) {
+                h = t->insert_first;
+            }
+            if (h >= t->alloc || !t->slots[h]) {
+                break;
+            }
+        }
+        if (i == span) {
+            return -ENOMEM;
+        }
+        pvrdma_table_set(t, obj, h);
+        t->cursor = h + 1;
+        *handle = h;
+        return 0;
     }
     for (h = MAX(t->hint, t->insert_first); h < t->alloc; h++) {
         if (!t->slots[h]) {
@@ -559,6 +582,7 @@ static void pvrdma_core_init_tables(PvrdmaCore *core)
     /* QP handles 1..max_qp-1 (spec §5.6: never 0); 1 is the GSI QP's. */
     pvrdma_table_init(&core->qp_tbl, 1, cfg->max_qp, cfg->max_qp - 1);
     core->qp_tbl.insert_first = 2;
+    core->qp_tbl.next_fit = true;
     pvrdma_table_init(&core->srq_tbl, 0, cfg->max_srq, cfg->max_srq);
 }
 

@@ -105,6 +105,16 @@ typedef struct PvrdmaTable {
     uint32_t count;             /* live entries */
     uint32_t max_count;         /* quota on live entries */
     uint32_t hint;              /* no free handle below this one */
+    /*
+     * Next fit instead of lowest free first (QPs): a handle freed is
+     * handed out again only after every other free one, as an HCA's QP
+     * numbers are, so that a peer's connection manager, which keeps a
+     * closed connection's remote QP number in its time-wait list for a
+     * while, does not take a new connection for the stale one.  @cursor:
+     * where the next search starts.
+     */
+    bool next_fit;
+    uint32_t cursor;
     uint8_t *gen;               /* per-handle generation, 1..255 */
     /*
      * Restoring a saved state (pvrdma_state.c): the next insert takes

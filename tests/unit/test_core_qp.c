@@ -408,6 +408,47 @@ static void test_qp_quota(void **state)
     env_free(e);
 }
 
+/*
+ * QP numbers are handed out next fit: a destroyed QP's number comes back
+ * only after the other free ones (a peer's CM may hold it in time wait),
+ * and wrapping at max_qp finds the free one.
+ */
+static void test_qp_next_fit(void **state)
+{
+    PvrdmaCoreConfig cfg;
+    Env *e;
+    struct pvrdma_cmd_create_qp c;
+    union pvrdma_cmd_resp r;
+    uint32_t h;
+
+    (void)state;
+    pvrdma_core_default_config(&cfg);
+    cfg.max_qp = 6;             /* handles 1 (GSI), 2 .. 5 */
+    e = env_new_cfg(&cfg, 20);
+    fg_qp_req(e->fg, &c, PVRDMA_QPT_RC, e->pd, e->cq, e->cq, 1, 1);
+    assert_int_equal(create_qp(e, &c, &r), 0);
+    assert_int_equal(r.create_qp_resp_v2.qp_handle, 2);
+    assert_int_equal(r.create_qp_resp_v2.qpn, 2);
+    /* destroyed and made again at once: not the same number */
+    assert_int_equal(fg_destroy_qp(e->fg, 2), 0);
+    for (h = 3; h <= 5; h++) {
+        assert_int_equal(create_qp(e, &c, &r), 0);
+        assert_int_equal(r.create_qp_resp_v2.qp_handle, h);
+        assert_int_equal(r.create_qp_resp_v2.qpn, h);
+    }
+    /* past max_qp it wraps to the free one */
+    assert_int_equal(create_qp(e, &c, &r), 0);
+    assert_int_equal(r.create_qp_resp_v2.qp_handle, 2);
+    assert_int_equal(create_qp(e, &c, NULL), -ENOMEM);
+    assert_int_equal(fg_destroy_qp(e->fg, 4), 0);
+    assert_int_equal(fg_destroy_qp(e->fg, 3), 0);
+    assert_int_equal(create_qp(e, &c, &r), 0);
+    assert_int_equal(r.create_qp_resp_v2.qp_handle, 3);
+    assert_int_equal(create_qp(e, &c, &r), 0);
+    assert_int_equal(r.create_qp_resp_v2.qp_handle, 4);
+    env_free(e);
+}
+
 static void test_qp_pinned_quota(void **state)
 {
     PvrdmaCoreConfig cfg;
@@ -1343,6 +1384,7 @@ int main(void)
         cmocka_unit_test(test_create_qp_bad),
         cmocka_unit_test(test_create_qp_sizes),
         cmocka_unit_test(test_qp_quota),
+        cmocka_unit_test(test_qp_next_fit),
         cmocka_unit_test(test_qp_pinned_quota),
         cmocka_unit_test(test_qp_references),
         cmocka_unit_test(test_destroy_qp_bad),

@@ -253,6 +253,7 @@ static void member(unsigned i, unsigned n, const char *dir, int64_t t0,
     uint64_t ring = 0;
     int64_t joined = -1;
     unsigned links, fds, seen = 0, base = count_fds();
+    bool debug = getenv("SCALE_DEBUG") != NULL;
     struct pvrdma_cmd_create_bind c = { .hdr.cmd = PVRDMA_CMD_CREATE_BIND };
     PvrdmaFabricPort *port;
     char *msg = NULL;
@@ -280,7 +281,7 @@ static void member(unsigned i, unsigned n, const char *dir, int64_t t0,
     }
     while (!stopped(ph[P_REPORT])) {
         hosts_step(&h, 1, 1);
-        if (getenv("SCALE_DEBUG") && h->reports != seen) {
+        if (debug && h->reports != seen) {
             seen = h->reports;
             fprintf(stderr, "%.3f %u: %s\n", (now_ns() - t0) / 1e6, i,
                     h->last_report);

@@ -291,6 +291,24 @@ static uint64_t pvrdma_fabric_opener(PvrdmaFabric *fab, PvrdmaLink *l)
                                       pvrdma_link_peer_instance(l);
 }
 
+/*
+ * Of two links to one peer, keep @a rather than @b?  Both processes
+ * answer alike: shared memory first, then the link opened by the
+ * smaller instance, then (one process opened both, through the directory
+ * and a TCP address it was told, or twice over TCP) its earlier one.
+ */
+static bool pvrdma_fabric_keep(PvrdmaFabric *fab, PvrdmaLink *a,
+                               PvrdmaLink *b)
+{
+    if (pvrdma_link_shm(a) != pvrdma_link_shm(b)) {
+        return pvrdma_link_shm(a);
+    }
+    if (pvrdma_fabric_opener(fab, a) != pvrdma_fabric_opener(fab, b)) {
+        return pvrdma_fabric_opener(fab, a) < pvrdma_fabric_opener(fab, b);
+    }
+    return pvrdma_link_opener_serial(a) < pvrdma_link_opener_serial(b);
+}
+
 bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
 {
     uint64_t peer = pvrdma_link_peer_instance(l);
@@ -300,10 +318,7 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
     if (peer == fab->instance) {
         return false;           /* our own socket */
     }
-    /*
-     * Two processes that found each other at once have two links: both
-     * keep the one opened by the smaller instance.
-     */
+    /* Two processes that found each other twice keep one link. */
     for (e = fab->links; e; e = e->next) {
         PvrdmaLink *o = e->data;
 
@@ -311,7 +326,7 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
             pvrdma_link_peer_instance(o) != peer) {
             continue;
         }
-        if (pvrdma_fabric_opener(fab, l) > pvrdma_fabric_opener(fab, o)) {
+        if (!pvrdma_fabric_keep(fab, l, o)) {
             return false;
         }
         pvrdma_link_close(o, NULL);
@@ -325,6 +340,7 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
             }
         }
     }
+    pvrdma_fabric_net_announce(fab, l);
     fab->res_err = 0;           /* a shortage ended: say the next one */
     if (fab->host.report) {
         char *msg = g_strdup_printf("pvrdma-fabric: link %s up",

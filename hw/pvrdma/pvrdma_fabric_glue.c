@@ -5,6 +5,8 @@
  *
  *   -device pvrdma,fabric-path=DIR                 (VMs of one host)
  *   -device pvrdma,fabric-listen=HOST:PORT[,fabric-peer=HOST:PORT]
+ *   -device pvrdma,fabric-path=DIR,fabric-listen=...[,fabric-peer=...]
+ *                                       (directories on several hosts)
  *
  * Devices of one process with the same fabric-* values share one fabric;
  * different values are different fabrics, which never see each other.
@@ -197,12 +199,6 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
     PvrdmaFabricGlue *g;
     char *key;
 
-    if (path && (listen || peer)) {
-        error_setg(errp, "pvrdma: fabric-path (VMs of one host) and "
-                   "fabric-listen/fabric-peer (between hosts) are two "
-                   "different fabrics: give one or the other");
-        return NULL;
-    }
     key = g_strdup_printf("path=%s,listen=%s,peer=%s", path ?: "",
                           listen ?: "", peer ?: "");
     if (!pvrdma_fabrics) {

@@ -9,6 +9,10 @@
  *  - listen=HOST:PORT accepts TCP links; peer=HOST:PORT keeps one TCP
  *    link to a remote fabric, reconnecting every second while it is down
  *    (so a restarted peer is found again).
+ *  - Members tell each other (PEERS) where they and the peers of their
+ *    links accept TCP links, and link to those they have no link to: a
+ *    fabric of directories on several hosts, or of many hosts, becomes a
+ *    mesh from one fabric-peer each.
  * Sockets are non-blocking; connects finish in the host's event loop.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -24,6 +28,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,6 +48,13 @@
  * would wait for the next one.
  */
 #define PVRDMA_NET_CONNECT_NS   (2 * 1000 * 1000 * 1000LL)
+/*
+ * Members we were told of are tried this many times (a second apart), at
+ * link-down too, then forgotten until told again; at most this many at
+ * once (a peer's PEERS cannot make us hold unbounded sockets).
+ */
+#define PVRDMA_NET_TOLD_TRIES   3
+#define PVRDMA_NET_MAX_TOLD     64
 
 typedef enum {
     PVRDMA_EP_LISTEN_DIR,       /* accepts shm links */
@@ -64,6 +76,9 @@ typedef struct PvrdmaFabricEndpoint {
     int64_t paused_until;       /* LISTEN_*: not watched until then (0) */
     uint64_t dup_of;            /* PEER: the peer is joined by another link */
     char *last_error;           /* PEER: reported once per change */
+    uint64_t told;              /* PEER: a member we were told of, or 0 */
+    unsigned tries;             /* told: connects left */
+    bool drop;                  /* told: forget it at the next tick */
 } PvrdmaFabricEndpoint;
 
 static PvrdmaFabricEndpoint *pvrdma_ep_new(PvrdmaFabric *fab, PvrdmaEpType t,
@@ -395,6 +410,17 @@ bool pvrdma_fabric_listen(PvrdmaFabric *fab, const char *addr, char **errmsg)
 static void pvrdma_peer_failed(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
                                int err)
 {
+    if (ep->told) {
+        if (ep->tries && --ep->tries) {
+            return;
+        }
+        ep->drop = true;
+        pvrdma_report(fab, "pvrdma-fabric: fabric member %016" PRIx64
+                      " at %s, told of by a peer, unreachable (%s%s); not "
+                      "tried again until told again", ep->told, ep->name,
+                      g_strerror(err), pvrdma_fabric_errno_hint(err));
+        return;
+    }
     if (ep->last_error && !strcmp(ep->last_error, g_strerror(err))) {
         return;
     }
@@ -515,7 +541,7 @@ static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
     g_free(ep->last_error);
     ep->last_error = NULL;
     pvrdma_tcp_tune(fd);
-    name = g_strdup_printf("tcp:%s", ep->name);
+    name = g_strdup_printf(ep->told ? "tcp:%s (told)" : "tcp:%s", ep->name);
     l = pvrdma_fabric_add_link(fab, fd, false, name);
     g_free(name);
     pvrdma_link_set_initiated(l);
@@ -561,7 +587,15 @@ void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
     for (e = fab->endpoints; e; e = e->next) {
         PvrdmaFabricEndpoint *ep = e->data;
 
-        if (ep->type == PVRDMA_EP_PEER && ep->link == pvrdma_link_serial(l)) {
+        if (ep->type == PVRDMA_EP_PEER && ep->told &&
+            ep->link == pvrdma_link_serial(l)) {
+            /* A few more tries, unless another link joins it. */
+            ep->link = 0;
+            ep->drop = pvrdma_link_duplicate(l);
+            ep->tries = PVRDMA_NET_TOLD_TRIES;
+            ep->next_try = now + PVRDMA_NET_RETRY_NS;
+        } else if (ep->type == PVRDMA_EP_PEER &&
+                   ep->link == pvrdma_link_serial(l)) {
             /* Reconnect, unless another link already joins that peer. */
             ep->link = 0;
             ep->dup_of = pvrdma_link_duplicate(l) ? peer : 0;
@@ -616,11 +650,17 @@ static void pvrdma_dir_rescan(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
 bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
 {
     bool waiting = false;
-    GList *e;
+    GList *e, *next;
 
-    for (e = fab->endpoints; e; e = e->next) {
+    for (e = fab->endpoints; e; e = next) {
         PvrdmaFabricEndpoint *ep = e->data;
 
+        next = e->next;
+        if (ep->told && !ep->link &&
+            (ep->drop || pvrdma_fabric_joined(fab, ep->told))) {
+            pvrdma_ep_free(fab, ep);     /* joined otherwise, or gone */
+            continue;
+        }
         if (ep->paused_until) {
             if (now >= ep->paused_until) {
                 ep->paused_until = 0;
@@ -656,4 +696,233 @@ bool pvrdma_fabric_net_tick(PvrdmaFabric *fab, int64_t now)
         waiting = true;
     }
     return waiting;
+}
+
+/* ---- the mesh (PEERS) ---------------------------------------------------- */
+
+/* @sa's address (and port, if @port) as a PvrdmaNetAddr. */
+static void pvrdma_net_addr_of(const struct sockaddr_storage *sa,
+                               PvrdmaNetAddr *a, bool port)
+{
+    static const uint8_t any6[16];
+
+    memset(a, 0, sizeof(*a));
+    if (sa->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)sa;
+
+        if (sin->sin_addr.s_addr != htonl(INADDR_ANY)) {
+            a->ip[10] = a->ip[11] = 0xff;
+            memcpy(a->ip + 12, &sin->sin_addr, 4);
+        }
+        a->port = port ? ntohs(sin->sin_port) : 0;
+    } else if (sa->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)sa;
+
+        if (memcmp(&sin6->sin6_addr, any6, 16)) {
+            memcpy(a->ip, &sin6->sin6_addr, 16);
+        }
+        a->port = port ? ntohs(sin6->sin6_port) : 0;
+    }
+}
+
+static bool pvrdma_net_addr_zero(const PvrdmaNetAddr *a)
+{
+    static const uint8_t zero[16];
+
+    return !memcmp(a->ip, zero, 16);
+}
+
+/* Where we accept TCP links (our first fabric-listen); false if nowhere. */
+static bool pvrdma_net_own_addr(PvrdmaFabric *fab, PvrdmaNetAddr *a)
+{
+    GList *e;
+
+    for (e = fab->endpoints; e; e = e->next) {
+        PvrdmaFabricEndpoint *ep = e->data;
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+
+        if (ep->type == PVRDMA_EP_LISTEN_TCP && ep->fd >= 0 &&
+            getsockname(ep->fd, (struct sockaddr *)&sa, &len) == 0) {
+            pvrdma_net_addr_of(&sa, a, true);
+            return a->port != 0;
+        }
+    }
+    return false;
+}
+
+static void pvrdma_net_announce_to(PvrdmaFabric *fab, PvrdmaLink *to)
+{
+    uint64_t instance[PVRDMA_LINK_MAX_PEERS];
+    PvrdmaNetAddr addr[PVRDMA_LINK_MAX_PEERS];
+    unsigned n = 0;
+    GList *e;
+
+    if (!pvrdma_link_is_up(to)) {
+        return;
+    }
+    if (pvrdma_net_own_addr(fab, &addr[n])) {
+        instance[n++] = fab->instance;
+    }
+    for (e = fab->links; e && n < PVRDMA_LINK_MAX_PEERS; e = e->next) {
+        PvrdmaLink *o = e->data;
+
+        if (o != to && pvrdma_link_is_up(o) &&
+            pvrdma_link_peer_addr(o)->port &&
+            pvrdma_link_peer_instance(o) != pvrdma_link_peer_instance(to)) {
+            instance[n] = pvrdma_link_peer_instance(o);
+            addr[n++] = *pvrdma_link_peer_addr(o);
+        }
+    }
+    if (n) {
+        pvrdma_link_send_peers(to, instance, addr, n);
+    }
+}
+
+void pvrdma_fabric_net_announce(PvrdmaFabric *fab, PvrdmaLink *only)
+{
+    g_autoptr(GList) links = NULL;
+    GList *e;
+
+    if (only) {
+        pvrdma_net_announce_to(fab, only);
+        return;
+    }
+    links = g_list_copy(fab->links);
+    for (e = links; e; e = e->next) {
+        pvrdma_net_announce_to(fab, e->data);
+    }
+}
+
+/* Has a directory of ours a socket of @instance (linked through it)? */
+static bool pvrdma_net_in_dir(PvrdmaFabric *fab, uint64_t instance)
+{
+    GList *e;
+
+    for (e = fab->endpoints; e; e = e->next) {
+        PvrdmaFabricEndpoint *ep = e->data;
+        char *path;
+        bool there;
+
+        if (ep->type != PVRDMA_EP_LISTEN_DIR) {
+            continue;
+        }
+        path = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.sock",
+                               ep->name, instance);
+        there = access(path, F_OK) == 0;
+        g_free(path);
+        if (there) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Link to member @instance at @a (told by a peer) unless we have one. */
+static void pvrdma_net_learn(PvrdmaFabric *fab, uint64_t instance,
+                             const PvrdmaNetAddr *a)
+{
+    char host[INET6_ADDRSTRLEN], *name;
+    PvrdmaFabricEndpoint *ep;
+    unsigned told = 0;
+    GList *e;
+
+    if (instance == fab->instance || pvrdma_fabric_joined(fab, instance) ||
+        pvrdma_net_in_dir(fab, instance)) {
+        return;
+    }
+    for (e = fab->endpoints; e; e = e->next) {
+        ep = e->data;
+        if (ep->told == instance) {
+            return;             /* being tried */
+        }
+        told += ep->told != 0;
+    }
+    if (told >= PVRDMA_NET_MAX_TOLD) {
+        return;
+    }
+    ep = pvrdma_ep_new(fab, PVRDMA_EP_PEER, "");
+    if (a->ip[10] == 0xff && a->ip[11] == 0xff &&
+        !memcmp(a->ip, "\0\0\0\0\0\0\0\0\0\0", 10)) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ep->addr;
+
+        sin->sin_family = AF_INET;
+        memcpy(&sin->sin_addr, a->ip + 12, 4);
+        sin->sin_port = htons(a->port);
+        ep->addrlen = sizeof(*sin);
+        inet_ntop(AF_INET, a->ip + 12, host, sizeof(host));
+        name = g_strdup_printf("%s:%u", host, a->port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ep->addr;
+
+        sin6->sin6_family = AF_INET6;
+        memcpy(&sin6->sin6_addr, a->ip, 16);
+        sin6->sin6_port = htons(a->port);
+        ep->addrlen = sizeof(*sin6);
+        inet_ntop(AF_INET6, a->ip, host, sizeof(host));
+        name = g_strdup_printf("[%s]:%u", host, a->port);
+    }
+    g_free(ep->name);
+    ep->name = name;
+    ep->told = instance;
+    ep->tries = PVRDMA_NET_TOLD_TRIES;
+    pvrdma_peer_try(fab, ep, fab->host.clock_ns(fab->host.opaque));
+    pvrdma_fabric_kick(fab);
+}
+
+void pvrdma_fabric_net_peers_in(PvrdmaFabric *fab, PvrdmaLink *l,
+                                const uint64_t *instance,
+                                const PvrdmaNetAddr *addr, unsigned n)
+{
+    PvrdmaNetAddr from = { { 0 }, 0 };
+    bool changed = false;
+    unsigned i;
+
+    if (!pvrdma_link_shm(l)) {
+        struct sockaddr_storage sa;
+        socklen_t len = sizeof(sa);
+
+        if (getpeername(pvrdma_link_fd(l), (struct sockaddr *)&sa,
+                        &len) < 0) {
+            return;
+        }
+        pvrdma_net_addr_of(&sa, &from, false);
+    } else {
+        from.ip[10] = from.ip[11] = 0xff;   /* this host: 127.0.0.1 */
+        from.ip[12] = 127;
+        from.ip[15] = 1;
+    }
+    for (i = 0; i < n; i++) {
+        PvrdmaNetAddr a = addr[i];
+
+        if (instance[i] == pvrdma_link_peer_instance(l)) {
+            /*
+             * The peer itself.  Kept as told over shm ("this host": zero
+             * stays zero, for whoever we tell); over TCP a zero address
+             * becomes the one the peer's frames come from.
+             */
+            if (pvrdma_net_addr_zero(&a) && !pvrdma_link_shm(l)) {
+                memcpy(a.ip, from.ip, 16);
+            }
+            if (memcmp(&a, pvrdma_link_peer_addr(l), sizeof(a))) {
+                pvrdma_link_set_peer_addr(l, &a);
+                changed = true;
+            }
+            continue;
+        }
+        if (pvrdma_net_addr_zero(&a)) {
+            memcpy(a.ip, from.ip, 16);      /* on the teller's host */
+        }
+        pvrdma_net_learn(fab, instance[i], &a);
+    }
+    if (changed) {
+        g_autoptr(GList) links = g_list_copy(fab->links);
+        GList *e;
+
+        for (e = links; e; e = e->next) {
+            if (e->data != l) {
+                pvrdma_net_announce_to(fab, e->data);
+            }
+        }
+    }
 }

@@ -97,6 +97,8 @@ struct PvrdmaLink {
     bool duplicate;             /* closed: another link joins the peer */
     uint64_t serial;
     uint64_t peer_instance;
+    uint64_t peer_serial;       /* the peer's serial of this link (HELLO) */
+    PvrdmaNetAddr peer_addr;    /* where the peer accepts TCP links */
     char *name;
     /*
      * When the peer last sent us something, for timeouts (at least
@@ -1156,6 +1158,30 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
     pvrdma_link_flush(l);
 }
 
+void pvrdma_link_send_peers(PvrdmaLink *l, const uint64_t *instance,
+                            const PvrdmaNetAddr *addr, unsigned n)
+{
+    uint8_t *b;
+    unsigned i;
+
+    if (l->dead || !l->up) {
+        return;
+    }
+    n = MIN(n, PVRDMA_LINK_MAX_PEERS);
+    b = pvrdma_link_frame(l, PVRDMA_LINK_PEERS, 0, 0,
+                          PVRDMA_LINK_PEERS_MIN + n * PVRDMA_LINK_PEER_SIZE);
+    memset(b, 0, PVRDMA_LINK_PEERS_MIN + n * PVRDMA_LINK_PEER_SIZE);
+    wr16(b, n);
+    for (i = 0; i < n; i++) {
+        uint8_t *e = b + PVRDMA_LINK_PEERS_MIN + i * PVRDMA_LINK_PEER_SIZE;
+
+        wr64(e, instance[i]);
+        memcpy(e + 8, addr[i].ip, 16);
+        wr16(e + 24, addr[i].port);
+    }
+    pvrdma_link_flush(l);
+}
+
 /* QUIESCE or QUIESCED for port @index. */
 static void pvrdma_link_send_port_frame(PvrdmaLink *l, uint8_t type,
                                         unsigned index)
@@ -1294,6 +1320,10 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
     void *p;
 
     l->peer_instance = rd64(b);
+    l->peer_serial = rd64(b + 16);
+    if (!l->peer_serial || rd32(b + 12)) {
+        return false;
+    }
     if (!l->shm) {
         return ring == 0;
     }
@@ -1319,6 +1349,42 @@ static bool pvrdma_link_hello(PvrdmaLink *l, const uint8_t *b)
     l->rx_ring = p;
     l->peer = (const PvrdmaLinkShared *)(l->rx_ring + PVRDMA_LINK_RING_SIZE +
                                          PVRDMA_LINK_FRAME_RING);
+    return true;
+}
+
+/* Members' TCP addresses: n, zeros, then (instance, IPv6, port, zeros). */
+static bool pvrdma_link_peers(PvrdmaLink *l, const uint8_t *b, uint32_t len)
+{
+    uint64_t instance[PVRDMA_LINK_MAX_PEERS];
+    PvrdmaNetAddr addr[PVRDMA_LINK_MAX_PEERS];
+    uint32_t n = rd16(b), i, k;
+
+    if (n > PVRDMA_LINK_MAX_PEERS ||
+        len != PVRDMA_LINK_PEERS_MIN + n * PVRDMA_LINK_PEER_SIZE) {
+        return false;
+    }
+    for (k = 2; k < PVRDMA_LINK_PEERS_MIN; k++) {
+        if (b[k]) {
+            return false;
+        }
+    }
+    for (i = 0; i < n; i++) {
+        const uint8_t *e = b + PVRDMA_LINK_PEERS_MIN +
+                           i * PVRDMA_LINK_PEER_SIZE;
+
+        instance[i] = rd64(e);
+        memcpy(addr[i].ip, e + 8, 16);
+        addr[i].port = rd16(e + 24);
+        if (!instance[i] || !addr[i].port) {
+            return false;
+        }
+        for (k = 26; k < PVRDMA_LINK_PEER_SIZE; k++) {
+            if (e[k]) {
+                return false;
+            }
+        }
+    }
+    pvrdma_fabric_net_peers_in(l->fab, l, instance, addr, n);
     return true;
 }
 
@@ -1878,6 +1944,10 @@ static bool pvrdma_link_len_ok(PvrdmaLink *l, uint8_t type, uint32_t len)
     case PVRDMA_LINK_QUIESCE:
     case PVRDMA_LINK_QUIESCED:
         return len == PVRDMA_LINK_QUIESCE_SIZE;
+    case PVRDMA_LINK_PEERS:
+        return len >= PVRDMA_LINK_PEERS_MIN &&
+               len <= PVRDMA_LINK_PEERS_MIN +
+                      PVRDMA_LINK_MAX_PEERS * PVRDMA_LINK_PEER_SIZE;
     default:
         return false;
     }
@@ -1932,6 +2002,8 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
         }
         bit_set(l->quiesced, b[0], true);
         return true;
+    case PVRDMA_LINK_PEERS:
+        return pvrdma_link_peers(l, b, len) || (*why = "bad PEERS", false);
     default:
         *why = "a second HELLO";
         return false;
@@ -2242,6 +2314,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     memset(b, 0, PVRDMA_LINK_HELLO_SIZE);
     wr64(b, pvrdma_fabric_instance(fab));
     wr32(b + 8, l->tx_ring ? PVRDMA_LINK_RING_SIZE : 0);
+    wr64(b + 16, serial);
     l->hello_left = shm ? l->obuf->len : 0;
     h->watch(h->opaque, fd, false, l);
     if (shm && !l->tx_ring) {
@@ -2420,6 +2493,21 @@ bool pvrdma_link_initiated(PvrdmaLink *l)
 void pvrdma_link_set_initiated(PvrdmaLink *l)
 {
     l->initiated = true;
+}
+
+uint64_t pvrdma_link_opener_serial(PvrdmaLink *l)
+{
+    return l->initiated ? l->serial : l->peer_serial;
+}
+
+const PvrdmaNetAddr *pvrdma_link_peer_addr(PvrdmaLink *l)
+{
+    return &l->peer_addr;
+}
+
+void pvrdma_link_set_peer_addr(PvrdmaLink *l, const PvrdmaNetAddr *a)
+{
+    l->peer_addr = *a;
 }
 
 bool pvrdma_link_rport_has(const PvrdmaLinkRPort *rp, const uint8_t gid[16])

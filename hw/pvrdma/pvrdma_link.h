@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         5
+#define PVRDMA_LINK_VERSION         6
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -29,7 +29,8 @@ enum {
     PVRDMA_LINK_RECV_POSTED = 8, /* retry an RNR-NAKed requester now */
     PVRDMA_LINK_QUIESCE = 9,    /* a port moves: hold requests to it */
     PVRDMA_LINK_QUIESCED = 10,  /* none of ours are out to that port */
-    PVRDMA_LINK_TYPE_MAX = 10,
+    PVRDMA_LINK_PEERS = 11,     /* TCP addresses of fabric members */
+    PVRDMA_LINK_TYPE_MAX = 11,
 };
 
 /* DATA flags */
@@ -46,6 +47,9 @@ enum {
 #define PVRDMA_LINK_CREDIT_SIZE     4
 #define PVRDMA_LINK_RECV_POSTED_SIZE 40
 #define PVRDMA_LINK_QUIESCE_SIZE    4
+#define PVRDMA_LINK_PEERS_MIN       8   /* + 32 per member */
+#define PVRDMA_LINK_PEER_SIZE       32
+#define PVRDMA_LINK_MAX_PEERS       64  /* members in one PEERS */
 
 /* Bounds every peer is held to. */
 #define PVRDMA_LINK_MAX_INLINE      (64u << 10)  /* DATA body on a stream */
@@ -96,6 +100,15 @@ enum {
  * at its destination (the switchover of a migration), at most.
  */
 #define PVRDMA_FABRIC_HOLD_NS       (10 * 1000 * 1000 * 1000LL)
+
+/*
+ * Where a fabric member accepts TCP links (PEERS): an IPv6 address (IPv4
+ * as ::ffff:a.b.c.d), all zeros for "the host of whoever told us".
+ */
+typedef struct PvrdmaNetAddr {
+    uint8_t ip[16];
+    uint16_t port;              /* 0: not known */
+} PvrdmaNetAddr;
 
 /* The GIDs a remote port announced. */
 typedef struct PvrdmaLinkRPort {
@@ -192,6 +205,18 @@ void pvrdma_fabric_net_free(PvrdmaFabric *fab);
 /* @l of @fab closed: reconnect its peer endpoint, or rescan the path. */
 void pvrdma_fabric_net_link_down(PvrdmaFabric *fab, PvrdmaLink *l);
 /*
+ * Tell @only (NULL: every link) where the members we know accept TCP
+ * links: ourselves and the peers of our links (the mesh, docs/fabric.md).
+ */
+void pvrdma_fabric_net_announce(PvrdmaFabric *fab, PvrdmaLink *only);
+/*
+ * The peer of @l says @n members accept TCP links at @addr (checked
+ * by the link): link to those we have no link to.
+ */
+void pvrdma_fabric_net_peers_in(PvrdmaFabric *fab, PvrdmaLink *l,
+                                const uint64_t *instance,
+                                const PvrdmaNetAddr *addr, unsigned n);
+/*
  * A host resource ran out (@err: EMFILE, ENFILE, ENOMEM, ENOSPC, ...):
  * what the user should raise or fix, as "; ..." to append to a message
  * (empty for other errors).
@@ -277,6 +302,17 @@ uint64_t pvrdma_link_serial(PvrdmaLink *l);
 uint64_t pvrdma_link_peer_instance(PvrdmaLink *l);
 bool pvrdma_link_initiated(PvrdmaLink *l);
 void pvrdma_link_set_initiated(PvrdmaLink *l);
+/*
+ * The serial its opener gave @l (ours if we connected, else the peer's
+ * from HELLO): ties between duplicate links opened by one process.
+ */
+uint64_t pvrdma_link_opener_serial(PvrdmaLink *l);
+/* Where the peer of @l accepts TCP links (port 0: it did not say). */
+const PvrdmaNetAddr *pvrdma_link_peer_addr(PvrdmaLink *l);
+void pvrdma_link_set_peer_addr(PvrdmaLink *l, const PvrdmaNetAddr *a);
+/* Tell the peer of @l where @n members accept TCP links. */
+void pvrdma_link_send_peers(PvrdmaLink *l, const uint64_t *instance,
+                            const PvrdmaNetAddr *addr, unsigned n);
 /*
  * Did the peer behind @l announce (@gid, @qpn)?  With @order, the
  * seniority of that announcement (pvrdma_fabric_route() takes the oldest).

@@ -82,6 +82,8 @@ static GByteArray *preamble(void)
     uint8_t body[PVRDMA_LINK_GIDS_MIN + 16] = { 2, 0, 1, 0 };
     uint8_t hello[PVRDMA_LINK_HELLO_SIZE] = { 0x77 };
 
+    hello[16] = 1;              /* its serial of the link */
+
     put_hdr(b, PVRDMA_LINK_HELLO, 0, sizeof(hello), 0);
     g_byte_array_append(b, hello, sizeof(hello));
     put64(body + 68, FL_PEER_LIFE);
@@ -211,6 +213,27 @@ int main(int argc, char **argv)
     req_gen(b, 9, PVRDMA_WR_RDMA_WRITE, FL_VA + 100, 0x100, 10, 1);
     data(b, 9, 10);
     save(argv[1], "rnr-generations", b);
+    /*
+     * Members the peer knows: itself (this host), and one at 127.0.0.1
+     * port 1 (refused: tried, then forgotten).
+     */
+    {
+        uint8_t p[PVRDMA_LINK_PEERS_MIN + 2 * PVRDMA_LINK_PEER_SIZE] = { 2 };
+        uint8_t *e = p + PVRDMA_LINK_PEERS_MIN;
+
+        e[0] = 0x77;
+        e[24] = 0x1f;
+        e[25] = 0x1d;
+        e += PVRDMA_LINK_PEER_SIZE;
+        e[0] = 0x78;
+        e[18] = e[19] = 0xff;
+        e[20] = 127;
+        e[23] = 1;
+        e[24] = 1;
+        put_hdr(b, PVRDMA_LINK_PEERS, 0, sizeof(p), 0);
+        g_byte_array_append(b, p, sizeof(p));
+        save(argv[1], "peers", b);
+    }
     /*
      * The peer's port moves: it asks us to hold (our four requests are
      * answered, then QUIESCED goes out), announces again with a claim

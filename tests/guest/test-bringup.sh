@@ -53,7 +53,6 @@ refused fabric-path="$fs/full" "No space left on device; the file system is full
 refused fabric-path="$fs/file" "\(Not a directory\): choose a directory"
 refused fabric-listen=no-port "is not HOST:PORT"
 refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free\?"
-refused fabric-path=/tmp,fabric-peer=127.0.0.1:1 "give one or the other"
 # The host verbs backend (docs/ibverbs.md): what is missing, and the fix.
 refused backend=ibverbs "needs ibdev=NAME, the host RDMA device"
 refused backend=ibverbs,ibdev=x,fabric-path=/tmp "belong to backend=fabric"

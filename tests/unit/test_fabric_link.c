@@ -80,16 +80,9 @@ static void net_link(Net *n, bool shm)
     assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 1);
 }
 
-static Net *net_new(bool shm)
+/* PDs, CQs, an RC QP each, connected, and an MR each. */
+static void net_qps(Net *n)
 {
-    Net *n = g_new0(Net, 1);
-
-    n->ha = host_new();
-    n->hb = host_new();
-    /* Same GID on both (fake guests bind one test GID): QPN tells. */
-    n->fa = host_guest(n->ha, 1);
-    n->fb = host_guest(n->hb, 2);
-    net_link(n, shm);
     assert_int_equal(fg_create_pd(n->fa, 0, &n->pda), 0);
     assert_int_equal(fg_create_pd(n->fb, 0, &n->pdb), 0);
     n->cqa = fv_cq_new(n->fa, 0, 64);
@@ -101,6 +94,19 @@ static Net *net_new(bool shm)
     n->ma = fv_mr_new(n->fa, n->pda, VA_A, MR_LEN, ALL_ACCESS);
     n->mb = fv_mr_new(n->fb, n->pdb, VA_B, MR_LEN, ALL_ACCESS);
     fv_connect(n->a, n->b, &conn_opts);
+}
+
+static Net *net_new(bool shm)
+{
+    Net *n = g_new0(Net, 1);
+
+    n->ha = host_new();
+    n->hb = host_new();
+    /* Same GID on both (fake guests bind one test GID): QPN tells. */
+    n->fa = host_guest(n->ha, 1);
+    n->fb = host_guest(n->hb, 2);
+    net_link(n, shm);
+    net_qps(n);
     return n;
 }
 
@@ -2563,6 +2569,7 @@ static Raw *raw_new(void)
     r->fd = sv[1];
     put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
     hello[PVRDMA_LINK_HDR_SIZE] = 0x5a;     /* instance */
+    hello[PVRDMA_LINK_HDR_SIZE + 16] = 1;  /* its serial of the link */
     assert_int_equal(write(r->fd, hello, sizeof(hello)), sizeof(hello));
     for (i = 0; i < 5; i++) {
         run(r->h, NULL, 1);
@@ -2675,6 +2682,18 @@ static void test_hostile_frames(void **state)
           PVRDMA_LINK_ACK_SIZE, 1, { 0, [6] = 1 }, PVRDMA_LINK_ACK_SIZE },
         { "ACK with an unknown flag", PVRDMA_LINK_ACK, 0,
           PVRDMA_LINK_ACK_SIZE, 1, { 0, [6] = 2 }, PVRDMA_LINK_ACK_SIZE },
+        { "PEERS with a count beyond its length", PVRDMA_LINK_PEERS, 0,
+          40, 0, { 2, [8] = 1, [32] = 1 }, 40 },
+        { "PEERS of 65 members", PVRDMA_LINK_PEERS, 0,
+          PVRDMA_LINK_PEERS_MIN, 0, { 65 }, PVRDMA_LINK_PEERS_MIN },
+        { "PEERS with a reserved byte set", PVRDMA_LINK_PEERS, 0,
+          PVRDMA_LINK_PEERS_MIN, 0, { 0, 0, 1 }, PVRDMA_LINK_PEERS_MIN },
+        { "PEERS naming instance 0", PVRDMA_LINK_PEERS, 0, 40, 0,
+          { 1, [32] = 1 }, 40 },
+        { "PEERS naming port 0", PVRDMA_LINK_PEERS, 0, 40, 0,
+          { 1, [8] = 5 }, 40 },
+        { "PEERS member with a reserved byte set", PVRDMA_LINK_PEERS, 0, 40,
+          0, { 1, [8] = 5, [32] = 1, [39] = 1 }, 40 },
     };
     unsigned i;
 
@@ -2692,6 +2711,56 @@ static void test_hostile_frames(void **state)
         assert_int_equal(r->fg->guest_errors, 0);
         raw_free(r);
     }
+}
+
+static int tcp_port_hold(char *addr, size_t size);
+
+/*
+ * A peer's PEERS name 128 members at an address that refuses: at most 64
+ * are tried at once, each three times a second apart, then given up with
+ * one message each; the link, the guest and the fabric go on.
+ */
+static void test_peers_told_bounded(void **state)
+{
+    Raw *r = raw_new();
+    char addr[32];
+    int hold = tcp_port_hold(addr, sizeof(addr));
+    uint16_t port = atoi(strchr(addr, ':') + 1);
+    uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_PEERS_MIN +
+                PVRDMA_LINK_MAX_PEERS * PVRDMA_LINK_PEER_SIZE];
+    unsigned f, i, reports = r->h->reports;
+
+    (void)state;
+    for (f = 0; f < 2; f++) {
+        memset(buf, 0, sizeof(buf));
+        put_hdr(buf, PVRDMA_LINK_PEERS, 0, sizeof(buf) -
+                PVRDMA_LINK_HDR_SIZE, 0);
+        buf[PVRDMA_LINK_HDR_SIZE] = PVRDMA_LINK_MAX_PEERS;
+        for (i = 0; i < PVRDMA_LINK_MAX_PEERS; i++) {
+            uint8_t *e = buf + PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_PEERS_MIN +
+                         i * PVRDMA_LINK_PEER_SIZE;
+
+            e[0] = 0x10 + i;
+            e[1] = f + 1;                   /* 128 distinct instances */
+            e[18] = e[19] = 0xff;           /* ::ffff:127.0.0.1 */
+            e[20] = 127;
+            e[23] = 1;
+            e[24] = port & 0xff;
+            e[25] = port >> 8;
+        }
+        assert_false(raw_feed(r, buf, sizeof(buf)));
+    }
+    for (i = 0; i < 50; i++) {
+        r->h->now += 100000000LL;
+        run(r->h, NULL, 1);
+    }
+    assert_int_equal(r->h->reports - reports, 64);
+    assert_non_null(strstr(r->h->last_report, "told of by a peer, "
+                           "unreachable (Connection refused"));
+    assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
+    assert_int_equal(r->fg->guest_errors, 0);
+    close(hold);
+    raw_free(r);
 }
 
 /*
@@ -2887,6 +2956,7 @@ static void test_shm_hello_without_ring(void **state)
     pvrdma_fabric_add_link(h->fab, sv[0], true, "raw-shm");
     put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
     hello[PVRDMA_LINK_HDR_SIZE] = 1;
+    hello[PVRDMA_LINK_HDR_SIZE + 16] = 1;
     memcpy(hello + PVRDMA_LINK_HDR_SIZE + 8, &ring, 4);
     assert_int_equal(write(sv[1], hello, sizeof(hello)), sizeof(hello));
     for (i = 0; i < 5; i++) {
@@ -2944,6 +3014,7 @@ static RawShm *raw_shm_new(void)
     r->fd = sv[1];
     put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
     hello[PVRDMA_LINK_HDR_SIZE] = 0x5b;     /* instance */
+    hello[PVRDMA_LINK_HDR_SIZE + 16] = 1;  /* its serial of the link */
     memcpy(hello + PVRDMA_LINK_HDR_SIZE + 8, &ring, 4);
     memset(&u, 0, sizeof(u));
     c = CMSG_FIRSTHDR(&msg);
@@ -3427,6 +3498,146 @@ static void test_dir_out_of_fds(void **state)
     g_free(dir);
 }
 
+/* Links of @h up, and how many of them are shm links (@shm). */
+static unsigned links_of(Host *h, unsigned *shm)
+{
+    PvrdmaLinkStats st[8];
+    unsigned n = pvrdma_fabric_link_stats(h->fab, st, 8), i, up = 0;
+
+    *shm = 0;
+    for (i = 0; i < n && i < 8; i++) {
+        up += st[i].up;
+        *shm += st[i].up && st[i].shm;
+    }
+    return up;
+}
+
+/* Steps of all @n hosts, their clocks moved by 10 ms each, until each
+ * has @want links up (at most 5 s of real time). */
+static bool mesh_wait(Host **h, unsigned n, unsigned want)
+{
+    gint64 end = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
+    unsigned i, done, shm;
+
+    do {
+        for (i = 0; i < n; i++) {
+            h[i]->now += 10000000LL;
+        }
+        hosts_step(h, n, 1);
+        for (i = done = 0; i < n; i++) {
+            done += links_of(h[i], &shm) == want;
+        }
+    } while (done < n && g_get_monotonic_time() < end);
+    return done == n;
+}
+
+/*
+ * Two hosts' directories joined over TCP: a and b share one directory, c
+ * and d another, all four listen, and only c names a peer (a).  PEERS
+ * make the rest: every process links to every other, through its
+ * directory where it shares one (shared memory) and over TCP across.
+ * Then b and d, whom no one named to the other, run RDMA verified byte
+ * for byte; d quits and a new d' joins by its directory alone (c names
+ * it to a and b).  Hostile PEERS are refused by the link.
+ */
+static void test_mesh(void **state)
+{
+    char *dir[2] = { g_dir_make_tmp("pvrdma-mesh-XXXXXX", NULL),
+                     g_dir_make_tmp("pvrdma-mesh-XXXXXX", NULL) };
+    Host *h[4];
+    char addr[5][32], *err = NULL;
+    int hold[5];
+    Net *n = g_new0(Net, 1);
+    struct pvrdma_sq_wqe_hdr w;
+    struct pvrdma_sge sg;
+    unsigned i, shm;
+
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        h[i] = host_new();
+        hold[i] = tcp_port_hold(addr[i], sizeof(addr[i]));
+        assert_true(pvrdma_fabric_join_dir(h[i]->fab, dir[i / 2], &err));
+        assert_true(pvrdma_fabric_listen(h[i]->fab, addr[i], &err));
+    }
+    n->ha = h[1];
+    n->hb = h[3];
+    n->fa = host_guest(h[1], 1);
+    n->fb = host_guest(h[3], 2);
+    assert_true(pvrdma_fabric_add_peer(h[2]->fab, addr[0], &err));
+    assert_true(mesh_wait(h, 4, 3));
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(links_of(h[i], &shm), 3);
+        assert_int_equal(shm, 1);       /* its directory's other process */
+    }
+    for (i = 0; i < 20; i++) {
+        hosts_step(h, 4, 1);            /* GIDS */
+    }
+    net_qps(n);
+    fv_mr_fill(n->ma, VA_A, 200000, 3);
+    sg = sge(n->ma, VA_A, 200000);
+    w = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    w.wr.rdma.remote_addr = VA_B + 4096;
+    w.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &w, &sg, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS,
+           200000);
+    assert_true(fv_mr_check(n->mb, VA_B + 4096, 200000, 3));
+
+    /* d quits; d' comes with its directory and a listener only. */
+    fg_free(n->fb);
+    host_free(h[3]);
+    h[3] = host_new();
+    hold[4] = tcp_port_hold(addr[4], sizeof(addr[4]));
+    assert_true(pvrdma_fabric_join_dir(h[3]->fab, dir[1], &err));
+    assert_true(pvrdma_fabric_listen(h[3]->fab, addr[4], &err));
+    assert_true(mesh_wait(h, 4, 3));
+    for (i = 0; i < 4; i++) {
+        assert_int_equal(links_of(h[i], &shm), 3);
+        assert_int_equal(shm, 1);
+    }
+    n->hb = h[3];
+    n->fb = host_guest(h[3], 2);
+    g_free(n->cqb);
+    g_free(n->b);
+    g_free(n->mb);
+    g_free(n->cqa);
+    g_free(n->a);
+    g_free(n->ma);
+    for (i = 0; i < 20; i++) {
+        hosts_step(h, 4, 1);
+    }
+    net_qps(n);
+    fv_mr_fill(n->mb, VA_B, 100000, 9);
+    sg = sge(n->ma, VA_A, 100000);
+    w = wqe(2, PVRDMA_WR_RDMA_READ, 1);
+    w.wr.rdma.remote_addr = VA_B;
+    w.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &w, &sg, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_RDMA_READ, PVRDMA_WC_SUCCESS,
+           100000);
+    assert_true(fv_mr_check(n->ma, VA_A, 100000, 9));
+    net_free(n);                        /* and h[1], h[3] */
+    host_free(h[0]);
+    host_free(h[2]);
+    for (i = 0; i < 5; i++) {
+        close(hold[i]);
+    }
+    for (i = 0; i < 2; i++) {
+        g_autoptr(GDir) d = g_dir_open(dir[i], 0, NULL);
+        const char *f;
+
+        while (d && (f = g_dir_read_name(d))) {
+            g_autofree char *p = g_build_filename(dir[i], f, NULL);
+
+            unlink(p);
+        }
+        rmdir(dir[i]);
+        g_free(dir[i]);
+    }
+}
+
 static void test_join_dir(void **state)
 {
     char *dir = g_dir_make_tmp("pvrdma-fab-XXXXXX", NULL);
@@ -3530,6 +3741,8 @@ int main(void)
         cmocka_unit_test(test_shm_hostile_counters),
         cmocka_unit_test(test_shm_peer_writes_our_ring),
         cmocka_unit_test(test_join_dir),
+        cmocka_unit_test(test_mesh),
+        cmocka_unit_test(test_peers_told_bounded),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),

@@ -866,7 +866,17 @@ static void pvrdma_net_learn(PvrdmaFabric *fab, uint64_t instance,
     ep->name = name;
     ep->told = instance;
     ep->tries = PVRDMA_NET_TOLD_TRIES;
-    pvrdma_peer_try(fab, ep, fab->host.clock_ns(fab->host.opaque));
+    /*
+     * Both are usually told of each other at once: the smaller instance
+     * connects, the other waits a second for it before it tries itself
+     * (a link both ways would be one too many, dropped at HELLO).
+     */
+    if (instance > fab->instance) {
+        pvrdma_peer_try(fab, ep, fab->host.clock_ns(fab->host.opaque));
+    } else {
+        ep->next_try = fab->host.clock_ns(fab->host.opaque) +
+                       PVRDMA_NET_RETRY_NS;
+    }
     pvrdma_fabric_kick(fab);
 }
 

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Four VMs on one fabric directory (-device pvrdma,fabric-path=DIR): every
-# QEMU process links to every other (docs/fabric.md), so each guest reaches
-# the three others. The guests A, B, C and D (1 vCPU each) share one
+# Four VMs on one fabric made of two directories joined over TCP, as two
+# hosts would be: A and B share one fabric directory, C and D another
+# (-device pvrdma,fabric-path=DIR), every QEMU listens on a TCP port of its
+# own (fabric-listen=127.0.0.1:PORT, in the group's network namespace) and
+# only C names a peer (fabric-peer=A's port). The fabric makes the rest
+# (docs/fabric.md, "Many hosts: the mesh"): A-B and C-D link through their
+# directories (shared memory), and C tells D of A and B, A tells B of C
+# and D (PEERS), so every pair across links over TCP: B and D, whom no one
+# named to the other, reach each other only that way. The guests A, B, C
+# and D (1 vCPU each) share one
 # Ethernet segment (tests/guest/vmgroup.sh: a network namespace of their
 # own, the NICs on one multicast group) for barriers, MPI's bootstrap and
 # RDMA CM's address resolution. Shown, every byte checked:
@@ -20,13 +27,15 @@
 #   4. D leaves and comes back: its guest powers off and a new QEMU boots
 #      D again on the same fabric directory (same addresses) while A, B
 #      and C stay up, C unloading and reloading pvrdma.ko meanwhile; the
-#      new D and each of them then run (1) again both ways.
+#      new D (a new fabric member that only C's directory knows) and each
+#      of them then run (1) again both ways.
 # No guest kernel may log an oops, warning or hung task.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/vmgroup.sh"
 
 fdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-fab.XXXXXX")
 trap 'rm -rf "$fdir"' EXIT
+mkdir "$fdir/ab" "$fdir/cd"
 mpi_prog=$(build_mpi_prog mpi_alltoall)
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
@@ -200,7 +209,11 @@ GUEST
 
 start=$SECONDS
 vmgroup_run "$TEST_NAME" 600 4 "$TEST_OUT/guest.sh" --lives d 2 \
-    --arg --smp --arg 1 --arg -d --arg ",fabric-path=$fdir" \
+    --arg --smp --arg 1 \
+    --a-arg -d --a-arg ",fabric-path=$fdir/ab,fabric-listen=127.0.0.1:7471" \
+    --b-arg -d --b-arg ",fabric-path=$fdir/ab,fabric-listen=127.0.0.1:7472" \
+    --c-arg -d --c-arg ",fabric-path=$fdir/cd,fabric-listen=127.0.0.1:7473,fabric-peer=127.0.0.1:7471" \
+    --d-arg -d --d-arg ",fabric-path=$fdir/cd,fabric-listen=127.0.0.1:7474" \
     --arg --add --arg "$TESTS_TOP/tests/guest/mpi.sh" \
     --arg --add --arg "$mpi_prog"
 
@@ -238,4 +251,4 @@ for x in b c d; do
     [ $n -eq 3 ] || fail "NVMe over RDMA: ${x^^} reported $n places, not 3"
 done
 grep -h "^mpi_alltoall: " "$(vmlog a)" | sed 's/^/  /'
-pass "4 VMs on one fabric directory: ibv_rc_pingpong -c and rping -V between all 12 ordered pairs at once, Open MPI over UCX all-to-all with 4 ranks, NVMe over RDMA to A from B, C and D at once (data checked in A's RAM disk), D in a new QEMU verified again with A, B and C (C's driver reloaded) ($((SECONDS - start)) s)"
+pass "4 VMs on one fabric of two directories joined over TCP (A, B | C, D; only C names a peer): ibv_rc_pingpong -c and rping -V between all 12 ordered pairs at once, Open MPI over UCX all-to-all with 4 ranks, NVMe over RDMA to A from B, C and D at once (data checked in A's RAM disk), D in a new QEMU verified again with A, B and C (C's driver reloaded) ($((SECONDS - start)) s)"

@@ -107,6 +107,13 @@ struct PvrdmaLink {
      */
     int64_t last_rx;
     bool rx_seen;
+    /*
+     * When the timer next looks for requests past their timeout: every
+     * PVRDMA_LINK_SCAN_NS at most (timeouts are seconds), not at every
+     * tick of a stream's linger (20 us), as the look is over every
+     * request out: 4096 QPs have up to 2^18 (0: at the next tick).
+     */
+    int64_t scan_at;
 
     /* Output: frames not yet written, and a memfd to pass once. */
     GByteArray *obuf;
@@ -1034,6 +1041,7 @@ void pvrdma_link_req_fail(PvrdmaFabricReq *req, uint32_t status)
     /* The timer completes it, outside the guest's command. */
     req->timeout_ns = 1;
     req->since = 0;
+    req->link->scan_at = 0;
     pvrdma_fabric_kick(req->link->fab);
 }
 
@@ -1071,13 +1079,19 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
         l->rx_seen = false;
         l->last_rx = now;
     }
-    PVRDMA_LINK_FOREACH_REQ(l, i, req) {
-        int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
+    if (now < l->scan_at) {
+        *busy |= l->nreqs > 0;
+    } else {
+        l->scan_at = now + PVRDMA_LINK_SCAN_NS;
+        PVRDMA_LINK_FOREACH_REQ(l, i, req) {
+            int64_t since = MAX(req->since, req->fail ? 0 : l->last_rx);
 
-        if (req->timeout_ns && now - since >= req->timeout_ns) {
-            expired = g_slist_prepend(expired, GUINT_TO_POINTER(req->id));
-        } else {
-            *busy = true;
+            if (req->timeout_ns && now - since >= req->timeout_ns) {
+                expired = g_slist_prepend(expired,
+                                          GUINT_TO_POINTER(req->id));
+            } else {
+                *busy = true;
+            }
         }
     }
     /* By id: completing one may cancel others of its QP. */

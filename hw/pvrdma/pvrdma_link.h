@@ -455,6 +455,8 @@ void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since);
  * PVRDMA_LINK_MIN_TIMEOUT_NS (a busy host keeps no sub-second promises).
  */
 #define PVRDMA_LINK_MIN_TIMEOUT_NS  (2 * 1000 * 1000 * 1000LL)
+/* Requests past their timeout are looked for this often, at most. */
+#define PVRDMA_LINK_SCAN_NS         (100 * 1000 * 1000LL)
 int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp);
 /* Timer: departed ports that never came back; true while some wait. */
 bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now);

@@ -18,8 +18,10 @@
 #     ibv_rc_pingpong 64 B polling and with completion events, 64 KiB
 #     streams waiting for completion events (ib_send_bw -e, and WRITE with
 #     tests/guest/progs/ev_bw.c, events and polling), qperf
-#     tcp_lat / tcp_bw at the same sizes; BENCH_REPS rounds (3): median,
-#     min and max
+#     tcp_lat / tcp_bw at the same sizes; between two VMs also
+#     ib_write_bw 64 B on 4096 QPs at once against one QP (the device's
+#     host memory per QP from tests/bench/qp_mem.c beside it);
+#     BENCH_REPS rounds (3): median, min and max
 #
 # Output in $PVRDMA_OUT/bench (or BENCH_OUT): results.txt (every
 # measurement), results.json, results.md (tables with ratios), latency.png
@@ -68,6 +70,11 @@ scale_n="2 4 8 16 32 64"
 [ "${BENCH_QUICK:-0}" != 1 ] || scale_n="2 8"
 "$TESTS_TOP/tests/bench/build/fabric_scale" $scale_n | grep '^R ' \
     >> "$TEST_OUT/host.txt" || fail "tests/bench/fabric_scale failed"
+# Host memory the device holds per connected QP (tests/bench/qp_mem.c).
+make -s -C "$TESTS_TOP/tests/bench" build/qp_mem ||
+    fail "cannot build tests/bench/qp_mem"
+"$TESTS_TOP/tests/bench/build/qp_mem" -n 4096 | grep '^R ' \
+    >> "$TEST_OUT/host.txt" || fail "tests/bench/qp_mem failed"
 # and on request, right after each of the device's bandwidth runs in one
 # VM, while that guest waits (guest-bench.sh, _bench_memcpy; the guest
 # reaches the host's loopback through the user-mode network's gateway).
@@ -113,6 +120,7 @@ $env
 . ./rxe.sh
 . ./guest-bench.sh
 bench_rdma 2vm pvrdma pvrdma0 1
+bench_many_qps 2vm 4096
 # (the quick run measures Soft-RoCE in one VM only: the same scripts)
 if [ "\$BENCH_QUICK" != 1 ]; then
     rxe_up
@@ -189,7 +197,8 @@ for s in $setups; do
             --arg --add --arg "$TESTS_TOP/tests/guest/rxe.sh" \
             --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
             --arg --add --arg "$evbw" --arg --smp --arg 1 \
-            --arg -d --arg ",fabric-path=$fdir" > /dev/null
+            --arg -d --arg ",fabric-path=$fdir,max-qp=8192,max-cqe=131072" \
+            > /dev/null
         rm -rf "$fdir"
         fdir=
         collect 2vm "$PVRDMA_OUT/vm/bench-2vm-b.log" ;;

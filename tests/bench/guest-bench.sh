@@ -9,6 +9,7 @@
 # message rates in Mmsg/s).  Sourced, then
 #
 #   bench_rdma SETUP TRANSPORT DEVICE GID_INDEX
+#   bench_many_qps SETUP QPS
 #   bench_tcp SETUP
 #
 # SETUP is "vm" (server and client in this guest, on 127.0.0.1), or "2vm"
@@ -191,6 +192,29 @@ bench_rdma() {
             _bench_emit "$setup" "$tr" "$t" "$s" "$rep" "$v" MB/s
         done
         o="-d $dev -x $gidx -F"
+    done
+}
+
+# Many connected QPs against one (guest B or "vm"): ib_write_bw 64 B
+# with tx-depth 32 (perftest's CQ is tx-depth x QPs: the device needs
+# max-qp above QPS and max-cqe of 32 x QPS), on one QP and on QPS QPs at
+# once, the same number of messages; -N: perftest's peak figure costs
+# time quadratic in the messages of all QPs (minutes under TCG).
+#
+#   bench_many_qps SETUP QPS
+bench_many_qps() {
+    local setup=$1 qps=$2 rep q n out=/tmp/bench.out o="-d pvrdma0 -x 1 -F -N"
+    _bench_want write_rate_qps || return 0
+    for rep in $(seq "$BENCH_REPS"); do
+        for q in 1 "$qps"; do
+            # (-n is per QP: 100 each on QPS QPs, as many on one)
+            n=$((100 * qps / q))
+            [ "${BENCH_QUICK:-0}" != 1 ] || n=$((n / 4))
+            _bench_run "$setup" "ib_write_bw $o -s 64 -t 32 -q $q -n $n" \
+                "ib_write_bw $o -s 64 -t 32 -q $q -n $n @PEER@" "$out"
+            _bench_emit "$setup" pvrdma write_rate_qps "$q" "$rep" \
+                "$(awk '$1 == 64 && $2 ~ /^[0-9]+$/ { print $5 }' "$out")" Mmsg/s
+        done
     done
 }
 

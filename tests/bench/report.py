@@ -232,6 +232,33 @@ def main():
                       f" {fmt(med('scale', 'fabric', 'ring_after', n))} |")
         md.append("")
 
+    # Many QPs between two VMs (guest-bench.sh bench_many_qps, qp_mem).
+    many = sorted(k[3] for k in data
+                  if k[:3] == ("2vm", "pvrdma", "write_rate_qps") and k[3] > 1)
+    if many:
+        n = many[-1]
+        one = med("2vm", "pvrdma", "write_rate_qps", 1)
+        lots = med("2vm", "pvrdma", "write_rate_qps", n)
+        heap = med("scale", "device", "qp_heap", n)
+        rings = med("scale", "device", "qp_rings", n)
+        md += [f"### {n} connected QPs between two VMs", "",
+               "ib_write_bw 64 B, tx-depth 32, the same number of "
+               f"messages on one QP and spread over {n} QPs at once "
+               "(guest B to guest A on one fabric directory). The "
+               "device's host memory per connected QP is measured "
+               "without QEMU (tests/bench/qp_mem.c: heap in use after "
+               f"{n} connected pairs, each having carried a WRITE); its "
+               "rings are guest memory the device maps.", "",
+               "| | M msg/s | ratio to one QP |", "|---|---|---|",
+               f"| one QP | {fmt(one)}"
+               f"{spread('2vm', 'pvrdma', 'write_rate_qps', 1)} | 1.00x |",
+               f"| {n} QPs | {fmt(lots)}"
+               f"{spread('2vm', 'pvrdma', 'write_rate_qps', n)} |"
+               f" {ratio(lots, one)} |", "",
+               f"Host memory per QP: {fmt(heap)} bytes of heap; its send "
+               f"and receive rings (32 WRs of one SGE) {fmt(rings)} bytes "
+               "of guest memory.", ""]
+
     md += ["### Message rate (million messages/s)", ""]
     head = "| test | size |" + "".join(
         f" pvrdma {sl} | Soft-RoCE {sl} |" for _, sl in present)

@@ -17,10 +17,11 @@
 # prints; sync.sh pairs each run).  bench_rdma needs ev_bw
 # (tests/guest/progs/ev_bw.c) in the current directory.  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
 # size of each series and one round (a smoke run).  BENCH_MEMCPY_PORT (in
-# "vm"): the host's memcpy server (tests/bench/memcpy_bw.c --serve),
+# "vm", and guest B of "2vm" once bench_host_nic has set up its second
+# NIC): the host's memcpy server (tests/bench/memcpy_bw.c --serve),
 # reached through the user-mode network's gateway, measures its memcpy of
 # the same size right after each of this device's bandwidth runs, while
-# this guest waits ("R vm host memcpy_write_bw SIZE REP VALUE MB/s").
+# the guests wait ("R SETUP host memcpy_write_bw SIZE REP VALUE MB/s").
 
 BENCH_REPS=${BENCH_REPS:-3}
 LAT_SIZES="2 64 1024 4096 65536"
@@ -72,6 +73,20 @@ _bench_run() {
     fi
 }
 
+# bench_host_nic MAC: give the NIC with that MAC (a user-mode network
+# beside the pair's own link) the address that reaches the host's memcpy
+# server through its gateway, 10.0.2.2.
+bench_host_nic() {
+    local i
+    for i in /sys/class/net/*; do
+        [ "$(cat "$i/address")" = "$1" ] || continue
+        ip link set "${i##*/}" up &&
+            ip addr add 10.0.2.15/24 dev "${i##*/}" && return 0
+        fail "bench: cannot set up ${i##*/} for the host's memcpy server"
+    done
+    fail "bench: no NIC with MAC $1 (the user-mode network to the host)"
+}
+
 # _bench_emit SETUP TRANSPORT TEST SIZE REP VALUE UNIT (guest B or "vm").
 # A pvrdma point without a result fails the run; another transport's is
 # left out of that round (see _bench_cmd).
@@ -85,10 +100,12 @@ _bench_emit() {
     echo "R $*"
 }
 
-# _bench_memcpy SETUP TEST SIZE REP: the host's memcpy beside a run.
+# _bench_memcpy SETUP TEST SIZE REP: the host's memcpy beside a run (in
+# one VM, or guest B of two, which prints the results).
 _bench_memcpy() {
     local v
-    [ "$1" = vm ] && [ -n "${BENCH_MEMCPY_PORT:-}" ] || return 0
+    [ -n "${BENCH_MEMCPY_PORT:-}" ] || return 0
+    [ "$1" = vm ] || [ "${VMPAIR_ROLE:-}" = b ] || return 0
     v=$(echo "$3" | nc -w 60 10.0.2.2 "$BENCH_MEMCPY_PORT")
     case $v in
     [0-9]*) echo "R $1 host memcpy_$2 $3 $4 $v MB/s" ;;

@@ -104,7 +104,6 @@ typedef struct PvrdmaSendWr {
     uint64_t compare_add;       /* atomics, host order */
     uint64_t swap;
     uint64_t length;            /* payload bytes (8 for atomics) */
-    PvrdmaSgl local;            /* source of SEND/WRITE, sink of READ */
     /* Addressing (the QP's attributes). */
     uint32_t src_qpn;
     uint32_t dst_qpn;
@@ -118,6 +117,12 @@ typedef struct PvrdmaSendWr {
     uint32_t flow_label;        /* 20 bits */
     uint8_t tclass;
     uint8_t hop_limit;
+    /*
+     * Last: only its first segments are used as a rule, and the fields
+     * above share their cache lines with them (with many QPs each
+     * request's record is cold when its WQE is read).
+     */
+    PvrdmaSgl local;            /* source of SEND/WRITE, sink of READ */
 } PvrdmaSendWr;
 
 /*

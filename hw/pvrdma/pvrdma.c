@@ -1543,6 +1543,7 @@ typedef struct PvrdmaStats {
     PvrdmaCoreObjects o;
     PvrdmaLinkStats *links;
     unsigned nlinks;
+    PvrdmaFabricCounters fc;
 } PvrdmaStats;
 
 static void pvrdma_stats_get(PvrdmaState *s, PvrdmaStats *st)
@@ -1556,6 +1557,7 @@ static void pvrdma_stats_get(PvrdmaState *s, PvrdmaStats *st)
         st->nlinks = pvrdma_fabric_link_stats(s->fabric, NULL, 0);
         st->links = g_new0(PvrdmaLinkStats, MAX(st->nlinks, 1));
         pvrdma_fabric_link_stats(s->fabric, st->links, st->nlinks);
+        pvrdma_fabric_counters(s->fabric, &st->fc);
     }
     pvrdma_unlock();
 }
@@ -1625,6 +1627,12 @@ static void pvrdma_get_stats(Object *obj, Visitor *v, const char *name,
          pvrdma_visit_use(v, "srq", st.o.srq, c->max_srq, errp) &&
          pvrdma_visit_use(v, "pinned-pages", st.o.pinned_pages,
                           c->max_pinned_pages, errp) &&
+         visit_type_uint64(v, "messages-suppressed",
+                           &st.fc.messages_suppressed, errp) &&
+         visit_type_uint64(v, "links-closed-half-open",
+                           &st.fc.half_open_closed, errp) &&
+         visit_type_uint64(v, "links-hello-timeout", &st.fc.hello_timeouts,
+                           errp) &&
          visit_start_list(v, "links", NULL, 0, errp);
     if (ok) {
         for (unsigned i = 0; ok && i < st.nlinks; i++) {
@@ -1675,6 +1683,13 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
         }
         if (s->fabric && !st.nlinks) {
             monitor_printf(mon, "  no links\n");
+        }
+        if (s->fabric) {
+            monitor_printf(mon, "  fabric: messages not shown %" PRIu64
+                           ", links closed before their HELLO: %" PRIu64
+                           " for newer ones, %" PRIu64 " after 10 s\n",
+                           st.fc.messages_suppressed,
+                           st.fc.half_open_closed, st.fc.hello_timeouts);
         }
         g_free(st.links);
     }

@@ -280,6 +280,8 @@ PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
     l = pvrdma_link_new(fab, fd, shm, name, ++fab->next_serial);
     if (!pvrdma_link_is_dead(l)) {
         fab->links = g_list_prepend(fab->links, l);
+        /* Its HELLO is waited for on the timer (PVRDMA_LINK_HELLO_NS). */
+        pvrdma_fabric_arm_tick(fab, -1);
     }
     return l;
 }
@@ -342,13 +344,8 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
     }
     pvrdma_fabric_net_announce(fab, l);
     fab->res_err = 0;           /* a shortage ended: say the next one */
-    if (fab->host.report) {
-        char *msg = g_strdup_printf("pvrdma-fabric: link %s up",
-                                    pvrdma_link_name(l));
-
-        fab->host.report(fab->host.opaque, msg);
-        g_free(msg);
-    }
+    pvrdma_fabric_say(fab, PVRDMA_SAY_LINK_UP, "pvrdma-fabric: link %s up",
+                      pvrdma_link_name(l));
     return true;
 }
 
@@ -363,6 +360,13 @@ void pvrdma_fabric_link_down(PvrdmaFabric *fab, PvrdmaLink *l)
 uint64_t pvrdma_fabric_links_downed(PvrdmaFabric *fab)
 {
     return fab->links_downed;
+}
+
+void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c)
+{
+    c->messages_suppressed = fab->said_suppressed;
+    c->half_open_closed = fab->half_open_closed;
+    c->hello_timeouts = fab->hello_timeouts;
 }
 
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)
@@ -535,6 +539,9 @@ void pvrdma_fabric_timer_expired(PvrdmaFabric *fab)
         pvrdma_link_free(l);
     }
     if (pvrdma_fabric_move_tick(fab, now)) {
+        busy = true;
+    }
+    if (pvrdma_fabric_say_flush(fab, now)) {
         busy = true;
     }
     if (busy) {

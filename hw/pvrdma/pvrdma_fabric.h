@@ -314,6 +314,17 @@ unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab);
 uint64_t pvrdma_fabric_links_downed(PvrdmaFabric *fab);
 
 /*
+ * What the fabric turned away or kept quiet about since it began (the
+ * stats property and `info pvrdma`; docs/fabric.md, "Counters").
+ */
+typedef struct PvrdmaFabricCounters {
+    uint64_t messages_suppressed;       /* over PVRDMA_SAY_BURST a second */
+    uint64_t half_open_closed;  /* accepted, closed for newer ones */
+    uint64_t hello_timeouts;    /* closed without the peer's HELLO */
+} PvrdmaFabricCounters;
+void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c);
+
+/*
  * A link as the device's stats show it (the stats property and `info
  * pvrdma`; docs/fabric.md, "Counters").  Counters start at 0 when the
  * link is made and are not migrated.

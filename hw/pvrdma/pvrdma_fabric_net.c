@@ -123,21 +123,77 @@ void pvrdma_fabric_net_free(PvrdmaFabric *fab)
     }
 }
 
-static void pvrdma_report(PvrdmaFabric *fab, const char *fmt, ...)
-    G_GNUC_PRINTF(2, 3);
+static const char *const pvrdma_say_what[PVRDMA_SAY__MAX] = {
+    [PVRDMA_SAY_LINK_UP] = "links up",
+    [PVRDMA_SAY_LINK_DOWN] = "links down",
+    [PVRDMA_SAY_UNREACHABLE] = "unreachable peers",
+    [PVRDMA_SAY_HOST] = "host resources",
+};
 
-static void pvrdma_report(PvrdmaFabric *fab, const char *fmt, ...)
+static void pvrdma_say_raw(PvrdmaFabric *fab, const char *msg)
 {
+    if (fab->has_host && fab->host.report) {
+        fab->host.report(fab->host.opaque, msg);
+    }
+}
+
+bool pvrdma_fabric_say_flush(PvrdmaFabric *fab, int64_t now)
+{
+    bool open = false;
+
+    for (unsigned c = 0; c < PVRDMA_SAY__MAX; c++) {
+        if (!fab->say[c].count) {
+            continue;
+        }
+        if (now - fab->say[c].start < PVRDMA_SAY_WINDOW_NS) {
+            open = true;
+            continue;
+        }
+        if (fab->say[c].suppressed) {
+            char *msg = g_strdup_printf("pvrdma-fabric: %u more messages "
+                                        "about %s in the last second were "
+                                        "not shown (%" PRIu64 " in all); "
+                                        "a peer may be connecting in a "
+                                        "loop: see info pvrdma",
+                                        fab->say[c].suppressed,
+                                        pvrdma_say_what[c],
+                                        fab->said_suppressed);
+
+            pvrdma_say_raw(fab, msg);
+            g_free(msg);
+        }
+        fab->say[c].count = 0;
+        fab->say[c].suppressed = 0;
+    }
+    return open;
+}
+
+void pvrdma_fabric_say(PvrdmaFabric *fab, PvrdmaSay cause, const char *fmt,
+                       ...)
+{
+    int64_t now;
     va_list ap;
     char *msg;
 
-    if (!fab->host.report) {
+    if (!fab->has_host || !fab->host.report || cause >= PVRDMA_SAY__MAX) {
         return;
+    }
+    now = fab->host.clock_ns(fab->host.opaque);
+    pvrdma_fabric_say_flush(fab, now);
+    if (fab->say[cause].count >= PVRDMA_SAY_BURST) {
+        fab->say[cause].suppressed++;
+        fab->said_suppressed++;
+        return;
+    }
+    if (!fab->say[cause].count++) {
+        fab->say[cause].start = now;
+        /* The timer shows what this window will have suppressed. */
+        pvrdma_fabric_arm_tick(fab, now);
     }
     va_start(ap, fmt);
     msg = g_strdup_vprintf(fmt, ap);
     va_end(ap);
-    fab->host.report(fab->host.opaque, msg);
+    pvrdma_say_raw(fab, msg);
     g_free(msg);
 }
 
@@ -179,8 +235,10 @@ bool pvrdma_fabric_res_report(PvrdmaFabric *fab, int err)
 static void pvrdma_res_failed(PvrdmaFabric *fab, const char *what, int err)
 {
     if (pvrdma_fabric_res_report(fab, err)) {
-        pvrdma_report(fab, "pvrdma-fabric: %s: %s%s; retrying every second",
-                      what, g_strerror(err), pvrdma_fabric_errno_hint(err));
+        pvrdma_fabric_say(fab, PVRDMA_SAY_HOST,
+                          "pvrdma-fabric: %s: %s%s; retrying every second",
+                          what, g_strerror(err),
+                          pvrdma_fabric_errno_hint(err));
     }
 }
 
@@ -415,10 +473,12 @@ static void pvrdma_peer_failed(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
             return;
         }
         ep->drop = true;
-        pvrdma_report(fab, "pvrdma-fabric: fabric member %016" PRIx64
-                      " at %s, told of by a peer, unreachable (%s%s); not "
-                      "tried again until told again", ep->told, ep->name,
-                      g_strerror(err), pvrdma_fabric_errno_hint(err));
+        pvrdma_fabric_say(fab, PVRDMA_SAY_UNREACHABLE,
+                          "pvrdma-fabric: fabric member %016" PRIx64 " at "
+                          "%s, told of by a peer, unreachable (%s%s); not "
+                          "tried again until told again", ep->told,
+                          ep->name, g_strerror(err),
+                          pvrdma_fabric_errno_hint(err));
         return;
     }
     if (ep->last_error && !strcmp(ep->last_error, g_strerror(err))) {
@@ -426,9 +486,10 @@ static void pvrdma_peer_failed(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep,
     }
     g_free(ep->last_error);
     ep->last_error = g_strdup(g_strerror(err));
-    pvrdma_report(fab, "pvrdma-fabric: fabric-peer=%s unreachable (%s%s); "
-                  "retrying every second", ep->name, ep->last_error,
-                  pvrdma_fabric_errno_hint(err));
+    pvrdma_fabric_say(fab, PVRDMA_SAY_UNREACHABLE,
+                      "pvrdma-fabric: fabric-peer=%s unreachable (%s%s); "
+                      "retrying every second", ep->name, ep->last_error,
+                      pvrdma_fabric_errno_hint(err));
 }
 
 /* Start a non-blocking connect of a peer endpoint. */
@@ -475,6 +536,37 @@ bool pvrdma_fabric_add_peer(PvrdmaFabric *fab, const char *addr,
 
 /* ---- events -------------------------------------------------------------- */
 
+/*
+ * Room for one more accepted link waiting for its HELLO: with
+ * PVRDMA_FABRIC_MAX_HALF_OPEN of them, the oldest is closed.
+ */
+static void pvrdma_half_open_room(PvrdmaFabric *fab)
+{
+    PvrdmaLink *oldest = NULL;
+    unsigned n = 0;
+    GList *e;
+
+    for (e = fab->links; e; e = e->next) {
+        PvrdmaLink *l = e->data;
+
+        if (pvrdma_link_is_up(l) || pvrdma_link_initiated(l) ||
+            pvrdma_link_is_dead(l)) {
+            continue;
+        }
+        n++;
+        if (!oldest || pvrdma_link_serial(l) < pvrdma_link_serial(oldest)) {
+            oldest = l;
+        }
+    }
+    if (n >= PVRDMA_FABRIC_MAX_HALF_OPEN) {
+        fab->half_open_closed++;
+        pvrdma_link_close(oldest, "closed for a newer connection before "
+                          "its HELLO: " G_STRINGIFY(PVRDMA_FABRIC_MAX_HALF_OPEN)
+                          " accepted links were waiting for theirs (a slow "
+                          "or silent peer holds connections)");
+    }
+}
+
 static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
 {
     for (;;) {
@@ -517,6 +609,7 @@ static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
         } else {
             name = g_strdup_printf("unix:%s (accepted)", ep->path);
         }
+        pvrdma_half_open_room(fab);
         pvrdma_fabric_add_link(fab, fd, ep->type == PVRDMA_EP_LISTEN_DIR,
                                name);
         g_free(name);

@@ -107,6 +107,7 @@ struct PvrdmaLink {
      */
     int64_t last_rx;
     bool rx_seen;
+    int64_t born;               /* made: its HELLO is due by + HELLO_NS */
     /*
      * When the timer next looks for requests past their timeout: every
      * PVRDMA_LINK_SCAN_NS at most (timeouts are seconds), not at every
@@ -1078,6 +1079,16 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
     if (l->rx_seen) {
         l->rx_seen = false;
         l->last_rx = now;
+    }
+    if (!l->up && !l->dead) {
+        /* A peer that connects and stays silent (or trickles) goes. */
+        if (now - l->born >= PVRDMA_LINK_HELLO_NS) {
+            l->fab->hello_timeouts++;
+            pvrdma_link_close(l, "no HELLO from the peer within 10 s (not "
+                              "a pvrdma fabric member, or a stalled one)");
+            return;
+        }
+        *busy = true;
     }
     if (now < l->scan_at) {
         *busy |= l->nreqs > 0;
@@ -2318,6 +2329,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     l->reqs_mask = PVRDMA_LINK_REQS_MIN - 1;
     l->reqs = g_new0(PvrdmaFabricReq *, PVRDMA_LINK_REQS_MIN);
     l->last_rx = h->clock_ns(h->opaque);
+    l->born = l->last_rx;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     if (shm) {
         l->send_fd = pvrdma_link_make_ring(l);
@@ -2353,14 +2365,13 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
     if (why && l->res_err && !pvrdma_fabric_res_report(l->fab, l->res_err)) {
         why = NULL;
     }
-    if (why && h->report) {
-        char *msg = g_strdup_printf("pvrdma-fabric: link %s down: %s%s%s%s",
-                                    l->name, why, l->res_err ? ": " : "",
-                                    l->res_err ? g_strerror(l->res_err) : "",
-                                    pvrdma_fabric_errno_hint(l->res_err));
-
-        h->report(h->opaque, msg);
-        g_free(msg);
+    if (why) {
+        pvrdma_fabric_say(l->fab, l->res_err ? PVRDMA_SAY_HOST :
+                          PVRDMA_SAY_LINK_DOWN,
+                          "pvrdma-fabric: link %s down: %s%s%s%s", l->name,
+                          why, l->res_err ? ": " : "",
+                          l->res_err ? g_strerror(l->res_err) : "",
+                          pvrdma_fabric_errno_hint(l->res_err));
     }
     h->unwatch(h->opaque, l->fd);
     close(l->fd);

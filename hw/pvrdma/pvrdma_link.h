@@ -102,6 +102,27 @@ enum {
 #define PVRDMA_FABRIC_HOLD_NS       (10 * 1000 * 1000 * 1000LL)
 
 /*
+ * A peer that never sends its HELLO (or only part of it) is closed after
+ * this long; and at most PVRDMA_FABRIC_MAX_HALF_OPEN links accepted by
+ * our listeners wait for theirs at once: a newer connection closes the
+ * oldest of them (an honest peer sends its HELLO as it connects, so only
+ * a slow or silent one waits long enough to be the oldest).
+ */
+#define PVRDMA_LINK_HELLO_NS        (10 * 1000 * 1000 * 1000LL)
+#define PVRDMA_FABRIC_MAX_HALF_OPEN 64
+
+/* What a message to people is about: each is rate-limited on its own. */
+typedef enum PvrdmaSay {
+    PVRDMA_SAY_LINK_UP,
+    PVRDMA_SAY_LINK_DOWN,
+    PVRDMA_SAY_UNREACHABLE,     /* a fabric-peer or told member */
+    PVRDMA_SAY_HOST,            /* a host resource failed us */
+    PVRDMA_SAY__MAX
+} PvrdmaSay;
+#define PVRDMA_SAY_BURST            10
+#define PVRDMA_SAY_WINDOW_NS        (1000 * 1000 * 1000LL)
+
+/*
  * Where a fabric member accepts TCP links (PEERS): an IPv6 address (IPv4
  * as ::ffff:a.b.c.d), all zeros for "the host of whoever told us".
  */
@@ -144,6 +165,19 @@ struct PvrdmaFabric {
      * receive has no one to wake, and costs no lookup.
      */
     unsigned rnr_waiting;
+
+    /*
+     * Messages to people (PvrdmaSay): each cause at most PVRDMA_SAY_BURST
+     * in a window of PVRDMA_SAY_WINDOW_NS, the rest counted.
+     */
+    struct {
+        int64_t start;          /* of the window */
+        unsigned count;         /* shown in it; 0: no window open */
+        unsigned suppressed;    /* not shown in it */
+    } say[PVRDMA_SAY__MAX];
+    uint64_t said_suppressed;   /* messages not shown, ever */
+    uint64_t half_open_closed;  /* accepted links closed for newer ones */
+    uint64_t hello_timeouts;    /* links closed without the peer's HELLO */
 
     /* Links to other processes (none until a host is set). */
     bool has_host;
@@ -216,6 +250,17 @@ void pvrdma_fabric_net_announce(PvrdmaFabric *fab, PvrdmaLink *only);
 void pvrdma_fabric_net_peers_in(PvrdmaFabric *fab, PvrdmaLink *l,
                                 const uint64_t *instance,
                                 const PvrdmaNetAddr *addr, unsigned n);
+/*
+ * Show a message (printf-style) of @cause through the host's report,
+ * unless PVRDMA_SAY_BURST of that cause were shown in the current window
+ * (a peer that connects and sends garbage in a loop must not fill the
+ * host's log): then it is counted, and the count is shown when the
+ * window ends (pvrdma_fabric_say_flush).
+ */
+void pvrdma_fabric_say(PvrdmaFabric *fab, PvrdmaSay cause, const char *fmt,
+                       ...) G_GNUC_PRINTF(3, 4);
+/* End the windows that ran out by @now; true while one is open. */
+bool pvrdma_fabric_say_flush(PvrdmaFabric *fab, int64_t now);
 /*
  * A host resource ran out (@err: EMFILE, ENFILE, ENOMEM, ENOSPC, ...):
  * what the user should raise or fix, as "; ..." to append to a message

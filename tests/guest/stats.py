@@ -114,6 +114,12 @@ def check(kind, out):
             if not 0 <= u["used"] <= u["max"] or u["max"] == 0:
                 raise AssertionError(f"{name}: {k} used {u['used']} of "
                                      f"max {u['max']}")
+        # Honest peers: no link turned away, no message held back.
+        for k in ("messages-suppressed", "links-closed-half-open",
+                  "links-hello-timeout"):
+            if st[k]:
+                raise AssertionError(f"{name}: {k} is {st[k]} between "
+                                     "honest peers")
         # (a second link to the same peer lives only until HELLO)
         st["links"] = [x for x in st["links"] if x["up"]]
         if len(st["links"]) > 1:

@@ -66,6 +66,17 @@ static void h_report(void *opaque, const char *msg)
 
     h->reports++;
     g_strlcpy(h->last_report, msg, sizeof(h->last_report));
+    g_ptr_array_add(h->said, g_strdup(msg));
+}
+
+unsigned host_said(Host *h, const char *needle)
+{
+    unsigned n = 0;
+
+    for (guint i = 0; i < h->said->len; i++) {
+        n += strstr(g_ptr_array_index(h->said, i), needle) != NULL;
+    }
+    return n;
 }
 
 Host *host_new(void)
@@ -77,6 +88,7 @@ Host *host_new(void)
     };
 
     h->watches = g_array_new(false, false, sizeof(Watch));
+    h->said = g_ptr_array_new_with_free_func(g_free);
     h->timer = -1;
     h->now = 1000000000LL;
     h->fab = pvrdma_fabric_new();
@@ -97,6 +109,7 @@ void host_free(Host *h)
     pvrdma_fabric_unref(h->fab);
     g_assert(h->watches->len == 0);
     g_array_free(h->watches, true);
+    g_ptr_array_free(h->said, true);
     g_free(h);
 }
 

@@ -32,10 +32,13 @@ typedef struct Host {
     bool real_clock;            /* CLOCK_MONOTONIC instead of @now */
     unsigned reports;
     char last_report[256];
+    GPtrArray *said;            /* every report, in order */
     bool frozen;                /* a stopped process: handles nothing */
     bool busy_round;            /* an fd of it was handled this round */
 } Host;
 
+/* Reports of @h that contain @needle. */
+unsigned host_said(Host *h, const char *needle);
 /* A host with its own fabric; its manual clock starts at 1 s. */
 Host *host_new(void);
 /* The same on the monotonic clock. */

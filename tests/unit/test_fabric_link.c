@@ -2718,7 +2718,8 @@ static int tcp_port_hold(char *addr, size_t size);
 /*
  * A peer's PEERS name 128 members at an address that refuses: at most 64
  * are tried at once, each three times a second apart, then given up with
- * one message each; the link, the guest and the fabric go on.
+ * one message each (at most PVRDMA_SAY_BURST of them shown a second);
+ * the link, the guest and the fabric go on.
  */
 static void test_peers_told_bounded(void **state)
 {
@@ -2729,6 +2730,7 @@ static void test_peers_told_bounded(void **state)
     uint8_t buf[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_PEERS_MIN +
                 PVRDMA_LINK_MAX_PEERS * PVRDMA_LINK_PEER_SIZE];
     unsigned f, i, reports = r->h->reports;
+    PvrdmaFabricCounters c;
 
     (void)state;
     for (f = 0; f < 2; f++) {
@@ -2754,9 +2756,18 @@ static void test_peers_told_bounded(void **state)
         r->h->now += 100000000LL;
         run(r->h, NULL, 1);
     }
-    assert_int_equal(r->h->reports - reports, 64);
-    assert_non_null(strstr(r->h->last_report, "told of by a peer, "
-                           "unreachable (Connection refused"));
+    /*
+     * Given up within one second: ten said, the other 54 counted and
+     * said in one line when the second is over.
+     */
+    assert_int_equal(r->h->reports - reports, PVRDMA_SAY_BURST + 1);
+    assert_int_equal(host_said(r->h, "told of by a peer, unreachable "
+                               "(Connection refused"), PVRDMA_SAY_BURST);
+    assert_non_null(strstr(r->h->last_report, "54 more messages about "
+                           "unreachable peers in the last second were not "
+                           "shown (54 in all)"));
+    pvrdma_fabric_counters(r->h->fab, &c);
+    assert_int_equal(c.messages_suppressed, 54);
     assert_int_equal(pvrdma_fabric_links_up(r->h->fab), 1);
     assert_int_equal(r->fg->guest_errors, 0);
     close(hold);
@@ -3290,6 +3301,169 @@ static void test_peer_silent_host(void **state)
     close(hold);
 }
 
+/* A TCP connection to @addr ("127.0.0.1:PORT"), non-blocking. */
+static int tcp_client(const char *addr)
+{
+    struct sockaddr_in sin = {
+        .sin_family = AF_INET,
+        .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        .sin_port = htons(atoi(strchr(addr, ':') + 1)),
+    };
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    return fd;
+}
+
+/* Live links of @h's fabric, up or waiting for their HELLO. */
+static unsigned links_live(Host *h)
+{
+    return pvrdma_fabric_link_stats(h->fab, NULL, 0);
+}
+
+/* Links @h accepted: the live ones and those closed for newer ones. */
+static unsigned links_accepted(Host *h)
+{
+    PvrdmaFabricCounters c;
+
+    pvrdma_fabric_counters(h->fab, &c);
+    return links_live(h) + c.half_open_closed;
+}
+
+/*
+ * A client that connects to fabric-listen in a loop, each time with a
+ * HELLO and then a bad frame: every connection comes up and goes down,
+ * but the log gets at most PVRDMA_SAY_BURST lines of each a second, and
+ * one line each saying how many were not shown; a real peer still links.
+ */
+#define FLOOD_CONNS 40
+
+static void test_listener_flood_quiet(void **state)
+{
+    Host *a = host_new(), *b;
+    char addr[32], *err = NULL;
+    int hold = tcp_port_hold(addr, sizeof(addr));
+    PvrdmaFabricCounters c;
+    unsigned i;
+
+    (void)state;
+    assert_true(pvrdma_fabric_listen(a->fab, addr, &err));
+    for (i = 0; i < FLOOD_CONNS; i++) {
+        uint8_t buf[2 * PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE] = {
+            0 };
+        int fd = tcp_client(addr);
+
+        put_hdr(buf, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+        buf[PVRDMA_LINK_HDR_SIZE] = 0x40 + i;       /* its instance */
+        buf[PVRDMA_LINK_HDR_SIZE + 16] = 1;        /* its serial */
+        put_hdr(buf + PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE, 99, 0,
+                0, 0);
+        assert_int_equal(write(fd, buf, sizeof(buf)), sizeof(buf));
+        RUN_UNTIL(a, NULL, pvrdma_fabric_links_downed(a->fab) == i + 1);
+        assert_int_equal(pvrdma_fabric_links_downed(a->fab), i + 1);
+        close(fd);
+    }
+    /* All within one second of the manual clock. */
+    assert_int_equal(host_said(a, " up"), PVRDMA_SAY_BURST);
+    assert_int_equal(host_said(a, "down: "), PVRDMA_SAY_BURST);
+    pvrdma_fabric_counters(a->fab, &c);
+    assert_int_equal(c.messages_suppressed,
+                     2 * (FLOOD_CONNS - PVRDMA_SAY_BURST));
+    /* The second ends: what was held back is said, once per cause. */
+    for (i = 0; i < 12; i++) {
+        a->now += 100000000LL;
+        run(a, NULL, 1);
+    }
+    assert_int_equal(host_said(a, "more messages about links up in the "
+                               "last second were not shown"), 1);
+    assert_int_equal(host_said(a, "30 more messages about links down"), 1);
+    assert_int_equal(a->reports, 2 * PVRDMA_SAY_BURST + 2);
+    /* A fabric member is not turned away. */
+    b = host_new();
+    assert_true(pvrdma_fabric_add_peer(b->fab, addr, &err));
+    RUN_UNTIL(a, b, LINKED(a, b));
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    host_free(a);
+    host_free(b);
+    close(hold);
+}
+
+/*
+ * Connections that send nothing, or a HELLO's first bytes a byte at a
+ * time: at most PVRDMA_FABRIC_MAX_HALF_OPEN are kept (a newer one closes
+ * the oldest), each goes after 10 s without a HELLO even while it
+ * trickles, and a real peer links all along.
+ */
+#define SILENT_CONNS (PVRDMA_FABRIC_MAX_HALF_OPEN + 6)
+
+static void test_listener_half_open_bounded(void **state)
+{
+    Host *a = host_new(), *b = host_new();
+    char addr[32], *err = NULL;
+    int hold = tcp_port_hold(addr, sizeof(addr));
+    int fds[SILENT_CONNS];
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE] = { 0 };
+    PvrdmaFabricCounters c;
+    unsigned i;
+
+    (void)state;
+    assert_true(pvrdma_fabric_listen(a->fab, addr, &err));
+    for (i = 0; i < SILENT_CONNS; i++) {
+        fds[i] = tcp_client(addr);
+        RUN_UNTIL(a, NULL, links_accepted(a) == i + 1);
+        assert_int_equal(links_accepted(a), i + 1);
+    }
+    assert_int_equal(links_live(a), PVRDMA_FABRIC_MAX_HALF_OPEN);
+    pvrdma_fabric_counters(a->fab, &c);
+    assert_int_equal(c.half_open_closed, SILENT_CONNS -
+                     PVRDMA_FABRIC_MAX_HALF_OPEN);
+    /* The oldest went: their ends read EOF after our HELLO. */
+    for (i = 0; i < SILENT_CONNS; i++) {
+        char buf[256];
+        ssize_t n;
+
+        while ((n = read(fds[i], buf, sizeof(buf))) > 0) {
+            /* our HELLO */
+        }
+        if (i < SILENT_CONNS - PVRDMA_FABRIC_MAX_HALF_OPEN) {
+            assert_int_equal(n, 0);
+        } else {
+            assert_true(n < 0 && errno == EAGAIN);
+        }
+    }
+    /* A member joins while they wait (its link closes one more). */
+    assert_true(pvrdma_fabric_add_peer(b->fab, addr, &err));
+    RUN_UNTIL(a, b, pvrdma_fabric_links_up(a->fab) == 1 &&
+              pvrdma_fabric_links_up(b->fab) == 1);
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    pvrdma_fabric_counters(a->fab, &c);
+    assert_int_equal(c.half_open_closed, SILENT_CONNS -
+                     PVRDMA_FABRIC_MAX_HALF_OPEN + 1);
+    /* One trickles its HELLO: a byte every second. */
+    put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+    for (i = 0; i < 11; i++) {
+        assert_int_equal(write(fds[SILENT_CONNS - 1], hello + i, 1), 1);
+        a->now += 1000000000LL;
+        b->now += 1000000000LL;
+        run(a, b, 3);
+    }
+    RUN_UNTIL(a, b, links_live(a) == 1);
+    assert_int_equal(links_live(a), 1);
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 1);
+    pvrdma_fabric_counters(a->fab, &c);
+    assert_int_equal(c.hello_timeouts, PVRDMA_FABRIC_MAX_HALF_OPEN - 1);
+    assert_int_equal(host_said(a, "no HELLO from the peer within 10 s"),
+                     PVRDMA_SAY_BURST);
+    for (i = 0; i < SILENT_CONNS; i++) {
+        close(fds[i]);
+    }
+    host_free(a);
+    host_free(b);
+    close(hold);
+}
+
 /* The listening side restarts: the peer side reconnects by itself. */
 static void test_peer_reconnects(void **state)
 {
@@ -3743,6 +3917,8 @@ int main(void)
         cmocka_unit_test(test_join_dir),
         cmocka_unit_test(test_mesh),
         cmocka_unit_test(test_peers_told_bounded),
+        cmocka_unit_test(test_listener_flood_quiet),
+        cmocka_unit_test(test_listener_half_open_bounded),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),

@@ -75,6 +75,69 @@ refused backend=ibverbs,ibdev=pvrdma-test-none \
     -m 128 -object memory-backend-memfd,id=ram,size=128M,share=on \
     -machine memory-backend=ram
 
+# A client that floods a fabric-listen port (docs/fabric.md, "Hostile
+# input"): each link comes up and goes down, but QEMU's log gets at most
+# 10 lines a second of each, and one line per second saying how many it
+# held back; silent connections are bounded (64 wait, a newer one closes
+# the oldest) and closed after 10 s without a HELLO, trickling or not.
+flood=$TESTS_TOP/tests/guest/fabric_flood.py
+fport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fqmp=$TEST_OUT/flood.qmp fout=$TEST_OUT/flood.log
+rm -f "$fqmp"
+"$qemu" -M pc -nodefaults -accel tcg -L /usr/share/qemu -L /usr/share/seabios \
+    -device "pvrdma,fabric-listen=127.0.0.1:$fport" -display none \
+    -qmp "unix:$fqmp,server=on,wait=off" > "$fout" 2>&1 &
+fpid=$!
+trap 'kill $fpid 2> /dev/null || true; umount "$fs/ro" "$fs/full" 2> /dev/null; rm -rf "$fs"' EXIT
+info_pvrdma() {
+    python3 "$TESTS_TOP/tests/guest/qmp.py" "$fqmp" human-monitor-command \
+        '{"command-line": "info pvrdma"}'
+}
+# said PATTERN: QEMU's log lines matching it; held CAUSE: the sum of what
+# the log said it held back of that cause.
+said() { grep -cE "$1" "$fout" || true; }
+held() {
+    sed -n "s/.*pvrdma-fabric: \([0-9]*\) more messages about $1 in the last second.*/\1/p" "$fout" |
+        awk '{ n += $1 } END { print n + 0 }'
+}
+for _ in $(seq 100); do
+    info_pvrdma > /dev/null 2>&1 && break
+    sleep 0.2
+done
+info_pvrdma > /dev/null || fail "QEMU with fabric-listen did not start: $(cat "$fout")"
+secs=$(python3 "$flood" "127.0.0.1:$fport" flood 40) ||
+    fail "the flood client failed"
+# What was held back is said when its second ends: wait for it.
+for _ in $(seq 150); do
+    [ $(( $(said 'pvrdma-fabric: link .* up$') + $(held "links up") )) -eq 40 ] &&
+        [ $(( $(said 'pvrdma-fabric: link .* down: ') + $(held "links down") )) -eq 40 ] &&
+        break
+    sleep 0.2
+done
+up=$(said 'pvrdma-fabric: link .* up$') down=$(said 'pvrdma-fabric: link .* down: ')
+[ $((up + $(held "links up"))) -eq 40 ] && [ $((down + $(held "links down"))) -eq 40 ] ||
+    fail "40 links up and down, but the log shows $up up and $down down lines and says it held back $(held "links up") and $(held "links down"): $(cat "$fout")"
+# At most 10 a second: the flood took $secs s, so it touched at most
+# ceil(secs) + 1 windows of a second.
+most=$(( (${secs%.*} + 2) * 10 ))
+[ "$up" -le "$most" ] && [ "$down" -le "$most" ] ||
+    fail "$up up and $down down lines for a flood of $secs s (at most $most)"
+info_pvrdma | grep -q "messages not shown $(( 80 - up - down )), " ||
+    fail "info pvrdma does not count the $(( 80 - up - down )) lines held back: $(info_pvrdma)"
+pass "40 connections with garbage in $secs s: $up up and $down down lines, the rest counted"
+python3 "$flood" "127.0.0.1:$fport" silent 70 20 &
+spid=$!
+for _ in $(seq 200); do
+    info_pvrdma | grep -q "for newer ones, 64 after 10 s" && break
+    sleep 0.2
+done
+wait $spid
+info_pvrdma | grep -q "links closed before their HELLO: 7 for newer ones, 64 after 10 s" ||
+    fail "71 silent connections (one trickling): not 7 closed for newer ones and 64 after 10 s: $(info_pvrdma)"
+kill $fpid
+wait $fpid 2> /dev/null || true
+pass "71 silent connections (one trickling its HELLO): 64 kept at most, each closed after 10 s"
+
 guest_script=$TEST_OUT/bringup-guest.sh
 cat > "$guest_script" <<'GUEST'
 fail() { echo "GUEST-FAIL: $*"; exit 1; }

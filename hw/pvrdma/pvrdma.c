@@ -15,6 +15,7 @@
  *                 [,max-pinned-pages=N][,node-guid=GUID][,iothread=ID]
  *                 [,backend=fabric][,fabric-path=DIR]
  *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
+ *                 [,fabric-allow-uid=U1:U2...][,fabric-allow-gid=G1:G2...]
  *   -device pvrdma,backend=ibverbs,ibdev=NAME[,ibport=N][,gid-index=N]
  *                 [,cm-ports=P1:P2...|none]
  *
@@ -120,6 +121,8 @@ struct PvrdmaState {
     char *fabric_path;          /* fabric-* properties */
     char *fabric_listen;
     char *fabric_peer;
+    char *fabric_allow_uid;     /* other users who may join fabric-path */
+    char *fabric_allow_gid;
     char *ibdev;                /* backend=ibverbs properties */
     uint32_t ibport;
     int32_t gid_index;
@@ -1080,7 +1083,8 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
     PvrdmaIbv *ibv;
     char *msg = NULL;
 
-    if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
+    if (s->fabric_path || s->fabric_listen || s->fabric_peer ||
+        s->fabric_allow_uid || s->fabric_allow_gid) {
         error_setg(errp, "pvrdma: the fabric-* properties belong to "
                    "backend=fabric; backend=ibverbs reaches other VMs and "
                    "hosts through the host RDMA device");
@@ -1153,9 +1157,17 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
                    "of them");
         return false;
     }
+    if ((s->fabric_allow_uid || s->fabric_allow_gid) && !s->fabric_path) {
+        error_setg(errp, "pvrdma: fabric-allow-uid and fabric-allow-gid "
+                   "say which other users' QEMUs may join through "
+                   "fabric-path=DIR: give fabric-path too (TCP links are "
+                   "not checked by user)");
+        return false;
+    }
     if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
         fab = pvrdma_fabric_glue_get(s->fabric_path, s->fabric_listen,
-                                     s->fabric_peer,
+                                     s->fabric_peer, s->fabric_allow_uid,
+                                     s->fabric_allow_gid,
                                      s->iothread ?
                                      iothread_get_aio_context(s->iothread) :
                                      NULL, errp);
@@ -1505,6 +1517,8 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("fabric-path", PvrdmaState, fabric_path),
     DEFINE_PROP_STRING("fabric-listen", PvrdmaState, fabric_listen),
     DEFINE_PROP_STRING("fabric-peer", PvrdmaState, fabric_peer),
+    DEFINE_PROP_STRING("fabric-allow-uid", PvrdmaState, fabric_allow_uid),
+    DEFINE_PROP_STRING("fabric-allow-gid", PvrdmaState, fabric_allow_gid),
     DEFINE_PROP_STRING("ibdev", PvrdmaState, ibdev),
     DEFINE_PROP_UINT32("ibport", PvrdmaState, ibport, 1),
     DEFINE_PROP_INT32("gid-index", PvrdmaState, gid_index, -1),
@@ -1633,6 +1647,8 @@ static void pvrdma_get_stats(Object *obj, Visitor *v, const char *name,
                            &st.fc.half_open_closed, errp) &&
          visit_type_uint64(v, "links-hello-timeout", &st.fc.hello_timeouts,
                            errp) &&
+         visit_type_uint64(v, "links-refused-uid", &st.fc.refused_cred,
+                           errp) &&
          visit_start_list(v, "links", NULL, 0, errp);
     if (ok) {
         for (unsigned i = 0; ok && i < st.nlinks; i++) {
@@ -1687,9 +1703,11 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
         if (s->fabric) {
             monitor_printf(mon, "  fabric: messages not shown %" PRIu64
                            ", links closed before their HELLO: %" PRIu64
-                           " for newer ones, %" PRIu64 " after 10 s\n",
+                           " for newer ones, %" PRIu64 " after 10 s, "
+                           "links refused for their user: %" PRIu64 "\n",
                            st.fc.messages_suppressed,
-                           st.fc.half_open_closed, st.fc.hello_timeouts);
+                           st.fc.half_open_closed, st.fc.hello_timeouts,
+                           st.fc.refused_cred);
         }
         g_free(st.links);
     }

@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pvrdma_link.h"
 
@@ -49,7 +50,13 @@ PvrdmaFabric *pvrdma_fabric_new(void)
     fab->refs = 1;
     fab->timer_at = -1;
     fab->instance = ((uint64_t)g_random_int() << 32) | g_random_int();
+    fab->own_uid = geteuid();
     return fab;
+}
+
+void pvrdma_fabric_set_own_uid(PvrdmaFabric *fab, uint32_t uid)
+{
+    fab->own_uid = uid;
 }
 
 PvrdmaFabric *pvrdma_fabric_ref(PvrdmaFabric *fab)
@@ -83,6 +90,15 @@ void pvrdma_fabric_unref(PvrdmaFabric *fab)
     if (fab->has_host) {
         pvrdma_fabric_net_free(fab);
         fab->host.timer_mod(fab->host.opaque, -1);
+    }
+    if (fab->allow_uid) {
+        g_array_free(fab->allow_uid, true);
+    }
+    if (fab->allow_gid) {
+        g_array_free(fab->allow_gid, true);
+    }
+    if (fab->refused_said) {
+        g_array_free(fab->refused_said, true);
     }
     g_free(fab);
 }
@@ -367,6 +383,7 @@ void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c)
     c->messages_suppressed = fab->said_suppressed;
     c->half_open_closed = fab->half_open_closed;
     c->hello_timeouts = fab->hello_timeouts;
+    c->refused_cred = fab->refused_cred;
 }
 
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)

@@ -308,6 +308,19 @@ PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
 void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
                             bool writable);
 void pvrdma_fabric_timer_expired(PvrdmaFabric *fab);
+/*
+ * Who else may join through fabric-path besides processes of our own uid
+ * (the uid the process at the other end of a directory socket had when
+ * it made its socket, SO_PEERCRED): @uids and @gids are lists of user and
+ * group names or numbers separated by ':' (NULL or "": none); a process
+ * with one of those groups, primary or supplementary, may join.  Call
+ * before pvrdma_fabric_join_dir().  False with @errmsg if a name is not
+ * known or a list is too long (at most 64 each).
+ */
+bool pvrdma_fabric_allow(PvrdmaFabric *fab, const char *uids,
+                         const char *gids, char **errmsg);
+/* Tests: the uid taken as ours (default: the effective uid). */
+void pvrdma_fabric_set_own_uid(PvrdmaFabric *fab, uint32_t uid);
 /* Links that are up (HELLO exchanged), for tests and status. */
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab);
 /* Links that went down after they were up, since the fabric began. */
@@ -321,6 +334,7 @@ typedef struct PvrdmaFabricCounters {
     uint64_t messages_suppressed;       /* over PVRDMA_SAY_BURST a second */
     uint64_t half_open_closed;  /* accepted, closed for newer ones */
     uint64_t hello_timeouts;    /* closed without the peer's HELLO */
+    uint64_t refused_cred;      /* fabric-path links of another user */
 } PvrdmaFabricCounters;
 void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c);
 

@@ -162,6 +162,8 @@ static void pvrdma_fabric_glue_stop(PvrdmaFabricGlue *g)
 /* Make @g's fabric in @ctx and join it as the properties say. */
 static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g, const char *path,
                                      const char *listen, const char *peer,
+                                     const char *allow_uid,
+                                     const char *allow_gid,
                                      AioContext *ctx, Error **errp)
 {
     PvrdmaFabricHost host = {
@@ -181,7 +183,8 @@ static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g, const char *path,
                      timer_new_ns(QEMU_CLOCK_REALTIME,
                                   pvrdma_fabric_glue_timer_cb, g);
     pvrdma_fabric_set_host(g->fab, &host);
-    if ((path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||
+    if (!pvrdma_fabric_allow(g->fab, allow_uid, allow_gid, &msg) ||
+        (path && !pvrdma_fabric_join_dir(g->fab, path, &msg)) ||
         (listen && !pvrdma_fabric_listen(g->fab, listen, &msg)) ||
         (peer && !pvrdma_fabric_add_peer(g->fab, peer, &msg))) {
         error_setg(errp, "%s", msg);
@@ -193,14 +196,16 @@ static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g, const char *path,
 }
 
 PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
-                                     const char *peer, AioContext *ctx,
+                                     const char *peer, const char *allow_uid,
+                                     const char *allow_gid, AioContext *ctx,
                                      Error **errp)
 {
     PvrdmaFabricGlue *g;
     char *key;
 
-    key = g_strdup_printf("path=%s,listen=%s,peer=%s", path ?: "",
-                          listen ?: "", peer ?: "");
+    key = g_strdup_printf("path=%s,listen=%s,peer=%s,uid=%s,gid=%s",
+                          path ?: "", listen ?: "", peer ?: "",
+                          allow_uid ?: "", allow_gid ?: "");
     if (!pvrdma_fabrics) {
         pvrdma_fabrics = g_hash_table_new(g_str_hash, g_str_equal);
     }
@@ -216,8 +221,8 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
         g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
         g_hash_table_insert(pvrdma_fabrics, g->key, g);
     }
-    return pvrdma_fabric_glue_start(g, path, listen, peer, ctx, errp) ?
-           g->fab : NULL;
+    return pvrdma_fabric_glue_start(g, path, listen, peer, allow_uid,
+                                    allow_gid, ctx, errp) ? g->fab : NULL;
 }
 
 void pvrdma_fabric_glue_release(void)

@@ -15,7 +15,8 @@ typedef struct PvrdmaFabric PvrdmaFabric;
  * that makes the fabric chooses.
  */
 PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
-                                     const char *peer, AioContext *ctx,
+                                     const char *peer, const char *allow_uid,
+                                     const char *allow_gid, AioContext *ctx,
                                      Error **errp);
 
 /*

@@ -25,7 +25,9 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netdb.h>
+#include <pwd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
@@ -128,6 +130,7 @@ static const char *const pvrdma_say_what[PVRDMA_SAY__MAX] = {
     [PVRDMA_SAY_LINK_DOWN] = "links down",
     [PVRDMA_SAY_UNREACHABLE] = "unreachable peers",
     [PVRDMA_SAY_HOST] = "host resources",
+    [PVRDMA_SAY_REFUSED] = "processes of other users",
 };
 
 static void pvrdma_say_raw(PvrdmaFabric *fab, const char *msg)
@@ -262,6 +265,160 @@ static bool pvrdma_unix_addr(struct sockaddr_un *sun, const char *path)
     return true;
 }
 
+/* ---- who may join through the directory --------------------------------- */
+
+#define PVRDMA_ALLOW_MAX        64
+
+/* One ':'-separated list of users (@group: groups) into a new array. */
+static GArray *pvrdma_allow_parse(const char *list, bool group,
+                                  const char *prop, char **errmsg)
+{
+    GArray *a = g_array_new(false, false, sizeof(uint32_t));
+    char **names = g_strsplit(list, ":", -1);
+
+    for (char **n = names; *n; n++) {
+        guint64 v;
+        uint32_t id;
+
+        if (g_ascii_string_to_unsigned(*n, 10, 0, UINT32_MAX - 1, &v,
+                                       NULL)) {
+            id = v;
+        } else if (!group && **n && getpwnam(*n)) {
+            id = getpwnam(*n)->pw_uid;
+        } else if (group && **n && getgrnam(*n)) {
+            id = getgrnam(*n)->gr_gid;
+        } else {
+            *errmsg = g_strdup_printf("pvrdma: %s=%s: '%s' is not a %s of "
+                                      "this host (a name or a number); "
+                                      "give them separated by ':' (%s=%s)",
+                                      prop, list, *n, group ? "group" :
+                                      "user", prop, group ? "kvm:1000" :
+                                      "libvirt-qemu:1000");
+            break;
+        }
+        if (a->len == PVRDMA_ALLOW_MAX) {
+            *errmsg = g_strdup_printf("pvrdma: %s=%s: at most %u entries",
+                                      prop, list, PVRDMA_ALLOW_MAX);
+            break;
+        }
+        g_array_append_val(a, id);
+    }
+    g_strfreev(names);
+    if (*errmsg) {
+        g_array_free(a, true);
+        return NULL;
+    }
+    return a;
+}
+
+bool pvrdma_fabric_allow(PvrdmaFabric *fab, const char *uids,
+                         const char *gids, char **errmsg)
+{
+    GArray *u = NULL, *g = NULL;
+
+    *errmsg = NULL;
+    if (uids && *uids) {
+        u = pvrdma_allow_parse(uids, false, "fabric-allow-uid", errmsg);
+        if (!u) {
+            return false;
+        }
+    }
+    if (gids && *gids) {
+        g = pvrdma_allow_parse(gids, true, "fabric-allow-gid", errmsg);
+        if (!g) {
+            if (u) {
+                g_array_free(u, true);
+            }
+            return false;
+        }
+    }
+    if (fab->allow_uid) {
+        g_array_free(fab->allow_uid, true);
+    }
+    if (fab->allow_gid) {
+        g_array_free(fab->allow_gid, true);
+    }
+    fab->allow_uid = u;
+    fab->allow_gid = g;
+    return true;
+}
+
+static bool pvrdma_allow_has(const GArray *a, uint32_t id)
+{
+    for (guint i = 0; a && i < a->len; i++) {
+        if (g_array_index(a, uint32_t, i) == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * May the process at the other end of directory socket @fd join?  Its
+ * uid is ours or allowed, or one of its groups is.  When not, it is
+ * counted, said (the first time for that uid) with what to set (@path:
+ * the socket, @accepted: it connected to us), and false.
+ */
+static bool pvrdma_dir_cred_ok(PvrdmaFabric *fab, int fd, const char *path,
+                               bool accepted)
+{
+    struct ucred uc;
+    socklen_t len = sizeof(uc);
+    gid_t groups[256];
+    socklen_t glen = sizeof(groups);
+
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0) {
+        uc.pid = 0;
+        uc.uid = uc.gid = (uint32_t)-1;
+    } else if (uc.uid == fab->own_uid ||
+               pvrdma_allow_has(fab->allow_uid, uc.uid) ||
+               pvrdma_allow_has(fab->allow_gid, uc.gid)) {
+        return true;
+    } else if (fab->allow_gid &&
+               getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups,
+                          &glen) == 0) {
+        for (unsigned i = 0; i < glen / sizeof(gid_t); i++) {
+            if (pvrdma_allow_has(fab->allow_gid, groups[i])) {
+                return true;
+            }
+        }
+    }
+    fab->refused_cred++;
+    /*
+     * Said once per uid: a stranger's process retries every second, and
+     * so does ours, rescanning the directory.
+     */
+    if (pvrdma_allow_has(fab->refused_said, uc.uid)) {
+        return false;
+    }
+    if (!fab->refused_said) {
+        fab->refused_said = g_array_new(false, false, sizeof(uint32_t));
+    }
+    if (fab->refused_said->len < PVRDMA_ALLOW_MAX) {
+        uint32_t id = uc.uid;
+
+        g_array_append_val(fab->refused_said, id);
+    }
+    if (accepted) {
+        pvrdma_fabric_say(fab, PVRDMA_SAY_REFUSED,
+                          "pvrdma-fabric: refused a link on fabric-path %s "
+                          "from process %d of uid %d: only this QEMU's "
+                          "user (uid %u) may join, or those given with "
+                          "fabric-allow-uid= or fabric-allow-gid= on this "
+                          "QEMU", path, (int)uc.pid, (int)uc.uid,
+                          fab->own_uid);
+    } else {
+        pvrdma_fabric_say(fab, PVRDMA_SAY_REFUSED,
+                          "pvrdma-fabric: not linking to %s: its process "
+                          "%d runs as uid %d, not as this QEMU (uid %u); to "
+                          "join it, give this QEMU fabric-allow-uid=%d or "
+                          "a fabric-allow-gid= of its group", path,
+                          (int)uc.pid, (int)uc.uid, fab->own_uid,
+                          (int)uc.uid);
+    }
+    return false;
+}
+
 /*
  * Connect to one socket of the directory; a dead one is removed.  False
  * if a host resource ran out (reported): the directory is scanned again.
@@ -285,6 +442,10 @@ static bool pvrdma_dir_connect(PvrdmaFabric *fab, const char *path)
         if (errno == ECONNREFUSED) {
             unlink(path);       /* renamed only once listening: dead */
         }
+        close(fd);
+        return true;
+    }
+    if (!pvrdma_dir_cred_ok(fab, fd, path, false)) {
         close(fd);
         return true;
     }
@@ -345,8 +506,15 @@ bool pvrdma_fabric_join_dir(PvrdmaFabric *fab, const char *dir,
         g_free(tmp);
         return false;
     }
+    /*
+     * The socket is ours alone unless other users may join: then anyone
+     * may connect, and SO_PEERCRED decides (pvrdma_dir_cred_ok).  It is
+     * made under a temporary name and renamed once it has its mode and
+     * listens.
+     */
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&sun, sizeof(sun)) < 0 ||
+        chmod(tmp, fab->allow_uid || fab->allow_gid ? 0666 : 0600) < 0 ||
         listen(fd, 64) < 0 || rename(tmp, path) < 0) {
         err = errno;
         *errmsg = g_strdup_printf("pvrdma: fabric-path: cannot listen on "
@@ -607,6 +775,10 @@ static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
             name = g_strdup_printf("tcp:%s:%s (accepted on %s)", host, port,
                                    ep->name);
         } else {
+            if (!pvrdma_dir_cred_ok(fab, fd, ep->path, true)) {
+                close(fd);
+                continue;
+            }
             name = g_strdup_printf("unix:%s (accepted)", ep->path);
         }
         pvrdma_half_open_room(fab);

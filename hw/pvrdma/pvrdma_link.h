@@ -117,6 +117,7 @@ typedef enum PvrdmaSay {
     PVRDMA_SAY_LINK_DOWN,
     PVRDMA_SAY_UNREACHABLE,     /* a fabric-peer or told member */
     PVRDMA_SAY_HOST,            /* a host resource failed us */
+    PVRDMA_SAY_REFUSED,         /* a process of another user */
     PVRDMA_SAY__MAX
 } PvrdmaSay;
 #define PVRDMA_SAY_BURST            10
@@ -178,6 +179,15 @@ struct PvrdmaFabric {
     uint64_t said_suppressed;   /* messages not shown, ever */
     uint64_t half_open_closed;  /* accepted links closed for newer ones */
     uint64_t hello_timeouts;    /* links closed without the peer's HELLO */
+    /*
+     * Who may join through fabric-path (SO_PEERCRED of the process at the
+     * other end): our own uid, or one of these uids or groups.
+     */
+    uint32_t own_uid;
+    GArray *allow_uid;          /* uint32_t; NULL: none */
+    GArray *allow_gid;
+    uint64_t refused_cred;      /* directory links refused for their uid */
+    GArray *refused_said;       /* uids whose refusal was said (once) */
 
     /* Links to other processes (none until a host is set). */
     bool has_host;

@@ -116,7 +116,7 @@ def check(kind, out):
                                      f"max {u['max']}")
         # Honest peers: no link turned away, no message held back.
         for k in ("messages-suppressed", "links-closed-half-open",
-                  "links-hello-timeout"):
+                  "links-hello-timeout", "links-refused-uid"):
             if st[k]:
                 raise AssertionError(f"{name}: {k} is {st[k]} between "
                                      "honest peers")

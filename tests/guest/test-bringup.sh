@@ -52,6 +52,8 @@ refused fabric-path="$fs/ro" "\(Read-only file system\): mount its file system r
 refused fabric-path="$fs/full" "No space left on device; the file system is full"
 refused fabric-path="$fs/file" "\(Not a directory\): choose a directory"
 refused fabric-listen=no-port "is not HOST:PORT"
+refused fabric-listen=127.0.0.1:7471,fabric-allow-uid=0 "give fabric-path too"
+refused fabric-path=/tmp,fabric-allow-uid=no-such-user-x "'no-such-user-x' is not a user of this host"
 refused fabric-listen=192.0.2.1:7471 "is the address local, and the port free\?"
 # The host verbs backend (docs/ibverbs.md): what is missing, and the fix.
 refused backend=ibverbs "needs ibdev=NAME, the host RDMA device"
@@ -137,6 +139,65 @@ info_pvrdma | grep -q "links closed before their HELLO: 7 for newer ones, 64 aft
 kill $fpid
 wait $fpid 2> /dev/null || true
 pass "71 silent connections (one trickling its HELLO): 64 kept at most, each closed after 10 s"
+
+# fabric-path admits QEMUs of its own user only (SO_PEERCRED), unless
+# fabric-allow-uid / fabric-allow-gid name others: a QEMU run as nobody
+# beside one run as root, without and with them (docs/fabric.md,
+# "Isolation"). nobody runs a copy of QEMU (root's cache is closed to it).
+udir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-uid.XXXXXX")
+chmod 755 "$udir" && mkdir -m 1777 "$udir/fab" "$udir/q" &&
+    cp "$(readlink -f "$qemu")" "$udir/qemu" || fail "cannot set up $udir"
+trap 'kill $fpid $upids 2> /dev/null || true; umount "$fs/ro" "$fs/full" 2> /dev/null; rm -rf "$fs" "$udir"' EXIT
+upids=
+# uid_qemu NAME WRAP PROPS: a QEMU (under WRAP) on the shared directory,
+# its QMP socket $udir/q/NAME, its log $udir/NAME.log.
+uid_qemu() {
+    rm -f "$udir/q/$1"
+    $2 "$udir/qemu" -M pc -nodefaults -accel tcg -L /usr/share/qemu \
+        -L /usr/share/seabios -display none \
+        -device "pvrdma,fabric-path=$udir/fab$3" \
+        -qmp "unix:$udir/q/$1,server=on,wait=off" > "$udir/$1.log" 2>&1 &
+    upids="$upids $!"
+    for _ in $(seq 100); do
+        uid_info "$1" > /dev/null 2>&1 && return 0
+        sleep 0.2
+    done
+    fail "QEMU $1 did not start: $(cat "$udir/$1.log")"
+}
+uid_info() {
+    python3 "$TESTS_TOP/tests/guest/qmp.py" "$udir/q/$1" \
+        human-monitor-command '{"command-line": "info pvrdma"}'
+}
+nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+uid_qemu other "$nobody" ""
+uid_qemu own "" ""
+for _ in $(seq 100); do
+    uid_info own | grep -q "links refused for their user: 1" && break
+    sleep 0.2
+done
+uid_info own | grep -q "links refused for their user: 1" ||
+    fail "root's QEMU did not refuse nobody's: $(uid_info own)"
+grep -q "not linking to $udir/fab/.*runs as uid 65534, not as this QEMU (uid 0); to join it, give this QEMU fabric-allow-uid=65534" "$udir/own.log" ||
+    fail "root's QEMU does not say why it refused nobody's: $(cat "$udir/own.log")"
+uid_info own | grep -q "no links" && uid_info other | grep -q "no links" ||
+    fail "a link between the QEMUs of two users: $(uid_info own) $(uid_info other)"
+kill $upids
+wait $upids 2> /dev/null || true
+upids=
+pass "fabric-path: a QEMU of another user is refused: $(grep -o 'not linking.*' "$udir/own.log")"
+rm -f "$udir"/fab/*
+uid_qemu other "$nobody" ",fabric-allow-uid=root"
+uid_qemu own "" ",fabric-allow-uid=65534"
+for _ in $(seq 100); do
+    uid_info own | grep -q ": shm, up" && uid_info other | grep -q ": shm, up" && break
+    sleep 0.2
+done
+uid_info own | grep -q ": shm, up" && uid_info other | grep -q ": shm, up" ||
+    fail "fabric-allow-uid on both: no link: $(uid_info own) $(uid_info other)"
+kill $upids
+wait $upids 2> /dev/null || true
+upids=
+pass "fabric-allow-uid on both QEMUs: their link is up"
 
 guest_script=$TEST_OUT/bringup-guest.sh
 cat > "$guest_script" <<'GUEST'

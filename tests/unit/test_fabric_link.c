@@ -27,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -3537,6 +3538,106 @@ static void test_dir_link_recovers(void **state)
     g_free(dir);
 }
 
+/* The mode bits of @h's socket in @dir. */
+static unsigned sock_mode(Host *h, const char *dir)
+{
+    char *path = g_strdup_printf("%s/%016" G_GINT64_MODIFIER "x.sock", dir,
+                                 pvrdma_fabric_instance(h->fab));
+    struct stat st;
+
+    assert_int_equal(stat(path, &st), 0);
+    g_free(path);
+    return st.st_mode & 0777;
+}
+
+/*
+ * fabric-path admits processes of its own user only, unless others are
+ * allowed by uid or group (SO_PEERCRED), on both ends of a link: the
+ * accepting side refuses a connecting stranger, the connecting side a
+ * stranger's socket; each says what to set.  The test's fabrics take
+ * themselves for another user (pvrdma_fabric_set_own_uid), as running
+ * them under two uids would need root.
+ */
+static void test_dir_foreign_uid(void **state)
+{
+    char *dir = g_dir_make_tmp("pvrdma-fab-XXXXXX", NULL);
+    Host *a = host_new(), *b = host_new(), *c, *d;
+    char *err = NULL, *me = g_strdup_printf("%u", (unsigned)geteuid());
+    char *grp = g_strdup_printf("nosuchgroup-x:%u", (unsigned)getegid());
+    PvrdmaFabricCounters ca, cb;
+
+    (void)state;
+    /* a is "another user": it refuses b, which connects to it. */
+    pvrdma_fabric_set_own_uid(a->fab, geteuid() + 1);
+    assert_true(pvrdma_fabric_join_dir(a->fab, dir, &err));
+    assert_int_equal(sock_mode(a, dir), 0600);
+    assert_true(pvrdma_fabric_join_dir(b->fab, dir, &err));
+    run(a, b, 20);
+    assert_int_equal(pvrdma_fabric_links_up(a->fab), 0);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
+    pvrdma_fabric_counters(a->fab, &ca);
+    pvrdma_fabric_counters(b->fab, &cb);
+    assert_int_equal(ca.refused_cred, 1);
+    assert_int_equal(cb.refused_cred, 0);
+    assert_int_equal(host_said(a, "refused a link on fabric-path"), 1);
+    assert_non_null(strstr(a->last_report, "fabric-allow-uid="));
+    /* b tries again every second; a says it once. */
+    for (unsigned i = 0; i < 30; i++) {
+        a->now += 100000000LL;
+        b->now += 100000000LL;
+        run(a, b, 2);
+    }
+    pvrdma_fabric_counters(a->fab, &ca);
+    assert_true(ca.refused_cred >= 2);
+    assert_int_equal(host_said(a, "refused a link on fabric-path"), 1);
+    assert_int_equal(pvrdma_fabric_links_up(b->fab), 0);
+    host_free(b);
+    /* c is "another user" and connects to a: it refuses a's socket. */
+    c = host_new();
+    pvrdma_fabric_set_own_uid(c->fab, geteuid() + 2);
+    assert_true(pvrdma_fabric_join_dir(c->fab, dir, &err));
+    run(a, c, 20);
+    assert_int_equal(pvrdma_fabric_links_up(c->fab), 0);
+    pvrdma_fabric_counters(c->fab, &cb);
+    assert_int_equal(cb.refused_cred, 1);
+    assert_int_equal(host_said(c, "not linking to"), 1);
+    host_free(c);
+    /* Allowed by uid: a and d link. */
+    d = host_new();
+    assert_true(pvrdma_fabric_allow(a->fab, me, NULL, &err));
+    assert_true(pvrdma_fabric_join_dir(d->fab, dir, &err));
+    RUN_UNTIL(a, d, LINKED(a, d));
+    assert_int_equal(pvrdma_fabric_links_up(d->fab), 1);
+    host_free(d);
+    /* Allowed by group (the list may hold names): a and d link. */
+    d = host_new();
+    g_free(err);
+    err = NULL;
+    assert_false(pvrdma_fabric_allow(a->fab, NULL, grp, &err));
+    assert_non_null(strstr(err, "'nosuchgroup-x' is not a group of this "
+                           "host"));
+    g_free(err);
+    assert_true(pvrdma_fabric_allow(a->fab, NULL, grp + 14, &err));
+    assert_true(pvrdma_fabric_join_dir(d->fab, dir, &err));
+    RUN_UNTIL(a, d, pvrdma_fabric_links_up(d->fab) == 1);
+    assert_int_equal(pvrdma_fabric_links_up(d->fab), 1);
+    host_free(d);
+    host_free(a);
+    /* Other users allowed: the socket is open to them, SO_PEERCRED rules. */
+    a = host_new();
+    assert_true(pvrdma_fabric_allow(a->fab, "0:root", NULL, &err));
+    assert_true(pvrdma_fabric_join_dir(a->fab, dir, &err));
+    assert_int_equal(sock_mode(a, dir), 0666);
+    assert_false(pvrdma_fabric_allow(a->fab, "no-such-user-x", NULL, &err));
+    assert_non_null(strstr(err, "'no-such-user-x' is not a user of this "
+                           "host"));
+    g_free(err);
+    host_free(a);
+    g_free(me);
+    g_free(grp);
+    rmdir(dir);
+    g_free(dir);
+}
 
 /* Take free descriptors into @fds[@n..] until none is left; the new @n. */
 static unsigned fds_fill(int *fds, unsigned n, unsigned max)
@@ -3919,6 +4020,7 @@ int main(void)
         cmocka_unit_test(test_peers_told_bounded),
         cmocka_unit_test(test_listener_flood_quiet),
         cmocka_unit_test(test_listener_half_open_bounded),
+        cmocka_unit_test(test_dir_foreign_uid),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),

@@ -1649,6 +1649,9 @@ static void pvrdma_get_stats(Object *obj, Visitor *v, const char *name,
                            errp) &&
          visit_type_uint64(v, "links-refused-uid", &st.fc.refused_cred,
                            errp) &&
+         visit_type_uint64(v, "frames-dropped-unowned",
+                           &st.fc.unowned_dropped, errp) &&
+         visit_type_uint64(v, "gids-refused", &st.fc.gids_refused, errp) &&
          visit_start_list(v, "links", NULL, 0, errp);
     if (ok) {
         for (unsigned i = 0; ok && i < st.nlinks; i++) {
@@ -1704,10 +1707,13 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
             monitor_printf(mon, "  fabric: messages not shown %" PRIu64
                            ", links closed before their HELLO: %" PRIu64
                            " for newer ones, %" PRIu64 " after 10 s, "
-                           "links refused for their user: %" PRIu64 "\n",
-                           st.fc.messages_suppressed,
+                           "links refused for their user: %" PRIu64
+                           ", GIDs refused: %" PRIu64 ", frames dropped "
+                           "from GIDs their sender does not hold: %" PRIu64
+                           "\n", st.fc.messages_suppressed,
                            st.fc.half_open_closed, st.fc.hello_timeouts,
-                           st.fc.refused_cred);
+                           st.fc.refused_cred, st.fc.gids_refused,
+                           st.fc.unowned_dropped);
         }
         g_free(st.links);
     }

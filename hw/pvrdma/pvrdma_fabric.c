@@ -384,6 +384,8 @@ void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c)
     c->half_open_closed = fab->half_open_closed;
     c->hello_timeouts = fab->hello_timeouts;
     c->refused_cred = fab->refused_cred;
+    c->unowned_dropped = fab->unowned_dropped;
+    c->gids_refused = fab->gids_refused;
 }
 
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)

@@ -335,6 +335,8 @@ typedef struct PvrdmaFabricCounters {
     uint64_t half_open_closed;  /* accepted, closed for newer ones */
     uint64_t hello_timeouts;    /* closed without the peer's HELLO */
     uint64_t refused_cred;      /* fabric-path links of another user */
+    uint64_t unowned_dropped;   /* frames from GIDs the sender does not own */
+    uint64_t gids_refused;      /* GIDs announced while another held them */
 } PvrdmaFabricCounters;
 void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c);
 

@@ -131,7 +131,15 @@ static const char *const pvrdma_say_what[PVRDMA_SAY__MAX] = {
     [PVRDMA_SAY_UNREACHABLE] = "unreachable peers",
     [PVRDMA_SAY_HOST] = "host resources",
     [PVRDMA_SAY_REFUSED] = "processes of other users",
+    [PVRDMA_SAY_GID] = "GIDs held by another device",
 };
+
+void pvrdma_fabric_gid_str(const uint8_t gid[16], char out[PVRDMA_GID_STR])
+{
+    if (!inet_ntop(AF_INET6, gid, out, PVRDMA_GID_STR)) {
+        g_strlcpy(out, "?", PVRDMA_GID_STR);
+    }
+}
 
 static void pvrdma_say_raw(PvrdmaFabric *fab, const char *msg)
 {

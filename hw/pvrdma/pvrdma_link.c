@@ -1413,6 +1413,9 @@ static bool pvrdma_link_peers(PvrdmaLink *l, const uint8_t *b, uint32_t len)
     return true;
 }
 
+static bool pvrdma_link_sender_owns(PvrdmaLink *l, const uint8_t gid[16],
+                                    uint32_t qpn);
+
 static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
 {
     uint32_t index = b[0], n = rd16(b + 2), i, nanc = b[76];
@@ -1457,6 +1460,23 @@ static bool pvrdma_link_gids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
         }
         memcpy(rp->gid, b + PVRDMA_LINK_GIDS_MIN, n * 16);
         l->rports[index] = rp;
+        for (i = 0; i < n; i++) {
+            uint32_t qpn = index << PVRDMA_FABRIC_QPN_INDEX_SHIFT;
+
+            if (!pvrdma_link_sender_owns(l, rp->gid[i], qpn)) {
+                /* Kept, but the first holder keeps it (routing). */
+                char g[PVRDMA_GID_STR];
+
+                l->fab->gids_refused++;
+                pvrdma_fabric_gid_str(rp->gid[i], g);
+                pvrdma_fabric_say(l->fab, PVRDMA_SAY_GID, "pvrdma-fabric: "
+                                  "link %s announced GID %s, which another "
+                                  "device of the fabric holds: refused "
+                                  "(two VMs with one MAC or IP address, or "
+                                  "a peer claiming another's GID)",
+                                  l->name, g);
+            }
+        }
     }
     /* A hold of this port ended (it came back, or arrived here). */
     pvrdma_fabric_release_parked(l->fab);
@@ -1587,6 +1607,43 @@ static const PvrdmaLinkRPort *pvrdma_link_rport_of(PvrdmaLink *l,
     return NULL;
 }
 
+/*
+ * Does the peer behind @l own @gid for @qpn's port: it announced it, no
+ * port of this process has it, and no other member announced it first?
+ * (Its own older link, a duplicate about to close, counts as it.)  What
+ * a peer sends from a GID it does not own is dropped: it would be
+ * another device's connections it spoke for (docs/fabric.md, "Hostile
+ * input").
+ */
+static bool pvrdma_link_sender_owns(PvrdmaLink *l, const uint8_t gid[16],
+                                    uint32_t qpn)
+{
+    PvrdmaLink *owner;
+
+    if (!pvrdma_link_rport_of(l, gid, qpn) ||
+        pvrdma_fabric_gid_local(l->fab, gid, qpn)) {
+        return false;
+    }
+    owner = pvrdma_fabric_route(l->fab, gid, qpn);
+    return owner == l ||
+           (owner && owner->peer_instance == l->peer_instance);
+}
+
+/* Count and say what was dropped for pvrdma_link_sender_owns(). */
+static void pvrdma_link_unowned(PvrdmaLink *l, const char *what,
+                                const uint8_t gid[16])
+{
+    char g[PVRDMA_GID_STR];
+
+    l->fab->unowned_dropped++;
+    pvrdma_fabric_gid_str(gid, g);
+    pvrdma_fabric_say(l->fab, PVRDMA_SAY_GID, "pvrdma-fabric: link %s: "
+                      "dropped a %s from GID %s, which that peer does not "
+                      "hold (another device announced it first, or it is "
+                      "this process's): a GID belongs to one device of a "
+                      "fabric at a time", l->name, what, g);
+}
+
 enum {
     PVRDMA_LINK_LIFE_OK,
     PVRDMA_LINK_LIFE_PEER_PARTED,   /* the requester is not the run we knew */
@@ -1653,7 +1710,13 @@ static bool pvrdma_link_req(PvrdmaLink *l, uint32_t id, const uint8_t *b)
     l->fab->sends_in += payload;
     /* (made empty by rc_begin, or below) */
     ex = g_new(PvrdmaFabricExec, 1);
-    port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
+    if (pvrdma_link_sender_owns(l, msg.sgid, msg.src_qpn)) {
+        port = pvrdma_fabric_lookup(l->fab, msg.dgid, msg.dst_qpn, &qp);
+    } else {
+        /* Dropped, as for a QP not here; its payload is read and lost. */
+        pvrdma_link_unowned(l, "request", msg.sgid);
+        port = NULL;
+    }
     if (port && !msg.ud) {
         PvrdmaFabricQp *fqp = qp->be;
         int life = pvrdma_link_life_check(l, port, qp, &msg);
@@ -1940,6 +2003,10 @@ static bool pvrdma_link_recv_posted(PvrdmaLink *l, const uint8_t *b)
 
     if (qpn >= (1u << 24) || dqpn >= (1u << 24)) {
         return false;
+    }
+    if (!pvrdma_link_sender_owns(l, b, qpn)) {
+        pvrdma_link_unowned(l, "RECV_POSTED", b);
+        return true;
     }
     pvrdma_fabric_recv_posted(l->fab, b, qpn, b + 20, dqpn);
     return true;

@@ -118,6 +118,7 @@ typedef enum PvrdmaSay {
     PVRDMA_SAY_UNREACHABLE,     /* a fabric-peer or told member */
     PVRDMA_SAY_HOST,            /* a host resource failed us */
     PVRDMA_SAY_REFUSED,         /* a process of another user */
+    PVRDMA_SAY_GID,             /* a GID another device holds */
     PVRDMA_SAY__MAX
 } PvrdmaSay;
 #define PVRDMA_SAY_BURST            10
@@ -187,6 +188,8 @@ struct PvrdmaFabric {
     GArray *allow_uid;          /* uint32_t; NULL: none */
     GArray *allow_gid;
     uint64_t refused_cred;      /* directory links refused for their uid */
+    uint64_t unowned_dropped;   /* frames from GIDs their sender does not own */
+    uint64_t gids_refused;      /* GIDs announced while another held them */
     GArray *refused_said;       /* uids whose refusal was said (once) */
 
     /* Links to other processes (none until a host is set). */
@@ -269,6 +272,9 @@ void pvrdma_fabric_net_peers_in(PvrdmaFabric *fab, PvrdmaLink *l,
  */
 void pvrdma_fabric_say(PvrdmaFabric *fab, PvrdmaSay cause, const char *fmt,
                        ...) G_GNUC_PRINTF(3, 4);
+/* @gid as IPv6 text (a RoCE GID is one) into @out. */
+#define PVRDMA_GID_STR              48
+void pvrdma_fabric_gid_str(const uint8_t gid[16], char out[PVRDMA_GID_STR]);
 /* End the windows that ran out by @now; true while one is open. */
 bool pvrdma_fabric_say_flush(PvrdmaFabric *fab, int64_t now);
 /*

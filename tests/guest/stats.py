@@ -116,7 +116,8 @@ def check(kind, out):
                                      f"max {u['max']}")
         # Honest peers: no link turned away, no message held back.
         for k in ("messages-suppressed", "links-closed-half-open",
-                  "links-hello-timeout", "links-refused-uid"):
+                  "links-hello-timeout", "links-refused-uid",
+                  "frames-dropped-unowned", "gids-refused"):
             if st[k]:
                 raise AssertionError(f"{name}: {k} is {st[k]} between "
                                      "honest peers")

@@ -2714,6 +2714,94 @@ static void test_hostile_frames(void **state)
     }
 }
 
+/*
+ * A hostile peer linked to a announces b's GID for b's port and sends a's
+ * QP a SEND as if from b's QP, its partner: the announcement is refused
+ * (said, counted) and the SEND dropped (counted) without taking a's
+ * receive; a's connection with b goes on, data checked both ways.
+ */
+static void test_gid_hijack(void **state)
+{
+    Net *n = net_new(false);
+    uint8_t hello[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_HELLO_SIZE] = { 0 };
+    uint8_t gids[PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN + 16] = { 0 };
+    uint8_t req[2 * PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_REQ_SIZE + 8] = { 0 };
+    uint8_t *q = req + PVRDMA_LINK_HDR_SIZE;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s, r;
+    PvrdmaFabricCounters c;
+    struct pvrdma_cqe e;
+    unsigned i;
+    int sv[2];
+
+    (void)state;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+                     0);
+    pvrdma_fabric_add_link(n->ha->fab, sv[0], false, "hostile");
+    put_hdr(hello, PVRDMA_LINK_HELLO, 0, PVRDMA_LINK_HELLO_SIZE, 0);
+    hello[PVRDMA_LINK_HDR_SIZE] = 0x66;     /* instance */
+    hello[PVRDMA_LINK_HDR_SIZE + 16] = 1;   /* its serial of the link */
+    put_hdr(gids, PVRDMA_LINK_GIDS, 0, PVRDMA_LINK_GIDS_MIN + 16, 0);
+    gids[PVRDMA_LINK_HDR_SIZE] = 2;         /* b's port */
+    gids[PVRDMA_LINK_HDR_SIZE + 2] = 1;
+    gids[PVRDMA_LINK_HDR_SIZE + 68] = 7;    /* a life */
+    fg_test_gid(0, gids + PVRDMA_LINK_HDR_SIZE + PVRDMA_LINK_GIDS_MIN);
+    assert_int_equal(write(sv[1], hello, sizeof(hello)), sizeof(hello));
+    assert_int_equal(write(sv[1], gids, sizeof(gids)), sizeof(gids));
+    for (i = 0; i < 10; i++) {
+        run(n->ha, n->hb, 1);
+    }
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 2);
+    pvrdma_fabric_counters(n->ha->fab, &c);
+    assert_int_equal(c.gids_refused, 1);
+    assert_int_equal(host_said(n->ha, "which another device of the fabric "
+                               "holds: refused"), 1);
+    /* a waits for a SEND from b; the hostile peer sends one as b. */
+    r = sge(n->ma, VA_A, 64);
+    fv_post_recv(n->a, 0xa9, &r, 1);
+    fv_ring_rq(n->a);
+    put_hdr(req, PVRDMA_LINK_REQ, 0, PVRDMA_LINK_REQ_SIZE, 1);
+    q[0] = PVRDMA_WR_SEND;
+    memcpy(q + 4, &n->b->qpn, 4);            /* from b's QP */
+    memcpy(q + 8, &n->a->qpn, 4);            /* to a's, its partner */
+    fg_test_gid(0, q + 12);
+    fg_test_gid(0, q + 28);
+    q[88] = 8;                               /* length */
+    put_hdr(q + PVRDMA_LINK_REQ_SIZE, PVRDMA_LINK_DATA, 0, 8, 1);
+    memset(q + PVRDMA_LINK_REQ_SIZE + PVRDMA_LINK_HDR_SIZE, 0xee, 8);
+    assert_int_equal(write(sv[1], req, sizeof(req)), sizeof(req));
+    for (i = 0; i < 20; i++) {
+        run(n->ha, n->hb, 1);
+    }
+    pvrdma_fabric_counters(n->ha->fab, &c);
+    assert_int_equal(c.unowned_dropped, 1);
+    assert_false(fv_cq_poll(n->cqa, &e));
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 2);
+    /* a's WRITEs still go to b, and b's SEND takes a's receive. */
+    fv_mr_fill(n->ma, VA_A + 4096, 64, 3);
+    s = sge(n->ma, VA_A + 4096, 64);
+    h = wqe(0xa1, PVRDMA_WR_RDMA_WRITE, 1);
+    h.wr.rdma.remote_addr = VA_B;
+    h.wr.rdma.rkey = n->mb->rkey;
+    fv_post_send(n->a, &h, &s, 1);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa1, PVRDMA_WC_RDMA_WRITE,
+           PVRDMA_WC_SUCCESS, 64);
+    assert_true(fv_mr_check(n->mb, VA_B, 64, 3));
+    fv_mr_fill(n->mb, VA_B + 4096, 64, 5);
+    s = sge(n->mb, VA_B + 4096, 64);
+    h = wqe(0xb1, PVRDMA_WR_SEND, 1);
+    fv_post_send(n->b, &h, &s, 1);
+    fv_ring_sq(n->b);
+    expect(wait_cqe(n, n->cqb), 0xb1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 64);
+    e = wait_cqe(n, n->cqa);
+    expect(e, 0xa9, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 64);
+    assert_true(fv_mr_check(n->ma, VA_A, 64, 5));
+    close(sv[1]);
+    run(n->ha, n->hb, 3);
+    net_free(n);
+}
+
 static int tcp_port_hold(char *addr, size_t size);
 
 /*
@@ -4021,6 +4109,7 @@ int main(void)
         cmocka_unit_test(test_listener_flood_quiet),
         cmocka_unit_test(test_listener_half_open_bounded),
         cmocka_unit_test(test_dir_foreign_uid),
+        cmocka_unit_test(test_gid_hijack),
         cmocka_unit_test(test_peers_both_ways),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),

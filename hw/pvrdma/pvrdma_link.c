@@ -1618,11 +1618,21 @@ static const PvrdmaLinkRPort *pvrdma_link_rport_of(PvrdmaLink *l,
 static bool pvrdma_link_sender_owns(PvrdmaLink *l, const uint8_t gid[16],
                                     uint32_t qpn)
 {
+    uint32_t index = qpn >> PVRDMA_FABRIC_QPN_INDEX_SHIFT;
     PvrdmaLink *owner;
+    unsigned i;
 
-    if (!pvrdma_link_rport_of(l, gid, qpn) ||
-        pvrdma_fabric_gid_local(l->fab, gid, qpn)) {
+    if (!pvrdma_link_rport_of(l, gid, qpn)) {
         return false;
+    }
+    for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        PvrdmaFabricPort *port = l->fab->ports[i];
+
+        /* (a port of ours moving out: its destination takes it over) */
+        if (port && !port->moving && (!index || index == i) &&
+            pvrdma_core_has_gid(port->core, gid)) {
+            return false;
+        }
     }
     owner = pvrdma_fabric_route(l->fab, gid, qpn);
     return owner == l ||

@@ -163,9 +163,8 @@ bool pvrdma_fabric_say_flush(PvrdmaFabric *fab, int64_t now)
         if (fab->say[c].suppressed) {
             char *msg = g_strdup_printf("pvrdma-fabric: %u more messages "
                                         "about %s in the last second were "
-                                        "not shown (%" PRIu64 " in all); "
-                                        "a peer may be connecting in a "
-                                        "loop: see info pvrdma",
+                                        "not shown (%" PRIu64 " in all; "
+                                        "info pvrdma counts them)",
                                         fab->say[c].suppressed,
                                         pvrdma_say_what[c],
                                         fab->said_suppressed);

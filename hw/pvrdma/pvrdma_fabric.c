@@ -287,19 +287,35 @@ void pvrdma_fabric_set_host(PvrdmaFabric *fab, const PvrdmaFabricHost *host)
     fab->has_host = true;
 }
 
-PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
-                                   const char *name)
+static PvrdmaLink *pvrdma_fabric_add(PvrdmaFabric *fab, int fd, bool shm,
+                                     const char *name, bool tls,
+                                     const char *tls_host)
 {
     PvrdmaLink *l;
 
     g_assert(fab->has_host);
-    l = pvrdma_link_new(fab, fd, shm, name, ++fab->next_serial);
+    l = pvrdma_link_new(fab, fd, shm, name, ++fab->next_serial, tls,
+                        tls_host);
     if (!pvrdma_link_is_dead(l)) {
         fab->links = g_list_prepend(fab->links, l);
         /* Its HELLO is waited for on the timer (PVRDMA_LINK_HELLO_NS). */
         pvrdma_fabric_arm_tick(fab, -1);
     }
     return l;
+}
+
+PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
+                                   const char *name)
+{
+    return pvrdma_fabric_add(fab, fd, shm, name, false, NULL);
+}
+
+PvrdmaLink *pvrdma_fabric_add_tcp_link(PvrdmaFabric *fab, int fd,
+                                       const char *name,
+                                       const char *tls_host)
+{
+    return pvrdma_fabric_add(fab, fd, false, name, fab->host.tls_new != NULL,
+                             tls_host);
 }
 
 /* The instance that opened a link: the same answer on both ends. */
@@ -360,8 +376,9 @@ bool pvrdma_fabric_link_up(PvrdmaFabric *fab, PvrdmaLink *l)
     }
     pvrdma_fabric_net_announce(fab, l);
     fab->res_err = 0;           /* a shortage ended: say the next one */
-    pvrdma_fabric_say(fab, PVRDMA_SAY_LINK_UP, "pvrdma-fabric: link %s up",
-                      pvrdma_link_name(l));
+    pvrdma_fabric_say(fab, PVRDMA_SAY_LINK_UP, "pvrdma-fabric: link %s up%s",
+                      pvrdma_link_name(l),
+                      pvrdma_link_tls(l) ? " (TLS)" : "");
     return true;
 }
 

@@ -30,6 +30,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <glib.h>
 
@@ -174,6 +175,31 @@ typedef struct PvrdmaFabricHost {
     int64_t (*clock_ns)(void *opaque);
     /* A line for the user: a link came up or went down, and why. */
     void (*report)(void *opaque, const char *msg);
+    /*
+     * TLS on TCP links (fabric-tls-creds); all NULL: plain TCP.  Links
+     * over a directory's sockets never use it.
+     *
+     * tls_new makes a session over @fd: the server end on a link we
+     * accepted, the client end on one we made to @host (the address the
+     * peer's certificate must name).  NULL with *errmsg if it cannot.
+     */
+    void *(*tls_new)(void *opaque, int fd, bool server, const char *host,
+                     char **errmsg);
+    /*
+     * Go on with @sess's handshake: 1 when it is done and the peer's
+     * credentials are accepted; 0 when it waits for the socket (*write:
+     * to be writable, else readable); -1 on failure, with *errmsg.
+     */
+    int (*tls_handshake)(void *sess, bool *write, char **errmsg);
+    /*
+     * Like recv() and send() with MSG_DONTWAIT once the handshake is
+     * done: bytes moved, 0 at the peer's end (recv), or -1 with errno
+     * EAGAIN when the socket must be waited for, or -1 with *errmsg.
+     */
+    ssize_t (*tls_recv)(void *sess, void *buf, size_t len, char **errmsg);
+    ssize_t (*tls_send)(void *sess, const void *buf, size_t len,
+                        char **errmsg);
+    void (*tls_free)(void *sess);
     void *opaque;
 } PvrdmaFabricHost;
 
@@ -304,6 +330,14 @@ bool pvrdma_fabric_add_peer(PvrdmaFabric *fab, const char *addr,
  */
 PvrdmaLink *pvrdma_fabric_add_link(PvrdmaFabric *fab, int fd, bool shm,
                                    const char *name);
+/*
+ * The same for a TCP link (inline data), over TLS when the host has it:
+ * @tls_host NULL for a link we accepted (the TLS server end), else the
+ * address we connected to (the client end checks the peer by it).
+ */
+PvrdmaLink *pvrdma_fabric_add_tcp_link(PvrdmaFabric *fab, int fd,
+                                       const char *name,
+                                       const char *tls_host);
 /* Host callbacks. */
 void pvrdma_fabric_fd_ready(PvrdmaFabric *fab, void *tag, bool readable,
                             bool writable);

@@ -789,10 +789,28 @@ static void pvrdma_accept(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
             name = g_strdup_printf("unix:%s (accepted)", ep->path);
         }
         pvrdma_half_open_room(fab);
-        pvrdma_fabric_add_link(fab, fd, ep->type == PVRDMA_EP_LISTEN_DIR,
-                               name);
+        if (ep->type == PVRDMA_EP_LISTEN_DIR) {
+            pvrdma_fabric_add_link(fab, fd, true, name);
+        } else {
+            pvrdma_fabric_add_tcp_link(fab, fd, name, NULL);
+        }
         g_free(name);
     }
+}
+
+/*
+ * The host of a peer's "HOST:PORT" (brackets of an IPv6 address off):
+ * what its TLS certificate must name.
+ */
+static char *pvrdma_ep_host(PvrdmaFabricEndpoint *ep)
+{
+    const char *colon = strrchr(ep->name, ':');
+    size_t len = colon ? (size_t)(colon - ep->name) : strlen(ep->name);
+
+    if (len >= 2 && ep->name[0] == '[' && ep->name[len - 1] == ']') {
+        return g_strndup(ep->name + 1, len - 2);
+    }
+    return g_strndup(ep->name, len);
 }
 
 static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
@@ -800,7 +818,7 @@ static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
     int err = 0, fd = ep->fd;
     socklen_t len = sizeof(err);
     PvrdmaLink *l;
-    char *name;
+    char *name, *host;
 
     fab->host.unwatch(fab->host.opaque, fd);
     ep->fd = -1;
@@ -814,7 +832,9 @@ static void pvrdma_peer_connected(PvrdmaFabric *fab, PvrdmaFabricEndpoint *ep)
     ep->last_error = NULL;
     pvrdma_tcp_tune(fd);
     name = g_strdup_printf(ep->told ? "tcp:%s (told)" : "tcp:%s", ep->name);
-    l = pvrdma_fabric_add_link(fab, fd, false, name);
+    host = pvrdma_ep_host(ep);
+    l = pvrdma_fabric_add_tcp_link(fab, fd, name, host);
+    g_free(host);
     g_free(name);
     pvrdma_link_set_initiated(l);
     ep->link = pvrdma_link_is_dead(l) ? 0 : pvrdma_link_serial(l);

@@ -116,6 +116,16 @@ struct PvrdmaLink {
      */
     int64_t scan_at;
 
+    /*
+     * TLS (TCP links with fabric-tls-creds): the host's session; no
+     * frame goes out or is taken in before its handshake is done.
+     */
+    void *tls;
+    bool tls_done;
+    bool tls_server;
+    bool tls_want_write;        /* the handshake waits to write */
+    bool tls_peeked;            /* the peer's first byte was looked at */
+
     /* Output: frames not yet written, and a memfd to pass once. */
     GByteArray *obuf;
     size_t opos;
@@ -339,6 +349,10 @@ static void pvrdma_link_update_watch(PvrdmaLink *l)
     const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
     bool want = l->shm ? l->hello_left > 0 : l->opos < l->obuf->len;
 
+    if (l->tls && !l->tls_done) {
+        want = l->tls_want_write;
+    }
+
     if (want != l->want_write && !l->dead) {
         l->want_write = want;
         h->watch(h->opaque, l->fd, want, l);
@@ -529,12 +543,47 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
     return true;
 }
 
+static bool pvrdma_link_flushed(PvrdmaLink *l);
+
+/* A TLS link's flush: through the session, once its handshake is done. */
+static bool pvrdma_link_flush_tls(PvrdmaLink *l)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+
+    /*
+     * After a send that would block, the session holds the record it
+     * made of the bytes at opos and writes that first at the next call:
+     * those bytes stay at opos (obuf only grows at its end, and drops
+     * only what went out), so the next call is the same as the last,
+     * as the TLS library asks.
+     */
+    while (l->tls_done && l->opos < l->obuf->len) {
+        char *err = NULL;
+        ssize_t n = h->tls_send(l->tls, l->obuf->data + l->opos,
+                                l->obuf->len - l->opos, &err);
+
+        if (n < 0) {
+            if (!err) {
+                break;          /* the socket is full */
+            }
+            pvrdma_link_close(l, err);
+            g_free(err);
+            return false;
+        }
+        l->opos += n;
+    }
+    return pvrdma_link_flushed(l);
+}
+
 /*
  * Write what the socket takes now (inline links; HELLO on shm links) or
  * what our frame ring has room for; false if the link died.
  */
 static bool pvrdma_link_flush(PvrdmaLink *l)
 {
+    if (l->tls) {
+        return pvrdma_link_flush_tls(l);
+    }
     while (l->opos < l->obuf->len && (!l->shm || l->hello_left)) {
         struct iovec iov = {
             .iov_base = l->obuf->data + l->opos,
@@ -583,6 +632,12 @@ static bool pvrdma_link_flush(PvrdmaLink *l)
     if (l->shm && !l->hello_left && l->peer && !pvrdma_link_flush_ring(l)) {
         return false;
     }
+    return pvrdma_link_flushed(l);
+}
+
+/* After a flush: drop what went out, bound what did not. */
+static bool pvrdma_link_flushed(PvrdmaLink *l)
+{
     if (l->opos == l->obuf->len) {
         g_byte_array_set_size(l->obuf, 0);
         l->opos = 0;
@@ -1084,7 +1139,11 @@ void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy)
         /* A peer that connects and stays silent (or trickles) goes. */
         if (now - l->born >= PVRDMA_LINK_HELLO_NS) {
             l->fab->hello_timeouts++;
-            pvrdma_link_close(l, "no HELLO from the peer within 10 s (not "
+            pvrdma_link_close(l, l->tls && !l->tls_done ?
+                              "no TLS handshake from the peer within 10 s "
+                              "(not a pvrdma fabric member, or a stalled "
+                              "one)" :
+                              "no HELLO from the peer within 10 s (not "
                               "a pvrdma fabric member, or a stalled one)");
             return;
         }
@@ -2127,6 +2186,18 @@ static ssize_t pvrdma_link_read(PvrdmaLink *l, void *buf, size_t size)
     struct cmsghdr *c;
     ssize_t n;
 
+    if (l->tls) {
+        const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+        char *err = NULL;
+
+        n = h->tls_recv(l->tls, buf, size, &err);
+        if (n < 0 && err) {
+            pvrdma_link_close(l, err);
+            g_free(err);
+            errno = EPROTO;
+        }
+        return n;
+    }
     do {
         n = recvmsg(l->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
@@ -2175,6 +2246,12 @@ static bool pvrdma_link_parse(PvrdmaLink *l)
             pvrdma_link_close(l, "the peer speaks another version of "
                               "the fabric protocol: run the same "
                               "pvrdma build on both sides");
+            return false;
+        }
+        if (!l->up && hdr[0] == PVRDMA_LINK_TLS_HANDSHAKE && hdr[1] == 3) {
+            pvrdma_link_close(l, "the peer speaks TLS: give this QEMU "
+                              "fabric-tls-creds as well (or drop the "
+                              "peer's)");
             return false;
         }
         if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
@@ -2265,6 +2342,17 @@ static void pvrdma_link_input(PvrdmaLink *l)
         ssize_t n = pvrdma_link_read(l, frames ? l->ibuf + l->ilen : kicks,
                                      want);
 
+        if ((n == 0 || (n < 0 && errno == ECONNRESET)) && !l->up) {
+            pvrdma_link_close(l, l->tls ?
+                              "the peer closed the link after the TLS "
+                              "handshake, before its HELLO: it did not "
+                              "accept this QEMU's TLS credentials (its "
+                              "log says why)" :
+                              "the peer closed the link before its HELLO "
+                              "(its log says why; a peer with "
+                              "fabric-tls-creds refuses one without)");
+            return;
+        }
         if (n == 0) {
             pvrdma_link_close(l, "the peer closed the link");
             return;
@@ -2289,8 +2377,10 @@ static void pvrdma_link_input(PvrdmaLink *l)
          * A short read emptied the socket: reading until EAGAIN would
          * cost a system call per wakeup for nothing (the fd handler is
          * level-triggered, so bytes arriving after it call us again).
+         * Not with TLS: a read gives one record, and the socket may hold
+         * more.
          */
-        if ((size_t)n < want) {
+        if ((size_t)n < want && !l->tls) {
             break;
         }
     }
@@ -2337,8 +2427,71 @@ void pvrdma_link_linger(PvrdmaLink *l, int64_t until)
     }
 }
 
+/* Where a TLS handshake failed, what the user can do about it. */
+#define PVRDMA_LINK_TLS_HINT \
+    " (both ends need fabric-tls-creds of one kind: tls-creds-psk with the " \
+    "same key, or tls-creds-x509 with certificates the other end's CA " \
+    "signed)"
+
+/*
+ * Take a TLS link's handshake as far as the socket lets it; when it is
+ * done, our HELLO (waiting in obuf) goes out and what the peer sent is
+ * taken in.  False if the link died.
+ */
+static bool pvrdma_link_handshake(PvrdmaLink *l)
+{
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(l->fab);
+    char *err = NULL, *why;
+    bool write = false;
+    uint8_t first;
+    int r;
+
+    /*
+     * A peer without TLS sends its HELLO at once, in the clear: its first
+     * byte tells (a TLS record's is a content type, 20 to 24), and the
+     * user learns that rather than what the handshake makes of it.
+     */
+    if (!l->tls_peeked &&
+        recv(l->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+        l->tls_peeked = true;
+        if (first == (PVRDMA_LINK_MAGIC & 0xff)) {
+            pvrdma_link_close(l, "the peer speaks the fabric protocol "
+                              "without TLS: give it fabric-tls-creds as "
+                              "well (or drop this QEMU's)");
+            return false;
+        }
+    }
+    r = h->tls_handshake(l->tls, &write, &err);
+    if (r < 0) {
+        why = g_strdup_printf("%s%s", err ? err : "TLS handshake failed",
+                              PVRDMA_LINK_TLS_HINT);
+        pvrdma_link_close(l, why);
+        g_free(why);
+        g_free(err);
+        return false;
+    }
+    if (r == 0) {
+        l->tls_want_write = write;
+        pvrdma_link_update_watch(l);
+        return true;
+    }
+    l->tls_done = true;
+    if (!pvrdma_link_flush(l)) {
+        return false;
+    }
+    /* The peer's first frames may wait in the session already. */
+    pvrdma_link_input(l);
+    return !l->dead;
+}
+
 void pvrdma_link_io(PvrdmaLink *l, bool readable, bool writable)
 {
+    if (l->tls && !l->tls_done) {
+        if (!l->dead) {
+            pvrdma_link_handshake(l);
+        }
+        return;
+    }
     if (readable && !l->dead) {
         pvrdma_link_input(l);
     }
@@ -2387,7 +2540,8 @@ static int pvrdma_link_make_ring(PvrdmaLink *l)
 }
 
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
-                            const char *name, uint64_t serial)
+                            const char *name, uint64_t serial, bool tls,
+                            const char *tls_host)
 {
     const PvrdmaFabricHost *h = pvrdma_fabric_host(fab);
     PvrdmaLink *l = g_new0(PvrdmaLink, 1);
@@ -2424,6 +2578,19 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
         pvrdma_link_close(l, "cannot make its shared-memory ring");
         return l;
     }
+    if (tls && !shm) {
+        char *err = NULL;
+
+        l->tls_server = !tls_host;
+        l->tls = h->tls_new(h->opaque, fd, l->tls_server, tls_host, &err);
+        if (!l->tls) {
+            pvrdma_link_close(l, err ? err : "cannot start TLS");
+            g_free(err);
+            return l;
+        }
+        pvrdma_link_handshake(l);
+        return l;
+    }
     pvrdma_link_flush(l);
     return l;
 }
@@ -2451,6 +2618,10 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
                           pvrdma_fabric_errno_hint(l->res_err));
     }
     h->unwatch(h->opaque, l->fd);
+    if (l->tls) {
+        h->tls_free(l->tls);
+        l->tls = NULL;
+    }
     close(l->fd);
     l->fd = -1;
     for (i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
@@ -2526,6 +2697,11 @@ bool pvrdma_link_duplicate(PvrdmaLink *l)
 bool pvrdma_link_shm(PvrdmaLink *l)
 {
     return l->shm;
+}
+
+bool pvrdma_link_tls(PvrdmaLink *l)
+{
+    return l->tls != NULL;
 }
 
 bool pvrdma_link_busy(PvrdmaLink *l)

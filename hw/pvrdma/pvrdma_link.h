@@ -37,6 +37,8 @@ enum {
 #define PVRDMA_LINK_DATA_ABORT      1u  /* the stream ends here, unfinished */
 
 #define PVRDMA_LINK_HELLO_SIZE      24
+/* The first byte of a TLS handshake record (a peer that speaks TLS). */
+#define PVRDMA_LINK_TLS_HANDSHAKE   0x16
 #define PVRDMA_LINK_GIDS_MIN        208 /* + 16 per GID */
 #define PVRDMA_LINK_GIDS_CLAIM      1u  /* GIDS flag: taken over by proof */
 #define PVRDMA_LINK_REQ_SIZE        128
@@ -326,12 +328,19 @@ struct PvrdmaFabricReq {
     int64_t drop_at;
 };
 
+/*
+ * A link over @fd; with @tls (TCP links), over a TLS session of the
+ * host's, the server end if @tls_host is NULL (pvrdma_fabric_add_tcp_link).
+ */
 PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
-                            const char *name, uint64_t serial);
+                            const char *name, uint64_t serial, bool tls,
+                            const char *tls_host);
 /* @l was closed because another link joins the same peer. */
 bool pvrdma_link_duplicate(PvrdmaLink *l);
 /* @l carries bulk data in shared memory (one host, fabric-path). */
 bool pvrdma_link_shm(PvrdmaLink *l);
+/* @l runs over TLS (fabric-tls-creds). */
+bool pvrdma_link_tls(PvrdmaLink *l);
 /* Requests of ours are outstanding on @l. */
 bool pvrdma_link_busy(PvrdmaLink *l);
 /* Frames wait in the peer's frame ring (shm links only). */

@@ -35,6 +35,7 @@
 
 #include "fake_guest.h"
 #include "fake_host.h"
+#include "fake_tls.h"
 #include "fake_verbs.h"
 #include "pvrdma_core_int.h"
 #include "pvrdma_link.h"
@@ -186,9 +187,8 @@ static void expect_same(FvMr *x, uint64_t xva, FvMr *y, uint64_t yva,
 
 /* ---- every opcode across a link -------------------------------------- */
 
-static void do_ops(bool shm)
+static void do_ops_on(Net *n)
 {
-    Net *n = net_new(shm);
     uint32_t big = 200 * 1024 + 17;      /* wraps the test ring (64 KiB) */
     struct pvrdma_sge s, r;
     struct pvrdma_sq_wqe_hdr h;
@@ -292,6 +292,13 @@ static void do_ops(bool shm)
 
     assert_int_equal(n->fa->guest_errors, 0);
     assert_int_equal(n->fb->guest_errors, 0);
+}
+
+static void do_ops(bool shm)
+{
+    Net *n = net_new(shm);
+
+    do_ops_on(n);
     net_free(n);
 }
 
@@ -3338,6 +3345,145 @@ static void test_peers_both_ways(void **state)
     close(hold_b);
 }
 
+/* ---- TLS on TCP links ------------------------------------------------ */
+
+#define PSK_1   "7c1e9a4d2b8f3056e4a1c9d07b2f6e18"
+#define PSK_2   "0a9b8c7d6e5f40312a3b4c5d6e7f8091"
+
+/*
+ * Two hosts with a fake guest each, a TCP link between them (a socket
+ * pair: a accepted it, b made it) with TLS on a's side if @ka and on b's
+ * if @kb, run for @rounds rounds.  a's end is made first, unless
+ * @b_first.
+ */
+static Net *net_tls(const char *ka, const char *kb, unsigned rounds,
+                    bool b_first)
+{
+    Net *n = g_new0(Net, 1);
+
+    n->ha = host_new();
+    n->hb = host_new();
+    n->fa = host_guest(n->ha, 1);
+    n->fb = host_guest(n->hb, 2);
+    if (ka) {
+        host_use_tls(n->ha, ka);
+    }
+    if (kb) {
+        host_use_tls(n->hb, kb);
+    }
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                                n->sv), 0);
+    if (b_first) {
+        pvrdma_fabric_add_tcp_link(n->hb->fab, n->sv[1], "tls-b", "b.test");
+    }
+    pvrdma_fabric_add_tcp_link(n->ha->fab, n->sv[0], "tls-a", NULL);
+    if (!b_first) {
+        pvrdma_fabric_add_tcp_link(n->hb->fab, n->sv[1], "tls-b", "b.test");
+    }
+    run(n->ha, n->hb, rounds);
+    return n;
+}
+
+/*
+ * One pre-shared key on both ends: the link comes up over TLS and every
+ * opcode moves its data, checked (200 KiB messages: many TLS records,
+ * and more than the socket holds, so sends block and resume).
+ */
+static void test_tls_psk(void **state)
+{
+    Net *n = net_tls(PSK_1, PSK_1, 0, false);
+    unsigned i;
+
+    (void)state;
+    for (i = 0; i < 200 && (pvrdma_fabric_links_up(n->ha->fab) != 1 ||
+                            pvrdma_fabric_links_up(n->hb->fab) != 1); i++) {
+        run(n->ha, n->hb, 1);
+    }
+    run(n->ha, n->hb, 3);
+    assert_int_equal(host_said(n->ha, "link tls-a up (TLS)"), 1);
+    assert_int_equal(host_said(n->hb, "link tls-b up (TLS)"), 1);
+    net_qps(n);
+    do_ops_on(n);
+    assert_int_equal(host_said(n->ha, "down"), 0);
+    assert_int_equal(host_said(n->hb, "down"), 0);
+    net_free(n);
+}
+
+/* Different keys: the handshake fails on both ends, no link comes up. */
+static void test_tls_wrong_key(void **state)
+{
+    Net *n = net_tls(PSK_1, PSK_2, 200, false);
+
+    (void)state;
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 0);
+    assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 0);
+    assert_int_equal(host_said(n->ha, " up"), 0);
+    assert_int_equal(host_said(n->hb, " up"), 0);
+    assert_int_equal(host_said(n->ha, "link tls-a down: TLS handshake "
+                               "failed"), 1);
+    assert_int_equal(host_said(n->hb, "link tls-b down: TLS handshake "
+                               "failed"), 1);
+    assert_int_equal(host_said(n->hb, "same key"), 1);
+    net_free(n);
+}
+
+/*
+ * TLS on one end only, either way round: refused on both, each end
+ * saying which side lacks TLS.
+ */
+static void test_tls_plain_peer(void **state)
+{
+    Net *n = net_tls(PSK_1, NULL, 200, false);
+
+    (void)state;
+    /* A TLS server, a plain client: its HELLO comes in the clear. */
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 0);
+    assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 0);
+    assert_int_equal(host_said(n->ha, "link tls-a down: the peer speaks "
+                               "the fabric protocol without TLS: give it "
+                               "fabric-tls-creds"), 1);
+    assert_int_equal(host_said(n->hb, "link tls-b down: the peer closed "
+                               "the link before its HELLO (its log says "
+                               "why; a peer with fabric-tls-creds refuses "
+                               "one without)"), 1);
+    assert_int_equal(host_said(n->hb, " up"), 0);
+    net_free(n);
+
+    /*
+     * A plain server, a TLS client: each tells what the other lacks (the
+     * client's hello is out before the server's HELLO: they cross).
+     */
+    n = net_tls(NULL, PSK_1, 200, true);
+    assert_int_equal(pvrdma_fabric_links_up(n->ha->fab), 0);
+    assert_int_equal(pvrdma_fabric_links_up(n->hb->fab), 0);
+    assert_int_equal(host_said(n->ha, "link tls-a down: the peer speaks "
+                               "TLS: give this QEMU fabric-tls-creds"), 1);
+    assert_int_equal(host_said(n->hb, "link tls-b down: the peer speaks "
+                               "the fabric protocol without TLS"), 1);
+    net_free(n);
+}
+
+/* A peer that connects and never starts its handshake goes after 10 s. */
+static void test_tls_silent_peer(void **state)
+{
+    Host *a = host_new();
+    int sv[2];
+
+    (void)state;
+    host_use_tls(a, PSK_1);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
+                     0);
+    pvrdma_fabric_add_tcp_link(a->fab, sv[0], "silent", NULL);
+    run(a, NULL, 5);
+    assert_int_equal(host_said(a, "down"), 0);
+    a->now += PVRDMA_LINK_HELLO_NS;
+    run(a, NULL, 5);
+    assert_int_equal(host_said(a, "link silent down: no TLS handshake from "
+                               "the peer within 10 s"), 1);
+    close(sv[1]);
+    host_free(a);
+}
+
 /*
  * The peer's host drops our SYNs (here a listener whose accept queue is
  * full: Linux drops a SYN it has no room for): the connect is given up
@@ -4111,6 +4257,10 @@ int main(void)
         cmocka_unit_test(test_dir_foreign_uid),
         cmocka_unit_test(test_gid_hijack),
         cmocka_unit_test(test_peers_both_ways),
+        cmocka_unit_test(test_tls_psk),
+        cmocka_unit_test(test_tls_wrong_key),
+        cmocka_unit_test(test_tls_plain_peer),
+        cmocka_unit_test(test_tls_silent_peer),
         cmocka_unit_test(test_dir_link_recovers),
         cmocka_unit_test(test_peer_reconnects),
         cmocka_unit_test(test_peer_silent_host),

@@ -137,6 +137,15 @@ cfgkey=$(printf '%s\n' "${QEMU_CONFIGURE_OPTS[@]}" | sha256sum | cut -c1-8)
 bld=$PVRDMA_CACHE/qemu/build-$QEMU_SRC_VERSION-$key-$cfgkey
 export PYTHONPATH=$tools/usr/lib/python3/dist-packages
 export CCACHE_DIR=$PVRDMA_CACHE/ccache
+# fabric-tls-creds needs QEMU's TLS (GnuTLS): a build made without it is
+# made again once it is installed.
+pkg-config --exists gnutls ||
+    die "QEMU needs GnuTLS for fabric-tls-creds: install libgnutls28-dev" \
+        "(bash scripts/install-deps.sh)"
+if [ -e "$bld/config-host.h" ] &&
+   ! grep -q '^#define CONFIG_GNUTLS$' "$bld/config-host.h"; then
+    rm -f "$bld/build.ninja"
+fi
 if [ ! -e "$bld/build.ninja" ]; then
     log "configuring QEMU in $bld"
     rm -rf "$bld" && mkdir -p "$bld"

@@ -20,7 +20,7 @@ $SUDO apt-get install -y -q --no-install-recommends \
     ccache ca-certificates debootstrap e2fsprogs \
     libglib2.0-dev libpixman-1-dev libslirp-dev libfdt-dev zlib1g-dev \
     libnl-3-dev libnl-route-3-dev libudev-dev libsystemd-dev libibverbs-dev \
-    librdmacm-dev \
+    librdmacm-dev libgnutls28-dev gnutls-bin \
     libcmocka-dev valgrind clang libclang-rt-14-dev llvm \
     busybox-static iproute2 seabios qemu-system-data qemu-utils gnuplot-nox \
     "linux-headers-$abi"

@@ -16,6 +16,7 @@
  *                 [,backend=fabric][,fabric-path=DIR]
  *                 [,fabric-listen=HOST:PORT][,fabric-peer=HOST:PORT]
  *                 [,fabric-allow-uid=U1:U2...][,fabric-allow-gid=G1:G2...]
+ *                 [,fabric-tls-creds=ID][,fabric-tls-authz=ID]
  *   -device pvrdma,backend=ibverbs,ibdev=NAME[,ibport=N][,gid-index=N]
  *                 [,cm-ports=P1:P2...|none]
  *
@@ -123,6 +124,8 @@ struct PvrdmaState {
     char *fabric_peer;
     char *fabric_allow_uid;     /* other users who may join fabric-path */
     char *fabric_allow_gid;
+    char *fabric_tls_creds;     /* TLS on TCP links: an -object's id */
+    char *fabric_tls_authz;
     char *ibdev;                /* backend=ibverbs properties */
     uint32_t ibport;
     int32_t gid_index;
@@ -1084,7 +1087,8 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
     char *msg = NULL;
 
     if (s->fabric_path || s->fabric_listen || s->fabric_peer ||
-        s->fabric_allow_uid || s->fabric_allow_gid) {
+        s->fabric_allow_uid || s->fabric_allow_gid || s->fabric_tls_creds ||
+        s->fabric_tls_authz) {
         error_setg(errp, "pvrdma: the fabric-* properties belong to "
                    "backend=fabric; backend=ibverbs reaches other VMs and "
                    "hosts through the host RDMA device");
@@ -1157,6 +1161,13 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
                    "of them");
         return false;
     }
+    if ((s->fabric_tls_creds || s->fabric_tls_authz) &&
+        (!s->fabric_tls_creds || (!s->fabric_listen && !s->fabric_peer))) {
+        error_setg(errp, "pvrdma: fabric-tls-creds protects TCP links: "
+                   "give it with fabric-listen or fabric-peer (and "
+                   "fabric-tls-authz only with fabric-tls-creds)");
+        return false;
+    }
     if ((s->fabric_allow_uid || s->fabric_allow_gid) && !s->fabric_path) {
         error_setg(errp, "pvrdma: fabric-allow-uid and fabric-allow-gid "
                    "say which other users' QEMUs may join through "
@@ -1165,10 +1176,15 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
         return false;
     }
     if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
-        fab = pvrdma_fabric_glue_get(s->fabric_path, s->fabric_listen,
-                                     s->fabric_peer, s->fabric_allow_uid,
-                                     s->fabric_allow_gid,
-                                     s->iothread ?
+        PvrdmaFabricProps props = {
+            .path = s->fabric_path, .listen = s->fabric_listen,
+            .peer = s->fabric_peer, .allow_uid = s->fabric_allow_uid,
+            .allow_gid = s->fabric_allow_gid,
+            .tls_creds = s->fabric_tls_creds,
+            .tls_authz = s->fabric_tls_authz,
+        };
+
+        fab = pvrdma_fabric_glue_get(&props, s->iothread ?
                                      iothread_get_aio_context(s->iothread) :
                                      NULL, errp);
         if (!fab) {
@@ -1519,6 +1535,8 @@ static const Property pvrdma_props[] = {
     DEFINE_PROP_STRING("fabric-peer", PvrdmaState, fabric_peer),
     DEFINE_PROP_STRING("fabric-allow-uid", PvrdmaState, fabric_allow_uid),
     DEFINE_PROP_STRING("fabric-allow-gid", PvrdmaState, fabric_allow_gid),
+    DEFINE_PROP_STRING("fabric-tls-creds", PvrdmaState, fabric_tls_creds),
+    DEFINE_PROP_STRING("fabric-tls-authz", PvrdmaState, fabric_tls_authz),
     DEFINE_PROP_STRING("ibdev", PvrdmaState, ibdev),
     DEFINE_PROP_UINT32("ibport", PvrdmaState, ibport, 1),
     DEFINE_PROP_INT32("gid-index", PvrdmaState, gid_index, -1),
@@ -1591,10 +1609,16 @@ static bool pvrdma_visit_use(Visitor *v, const char *name, uint64_t used,
     return ok;
 }
 
+/* What carries a link: shared memory, TCP, or TLS over TCP. */
+static const char *pvrdma_link_kind(const PvrdmaLinkStats *l)
+{
+    return l->shm ? "shm" : l->tls ? "tls" : "tcp";
+}
+
 static bool pvrdma_visit_link(Visitor *v, PvrdmaLinkStats *l, Error **errp)
 {
     char *name = l->name;
-    char *kind = (char *)(l->shm ? "shm" : "tcp");
+    char *kind = (char *)pvrdma_link_kind(l);
     uint64_t n[] = {
         l->frames_out, l->frames_in, l->bytes_out, l->bytes_in,
         l->kicks_out, l->kicks_in, l->requests_out, l->streams_out,
@@ -1652,6 +1676,8 @@ static void pvrdma_get_stats(Object *obj, Visitor *v, const char *name,
          visit_type_uint64(v, "frames-dropped-unowned",
                            &st.fc.unowned_dropped, errp) &&
          visit_type_uint64(v, "gids-refused", &st.fc.gids_refused, errp) &&
+         visit_type_uint64(v, "links-refused-tls", &st.fc.refused_tls,
+                           errp) &&
          visit_start_list(v, "links", NULL, 0, errp);
     if (ok) {
         for (unsigned i = 0; ok && i < st.nlinks; i++) {
@@ -1693,7 +1719,7 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
                            PRIu64 ", kicks out %" PRIu64 " in %" PRIu64
                            ", requests out %u, streams out %u, ring %"
                            PRIu64 " KiB, shrinks %" PRIu64 "\n",
-                           l->name, l->shm ? "shm" : "tcp",
+                           l->name, pvrdma_link_kind(l),
                            l->up ? "up" : "down", l->frames_out,
                            l->frames_in, l->bytes_out, l->bytes_in,
                            l->kicks_out, l->kicks_in, l->requests_out,
@@ -1708,12 +1734,13 @@ static void hmp_info_pvrdma(Monitor *mon, const QDict *qdict)
                            ", links closed before their HELLO: %" PRIu64
                            " for newer ones, %" PRIu64 " after 10 s, "
                            "links refused for their user: %" PRIu64
+                           ", for their TLS: %" PRIu64
                            ", GIDs refused: %" PRIu64 ", frames dropped "
                            "from GIDs their sender does not hold: %" PRIu64
                            "\n", st.fc.messages_suppressed,
                            st.fc.half_open_closed, st.fc.hello_timeouts,
-                           st.fc.refused_cred, st.fc.gids_refused,
-                           st.fc.unowned_dropped);
+                           st.fc.refused_cred, st.fc.refused_tls,
+                           st.fc.gids_refused, st.fc.unowned_dropped);
         }
         g_free(st.links);
     }

@@ -97,6 +97,9 @@ void pvrdma_fabric_unref(PvrdmaFabric *fab)
     if (fab->allow_gid) {
         g_array_free(fab->allow_gid, true);
     }
+    for (unsigned i = 0; i < PVRDMA_LINK_REFUSALS; i++) {
+        g_free(fab->refusal_said[i].why);
+    }
     if (fab->refused_said) {
         g_array_free(fab->refused_said, true);
     }
@@ -403,6 +406,7 @@ void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c)
     c->refused_cred = fab->refused_cred;
     c->unowned_dropped = fab->unowned_dropped;
     c->gids_refused = fab->gids_refused;
+    c->refused_tls = fab->refused_tls;
 }
 
 unsigned pvrdma_fabric_links_up(PvrdmaFabric *fab)

@@ -188,7 +188,9 @@ typedef struct PvrdmaFabricHost {
     /*
      * Go on with @sess's handshake: 1 when it is done and the peer's
      * credentials are accepted; 0 when it waits for the socket (*write:
-     * to be writable, else readable); -1 on failure, with *errmsg.
+     * to be writable, else readable); -1 when it failed, -2 when it was
+     * done but the peer's credentials are refused, with *errmsg (whole,
+     * with what to fix, for -2).
      */
     int (*tls_handshake)(void *sess, bool *write, char **errmsg);
     /*
@@ -371,6 +373,7 @@ typedef struct PvrdmaFabricCounters {
     uint64_t refused_cred;      /* fabric-path links of another user */
     uint64_t unowned_dropped;   /* frames from GIDs the sender does not own */
     uint64_t gids_refused;      /* GIDs announced while another held them */
+    uint64_t refused_tls;       /* TCP links whose TLS did not agree */
 } PvrdmaFabricCounters;
 void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c);
 
@@ -382,6 +385,7 @@ void pvrdma_fabric_counters(PvrdmaFabric *fab, PvrdmaFabricCounters *c);
 typedef struct PvrdmaLinkStats {
     char name[96];
     bool shm;                   /* a process of this host: shared rings */
+    bool tls;                   /* TCP with fabric-tls-creds */
     bool up;                    /* HELLO exchanged, not closed */
     uint64_t frames_out, frames_in;
     /* frame headers and bodies, and on shm links ring payload */

@@ -8,16 +8,25 @@
 
 typedef struct PvrdmaFabric PvrdmaFabric;
 
+/* The fabric-* properties of a device (NULL: not given). */
+typedef struct PvrdmaFabricProps {
+    const char *path;
+    const char *listen;
+    const char *peer;
+    const char *allow_uid;
+    const char *allow_gid;
+    const char *tls_creds;      /* an -object tls-creds-psk or -x509 */
+    const char *tls_authz;      /* an -object authz-* (x509 peers) */
+} PvrdmaFabricProps;
+
 /*
  * The fabric of this process named by the fabric-* properties (made and
  * connected the first time), or NULL with @errp set.  Its links and timer
  * run in @ctx (an IOThread's) or, if NULL, in the main loop; the device
  * that makes the fabric chooses.
  */
-PvrdmaFabric *pvrdma_fabric_glue_get(const char *path, const char *listen,
-                                     const char *peer, const char *allow_uid,
-                                     const char *allow_gid, AioContext *ctx,
-                                     Error **errp);
+PvrdmaFabric *pvrdma_fabric_glue_get(const PvrdmaFabricProps *p,
+                                     AioContext *ctx, Error **errp);
 
 /*
  * Drop every fabric of this process that no device uses any more (its

@@ -544,6 +544,7 @@ static bool pvrdma_link_flush_ring(PvrdmaLink *l)
 }
 
 static bool pvrdma_link_flushed(PvrdmaLink *l);
+static void pvrdma_link_refused(PvrdmaLink *l, const char *why, bool tls);
 
 /* A TLS link's flush: through the session, once its handshake is done. */
 static bool pvrdma_link_flush_tls(PvrdmaLink *l)
@@ -2191,8 +2192,20 @@ static ssize_t pvrdma_link_read(PvrdmaLink *l, void *buf, size_t size)
         char *err = NULL;
 
         n = h->tls_recv(l->tls, buf, size, &err);
-        if (n < 0 && err) {
+        if (n < 0 && err && !l->up) {
+            /* Most likely it refused us when the handshake was done. */
+            char *why = g_strdup_printf("the peer broke the link after the "
+                                        "TLS handshake, before its HELLO "
+                                        "(%s): it did not accept this "
+                                        "QEMU's TLS credentials (its log "
+                                        "says why)", err);
+
+            pvrdma_link_refused(l, why, true);
+            g_free(why);
+        } else if (n < 0 && err) {
             pvrdma_link_close(l, err);
+        }
+        if (n < 0 && err) {
             g_free(err);
             errno = EPROTO;
         }
@@ -2249,9 +2262,9 @@ static bool pvrdma_link_parse(PvrdmaLink *l)
             return false;
         }
         if (!l->up && hdr[0] == PVRDMA_LINK_TLS_HANDSHAKE && hdr[1] == 3) {
-            pvrdma_link_close(l, "the peer speaks TLS: give this QEMU "
-                              "fabric-tls-creds as well (or drop the "
-                              "peer's)");
+            pvrdma_link_refused(l, "the peer speaks TLS: give this QEMU "
+                                "fabric-tls-creds as well (or drop the "
+                                "peer's)", true);
             return false;
         }
         if (rd32(hdr) != PVRDMA_LINK_MAGIC ||
@@ -2343,14 +2356,15 @@ static void pvrdma_link_input(PvrdmaLink *l)
                                      want);
 
         if ((n == 0 || (n < 0 && errno == ECONNRESET)) && !l->up) {
-            pvrdma_link_close(l, l->tls ?
-                              "the peer closed the link after the TLS "
-                              "handshake, before its HELLO: it did not "
-                              "accept this QEMU's TLS credentials (its "
-                              "log says why)" :
-                              "the peer closed the link before its HELLO "
-                              "(its log says why; a peer with "
-                              "fabric-tls-creds refuses one without)");
+            pvrdma_link_refused(l, l->tls ?
+                                "the peer closed the link after the TLS "
+                                "handshake, before its HELLO: it did not "
+                                "accept this QEMU's TLS credentials (its "
+                                "log says why)" :
+                                "the peer closed the link before its "
+                                "HELLO (its log says why; a peer with "
+                                "fabric-tls-creds refuses one without)",
+                                l->tls);
             return;
         }
         if (n == 0) {
@@ -2427,6 +2441,39 @@ void pvrdma_link_linger(PvrdmaLink *l, int64_t until)
     }
 }
 
+/*
+ * Close @l, refused by the peer or by us before it came up (@tls: for
+ * want of TLS agreement, counted).  A peer retries every second: the
+ * same reason is said once a minute.
+ */
+static void pvrdma_link_refused(PvrdmaLink *l, const char *why, bool tls)
+{
+    PvrdmaFabric *fab = l->fab;
+    const PvrdmaFabricHost *h = pvrdma_fabric_host(fab);
+    int64_t now = h->clock_ns(h->opaque);
+    unsigned i, oldest = 0;
+
+    fab->refused_tls += tls;
+    for (i = 0; i < PVRDMA_LINK_REFUSALS; i++) {
+        if (fab->refusal_said[i].why &&
+            !strcmp(fab->refusal_said[i].why, why)) {
+            if (now - fab->refusal_said[i].at < PVRDMA_LINK_REFUSAL_SAY_NS) {
+                pvrdma_link_close(l, NULL);
+                return;
+            }
+            oldest = i;
+            break;
+        }
+        if (fab->refusal_said[i].at < fab->refusal_said[oldest].at) {
+            oldest = i;
+        }
+    }
+    g_free(fab->refusal_said[oldest].why);
+    fab->refusal_said[oldest].why = g_strdup(why);
+    fab->refusal_said[oldest].at = now;
+    pvrdma_link_close(l, why);
+}
+
 /* Where a TLS handshake failed, what the user can do about it. */
 #define PVRDMA_LINK_TLS_HINT \
     " (both ends need fabric-tls-creds of one kind: tls-creds-psk with the " \
@@ -2455,17 +2502,17 @@ static bool pvrdma_link_handshake(PvrdmaLink *l)
         recv(l->fd, &first, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
         l->tls_peeked = true;
         if (first == (PVRDMA_LINK_MAGIC & 0xff)) {
-            pvrdma_link_close(l, "the peer speaks the fabric protocol "
-                              "without TLS: give it fabric-tls-creds as "
-                              "well (or drop this QEMU's)");
+            pvrdma_link_refused(l, "the peer speaks the fabric protocol "
+                                "without TLS: give it fabric-tls-creds as "
+                                "well (or drop this QEMU's)", true);
             return false;
         }
     }
     r = h->tls_handshake(l->tls, &write, &err);
     if (r < 0) {
         why = g_strdup_printf("%s%s", err ? err : "TLS handshake failed",
-                              PVRDMA_LINK_TLS_HINT);
-        pvrdma_link_close(l, why);
+                              r == -1 ? PVRDMA_LINK_TLS_HINT : "");
+        pvrdma_link_refused(l, why, true);
         g_free(why);
         g_free(err);
         return false;
@@ -2725,6 +2772,7 @@ void pvrdma_link_get_stats(PvrdmaLink *l, PvrdmaLinkStats *st)
     memset(st, 0, sizeof(*st));
     g_strlcpy(st->name, l->name ? l->name : "", sizeof(st->name));
     st->shm = l->shm;
+    st->tls = l->tls != NULL;
     st->up = l->up && !l->dead;
     st->frames_out = l->frames_out;
     st->frames_in = l->frames_in;

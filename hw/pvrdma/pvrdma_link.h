@@ -111,6 +111,8 @@ enum {
  * a slow or silent one waits long enough to be the oldest).
  */
 #define PVRDMA_LINK_HELLO_NS        (10 * 1000 * 1000 * 1000LL)
+#define PVRDMA_LINK_REFUSAL_SAY_NS  (60 * 1000 * 1000 * 1000LL)
+#define PVRDMA_LINK_REFUSALS        4
 #define PVRDMA_FABRIC_MAX_HALF_OPEN 64
 
 /* What a message to people is about: each is rate-limited on its own. */
@@ -193,6 +195,17 @@ struct PvrdmaFabric {
     uint64_t unowned_dropped;   /* frames from GIDs their sender does not own */
     uint64_t gids_refused;      /* GIDs announced while another held them */
     GArray *refused_said;       /* uids whose refusal was said (once) */
+    /*
+     * TCP links closed because their TLS did not agree; the latest
+     * reasons said, and when: a peer retries every second, and the same
+     * reason is said once a minute (PVRDMA_LINK_REFUSAL_SAY_NS).  Two
+     * peers that disagree may give us either of two reasons in turn.
+     */
+    uint64_t refused_tls;
+    struct {
+        char *why;
+        int64_t at;
+    } refusal_said[PVRDMA_LINK_REFUSALS];
 
     /* Links to other processes (none until a host is set). */
     bool has_host;

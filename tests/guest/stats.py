@@ -11,7 +11,7 @@
                                  fifth also `info pvrdma`) until QEMU
                                  closes the socket
     stats.py check KIND OUT...   check the samples of guests whose one
-                                 link is of KIND (shm or tcp); print a
+                                 link is of KIND (shm, tcp or tls); print a
                                  summary, exit 1 with the reason if wrong
 
 tests/guest/test-xvm.sh and test-xhost.sh run it beside their two guests.
@@ -117,7 +117,8 @@ def check(kind, out):
         # Honest peers: no link turned away, no message held back.
         for k in ("messages-suppressed", "links-closed-half-open",
                   "links-hello-timeout", "links-refused-uid",
-                  "frames-dropped-unowned", "gids-refused"):
+                  "links-refused-tls", "frames-dropped-unowned",
+                  "gids-refused"):
             if st[k]:
                 raise AssertionError(f"{name}: {k} is {st[k]} between "
                                      "honest peers")

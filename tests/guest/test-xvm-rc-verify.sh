@@ -2,7 +2,9 @@
 # Our verification program (tests/guest/progs/rc_verify.c) across two VMs
 # on one fabric, joined by shared memory (fabric-path) and then by TCP
 # over the loopback (fabric-listen / fabric-peer, payload inline in the
-# stream): guest A runs its agent (rc_verify -s), which
+# stream), in TLS with a pre-shared key (fabric-tls-creds naming an
+# -object tls-creds-psk: a plain link could not come up, each end would
+# refuse the other): guest A runs its agent (rc_verify -s), which
 # holds the responder QPs, SRQ and buffers; guest B runs the checks with
 # the requester there and every responder action sent to A (rc_verify -c):
 # every opcode, byte, completion field and error status of the one-VM run.
@@ -74,11 +76,20 @@ check_pair() {
 }
 check_pair "$TEST_NAME" --arg -d --arg ",fabric-path=$fdir" --a-arg --iothread
 hinted=$SENDS
-# TCP: a port of the loopback that nothing of the test suite else uses.
-check_pair "$TEST_NAME-tcp" --a-arg -d --a-arg ",fabric-listen=127.0.0.1:7591" \
-    --b-arg -d --b-arg ",fabric-peer=127.0.0.1:7591,x-sq-db-hint=off" \
+# TCP: a port of the loopback that nothing of the test suite else uses;
+# TLS with one key in both QEMUs' keys.psk.
+rm -rf "$TEST_OUT/psk"
+"$TESTS_TOP/tests/guest/tls-certs.sh" psk "$TEST_OUT/psk"
+check_pair "$TEST_NAME-tcp" --a-arg -d \
+    --a-arg ",fabric-listen=127.0.0.1:7591,fabric-tls-creds=tls0" \
+    --a-arg -q --a-arg -object --a-arg -q \
+    --a-arg "tls-creds-psk,id=tls0,endpoint=server,dir=$TEST_OUT/psk" \
+    --b-arg -d \
+    --b-arg ",fabric-peer=127.0.0.1:7591,fabric-tls-creds=tls0,x-sq-db-hint=off" \
+    --b-arg -q --b-arg -object --b-arg -q \
+    --b-arg "tls-creds-psk,id=tls0,endpoint=client,dir=$TEST_OUT/psk" \
     --b-arg --iothread
 echo "  SEND doorbells of guest B (rc_verify, then 20000 WRITEs): $hinted with the hint, $SENDS without"
 [ "$SENDS" -ge 20000 ] || fail "x-sq-db-hint=off: only $SENDS SEND doorbells traced"
 [ "$hinted" -le 10000 ] || fail "$hinted SEND doorbells with the hint (at most 10000 expected)"
-pass "rc_verify across two VMs, shared memory and TCP: all $CHECKS checks of the one-VM run; SEND doorbells left out on the device's hint ($hinted against $SENDS)"
+pass "rc_verify across two VMs, shared memory and TCP in TLS (PSK): all $CHECKS checks of the one-VM run; SEND doorbells left out on the device's hint ($hinted against $SENDS)"

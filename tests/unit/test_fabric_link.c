@@ -3424,6 +3424,25 @@ static void test_tls_wrong_key(void **state)
     assert_int_equal(host_said(n->hb, "link tls-b down: TLS handshake "
                                "failed"), 1);
     assert_int_equal(host_said(n->hb, "same key"), 1);
+    /* Counted; the same reason again within a minute is not said. */
+    {
+        PvrdmaFabricCounters c;
+        int sv[2];
+
+        pvrdma_fabric_counters(n->ha->fab, &c);
+        assert_int_equal(c.refused_tls, 1);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+                                    sv), 0);
+        n->ha->now += PVRDMA_LINK_REFUSAL_SAY_NS - 1;
+        n->hb->now += PVRDMA_LINK_REFUSAL_SAY_NS - 1;
+        pvrdma_fabric_add_tcp_link(n->ha->fab, sv[0], "tls-a", NULL);
+        pvrdma_fabric_add_tcp_link(n->hb->fab, sv[1], "tls-b", "b.test");
+        run(n->ha, n->hb, 200);
+        pvrdma_fabric_counters(n->ha->fab, &c);
+        assert_int_equal(c.refused_tls, 2);
+        assert_int_equal(host_said(n->ha, "TLS handshake failed"), 1);
+        assert_int_equal(host_said(n->hb, "TLS handshake failed"), 1);
+    }
     net_free(n);
 }
 

@@ -12,7 +12,10 @@
 #   two VMs as on two hosts (1 vCPU each): each QEMU in its own network
 #     namespace, the two joined by a veth pair, their fabrics linked by
 #     TCP over it (fabric-listen= / fabric-peer=; needs root): pvrdma0 to
-#     pvrdma0 only (the guests' own link is the harness's, not the veth)
+#     pvrdma0 only (the guests' own link is the harness's, not the veth);
+#     then the same pair with the link in TLS (fabric-tls-creds, a
+#     pre-shared key): ib_send_lat 2 B and ib_write_bw 1 MiB, the cost of
+#     TLS ("2tls")
 #   series: ib_{send,write,read}_lat 2 B - 64 KiB (typical usec),
 #     ib_{write,send,read}_bw 64 B - 4 MiB (MB/s and million messages/s),
 #     ibv_rc_pingpong 64 B polling and with completion events, 64 KiB
@@ -149,6 +152,14 @@ bench_rdma 2tcp pvrdma pvrdma0 1
 if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP" end 600; fi
 echo BENCH-OK
 GUEST
+cat > "$TEST_OUT/bench-2tls.sh" <<GUEST
+$env BENCH_SERIES="send_lat write_bw" BENCH_LAT_SIZES=2 BENCH_BW_SIZES=1048576
+. ./sync.sh
+. ./guest-bench.sh
+bench_rdma 2tls pvrdma pvrdma0 1
+if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP" end 600; fi
+echo BENCH-OK
+GUEST
 
 # Plain TCP between two host processes over the 2tcp setup's veth pair,
 # the path the two QEMUs' link takes: a stream of 1 MiB writes and a
@@ -233,9 +244,25 @@ for s in $setups; do
             --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
             --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481" \
             --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481" > /dev/null
+        collect 2tcp "$PVRDMA_OUT/vm/bench-2tcp-b.log"
+        # The same link in TLS (docs/fabric.md, "TLS on TCP links").
+        rm -rf "$TEST_OUT/psk"
+        "$TESTS_TOP/tests/guest/tls-certs.sh" psk "$TEST_OUT/psk"
+        vmpair_run bench-2tls 5400 "$TEST_OUT/bench-2tls.sh" \
+            "$TEST_OUT/bench-2tls.sh" \
+            --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
+            --arg --add --arg "$evbw" --arg --smp --arg 1 \
+            --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
+            --a-arg -q --a-arg -object --a-arg -q \
+            --a-arg "tls-creds-psk,id=tls0,endpoint=server,dir=$TEST_OUT/psk" \
+            --b-arg -q --b-arg -object --b-arg -q \
+            --b-arg "tls-creds-psk,id=tls0,endpoint=client,dir=$TEST_OUT/psk" \
+            --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481,fabric-tls-creds=tls0" \
+            --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481,fabric-tls-creds=tls0" \
+            > /dev/null
+        collect 2tls "$PVRDMA_OUT/vm/bench-2tls-b.log"
         ip netns del "$nsa"
-        ip netns del "$nsb"
-        collect 2tcp "$PVRDMA_OUT/vm/bench-2tcp-b.log" ;;
+        ip netns del "$nsb" ;;
     mig)
         # A VM moved while RDMA runs with its peer (tests/bench/
         # migrate-bench.sh): after the report's tables.

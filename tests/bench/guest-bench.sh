@@ -12,8 +12,8 @@
 #   bench_many_qps SETUP QPS
 #   bench_tcp SETUP
 #
-# SETUP is "vm" (server and client in this guest, on 127.0.0.1), or "2vm"
-# or "2tcp" (tests/guest/vmpair.sh: guest A serves, guest B measures and
+# SETUP is "vm" (server and client in this guest, on 127.0.0.1), or "2vm",
+# "2tcp" or "2tls" (tests/guest/vmpair.sh: guest A serves, guest B measures and
 # prints; sync.sh pairs each run).  bench_rdma needs ev_bw
 # (tests/guest/progs/ev_bw.c) in the current directory.  BENCH_REPS (3) rounds; BENCH_QUICK=1 keeps one
 # size of each series and one round (a smoke run).  BENCH_MEMCPY_PORT (in
@@ -31,6 +31,10 @@ if [ "${BENCH_QUICK:-0}" = 1 ]; then
     LAT_SIZES=64
     BW_SIZES=65536
 fi
+# BENCH_LAT_SIZES / BENCH_BW_SIZES: these sizes only (a setup measured
+# at a few points, as the TLS link beside the plain one).
+LAT_SIZES=${BENCH_LAT_SIZES:-$LAT_SIZES}
+BW_SIZES=${BENCH_BW_SIZES:-$BW_SIZES}
 _bench_seq=0
 # _bench_want SERIES: is it to be run?
 _bench_want() {

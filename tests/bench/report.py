@@ -206,6 +206,30 @@ def main():
                       f" {ratio(p, t)} |")
         md.append("")
 
+    # The same link in TLS, measured right after (bench.sh, bench-2tls).
+    tls_bw = med("2tls", "pvrdma", "write_bw", 1 << 20)
+    tls_lat = med("2tls", "pvrdma", "send_lat", 2)
+    if tls_bw or tls_lat:
+        bw = med("2tcp", "pvrdma", "write_bw", 1 << 20)
+        lat = med("2tcp", "pvrdma", "send_lat", 2)
+        added = (f"{100 * (tls_lat - lat) / lat:+.0f}%" if tls_lat and lat
+                 else "-")
+        md += ["### The TCP link in TLS against the plain TCP link", "",
+               "The same two VMs over the same veth pair, booted again with "
+               "fabric-tls-creds (a pre-shared key) on both QEMUs "
+               "(docs/fabric.md, \"TLS on TCP links\").", "",
+               "| measure | plain TCP link | TLS link | TLS / plain |",
+               "|---|---|---|---|",
+               f"| ib_write_bw 1 MiB (MB/s) | {fmt(bw)}"
+               f"{spread('2tcp', 'pvrdma', 'write_bw', 1 << 20)} |"
+               f" {fmt(tls_bw)}"
+               f"{spread('2tls', 'pvrdma', 'write_bw', 1 << 20)} |"
+               f" {ratio(tls_bw, bw)} |",
+               f"| ib_send_lat 2 B (usec) | {fmt(lat)}"
+               f"{spread('2tcp', 'pvrdma', 'send_lat', 2)} |"
+               f" {fmt(tls_lat)}{spread('2tls', 'pvrdma', 'send_lat', 2)} |"
+               f" {ratio(tls_lat, lat)} ({added}) |", ""]
+
     # Devices on one fabric directory (bench.sh, fabric_scale).
     ns = sorted({k[3] for k in data if k[:3] == ("scale", "fabric", "join")})
     if ns:

@@ -153,7 +153,9 @@ if [ "\$VMPAIR_ROLE" = a ]; then sync_signal end 600; else sync_wait "\$PEER_IP"
 echo BENCH-OK
 GUEST
 cat > "$TEST_OUT/bench-2tls.sh" <<GUEST
-$env BENCH_SERIES="send_lat write_bw" BENCH_LAT_SIZES=2 BENCH_BW_SIZES=1048576
+$env BENCH_SERIES="send_lat write_bw"
+# (quick: the plain link's quick sizes, to compare with)
+[ "\$BENCH_QUICK" = 1 ] || { BENCH_LAT_SIZES=2; BENCH_BW_SIZES=1048576; }
 . ./sync.sh
 . ./guest-bench.sh
 bench_rdma 2tls pvrdma pvrdma0 1

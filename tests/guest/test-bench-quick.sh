@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make bench in its quick mode (tests/bench/bench.sh, BENCH_QUICK=1: one
 # size of each series, one round, every setup; Soft-RoCE in one VM and
-# pvrdma over TCP links in a few series): every series of pvrdma in one
+# pvrdma over TCP links in a few series, and over a TLS link in two):
+# every series of pvrdma in one
 # and between two VMs gives a figure, so do the few of the others, the
 # report and the plots are made, and the migration benchmark measures a
 # move at 64 QPs.
@@ -21,7 +22,8 @@ all="send_lat write_lat read_lat write_bw send_bw read_bw write_rate \
      send_rate read_rate pingpong pingpong_event send_bw_event \
      write_bw_event write_bw_evpoll"
 few="send_lat write_lat write_bw write_rate pingpong_event"
-for st in "vm pvrdma $all" "2vm pvrdma $all" "vm rxe $few" "2tcp pvrdma $few"; do
+for st in "vm pvrdma $all" "2vm pvrdma $all" "vm rxe $few" "2tcp pvrdma $few" \
+          "2tls pvrdma send_lat write_bw"; do
     set -- $st
     s=$1 t=$2
     shift 2
@@ -45,4 +47,6 @@ grep -qE '^idle +[0-9]+ ' "$out/migration.txt" ||
 grep -q "^R host memcpy memcpy " "$out/results.txt" || fail "no memcpy figure"
 grep -q "completion events against polling" "$out/results.md" ||
     fail "results.md has no table of event-mode streams"
-pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM, pvrdma and TCP across two, pvrdma across a TCP link, report and plots"
+grep -q "The TCP link in TLS against the plain TCP link" "$out/results.md" ||
+    fail "results.md has no table of the TLS link's cost"
+pass "make bench (quick): pvrdma, Soft-RoCE and TCP in one VM, pvrdma and TCP across two, pvrdma across a TCP link, plain and in TLS, report and plots"

@@ -50,10 +50,20 @@ typedef struct PvrdmaFabricGlue {
     char *tls_authz;
 } PvrdmaFabricGlue;
 
-/* One TLS session of a link (PvrdmaFabricHost.tls_*). */
+/*
+ * One TLS session of a link (PvrdmaFabricHost.tls_*), and what it read
+ * ahead: GnuTLS asks for a record's 5-byte header, then for its body,
+ * and a system call each would cost more than the record's decryption;
+ * one read takes in several records.  Bytes left here do not wake the
+ * fd handler, but the link reads until the session says EAGAIN, which
+ * it says only once these are gone and the socket is empty.
+ */
+#define PVRDMA_TLS_READ_AHEAD   (64u << 10)
 typedef struct PvrdmaTls {
     QCryptoTLSSession *sess;
     int fd;
+    size_t rpos, rlen;
+    uint8_t rbuf[PVRDMA_TLS_READ_AHEAD];
 } PvrdmaTls;
 
 typedef struct PvrdmaFabricWatch {
@@ -197,15 +207,25 @@ static ssize_t pvrdma_tls_pull(PvrdmaTlsInBuf buf, size_t len, void *opaque,
     PvrdmaTls *t = opaque;
     ssize_t n;
 
-    do {
-        n = recv(t->fd, buf, len, MSG_DONTWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        return QCRYPTO_TLS_SESSION_ERR_BLOCK;
+    if (t->rpos == t->rlen) {
+        do {
+            n = recv(t->fd, t->rbuf, sizeof(t->rbuf), MSG_DONTWAIT);
+        } while (n < 0 && errno == EINTR);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            return QCRYPTO_TLS_SESSION_ERR_BLOCK;
+        }
+        if (n < 0) {
+            error_setg_errno(errp, errno, "cannot read the link's socket");
+        }
+        if (n <= 0) {
+            return n;
+        }
+        t->rpos = 0;
+        t->rlen = n;
     }
-    if (n < 0) {
-        error_setg_errno(errp, errno, "cannot read the link's socket");
-    }
+    n = MIN(len, t->rlen - t->rpos);
+    memcpy(buf, t->rbuf + t->rpos, n);
+    t->rpos += n;
     return n;
 }
 

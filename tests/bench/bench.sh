@@ -13,9 +13,9 @@
 #     namespace, the two joined by a veth pair, their fabrics linked by
 #     TCP over it (fabric-listen= / fabric-peer=; needs root): pvrdma0 to
 #     pvrdma0 only (the guests' own link is the harness's, not the veth);
-#     then the same pair with the link in TLS (fabric-tls-creds, a
-#     pre-shared key): ib_send_lat 2 B and ib_write_bw 1 MiB, the cost of
-#     TLS ("2tls")
+#     then the same pair with the link in TLS (fabric-tls-creds: x509
+#     certificates, with fabric-tls-authz): ib_send_lat 2 B and
+#     ib_write_bw 1 MiB, the cost of TLS ("2tls")
 #   series: ib_{send,write,read}_lat 2 B - 64 KiB (typical usec),
 #     ib_{write,send,read}_bw 64 B - 4 MiB (MB/s and million messages/s),
 #     ibv_rc_pingpong 64 B polling and with completion events, 64 KiB
@@ -44,6 +44,8 @@ command -v gnuplot > /dev/null ||
 command -v python3 > /dev/null ||
     fail "python3 is missing: run scripts/install-deps.sh"
 env="BENCH_REPS=${BENCH_REPS:-3} BENCH_QUICK=${BENCH_QUICK:-0}"
+# BENCH_SERIES="send_lat write_bw ...": only these series (an A/B run)
+[ -z "${BENCH_SERIES:-}" ] || env="$env BENCH_SERIES=\"$BENCH_SERIES\""
 start=$SECONDS
 
 evbw=$(build_prog ev_bw)
@@ -247,20 +249,28 @@ for s in $setups; do
             --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481" \
             --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481" > /dev/null
         collect 2tcp "$PVRDMA_OUT/vm/bench-2tcp-b.log"
-        # The same link in TLS (docs/fabric.md, "TLS on TCP links").
-        rm -rf "$TEST_OUT/psk"
-        "$TESTS_TOP/tests/guest/tls-certs.sh" psk "$TEST_OUT/psk"
+        # The same link in TLS (docs/fabric.md, "TLS on TCP links"), with
+        # certificates and authz as test-xhost.sh has them.
+        certs=$TEST_OUT/certs
+        rm -rf "$certs"
+        "$TESTS_TOP/tests/guest/tls-certs.sh" ca "$certs/ca"
+        "$TESTS_TOP/tests/guest/tls-certs.sh" member "$certs/ca" "$certs/a" bench-a 192.168.78.1
+        "$TESTS_TOP/tests/guest/tls-certs.sh" member "$certs/ca" "$certs/b" bench-b 192.168.78.2
         vmpair_run bench-2tls 5400 "$TEST_OUT/bench-2tls.sh" \
             "$TEST_OUT/bench-2tls.sh" \
             --arg --add --arg "$TESTS_TOP/tests/bench/guest-bench.sh" \
             --arg --add --arg "$evbw" --arg --smp --arg 1 \
             --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
             --a-arg -q --a-arg -object --a-arg -q \
-            --a-arg "tls-creds-psk,id=tls0,endpoint=server,dir=$TEST_OUT/psk" \
+            --a-arg "tls-creds-x509,id=tls0,endpoint=server,dir=$certs/a" \
+            --a-arg -q --a-arg -object --a-arg -q \
+            --a-arg "authz-simple,id=authz0,identity=O=pvrdma,,CN=bench-b" \
             --b-arg -q --b-arg -object --b-arg -q \
-            --b-arg "tls-creds-psk,id=tls0,endpoint=client,dir=$TEST_OUT/psk" \
-            --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481,fabric-tls-creds=tls0" \
-            --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481,fabric-tls-creds=tls0" \
+            --b-arg "tls-creds-x509,id=tls0,endpoint=client,dir=$certs/b" \
+            --b-arg -q --b-arg -object --b-arg -q \
+            --b-arg "authz-simple,id=authz0,identity=O=pvrdma,,CN=bench-a" \
+            --a-arg -d --a-arg ",fabric-listen=192.168.78.1:7481,fabric-tls-creds=tls0,fabric-tls-authz=authz0" \
+            --b-arg -d --b-arg ",fabric-peer=192.168.78.1:7481,fabric-tls-creds=tls0,fabric-tls-authz=authz0" \
             > /dev/null
         collect 2tls "$PVRDMA_OUT/vm/bench-2tls-b.log"
         ip netns del "$nsa"

@@ -8,7 +8,11 @@
  * and takes its completions with the CQ_POLL doorbell as our provider
  * does; both processes' loops run in turn in this thread (but see -t).
  *
- *   link_ops [-n N] [-w WINDOW] [-S] [-i] [-t [-p]]
+ *   link_ops [-n N] [-w WINDOW] [-s SIZE] [-S] [-i|-T] [-t [-p]]
+ *
+ * -s: messages of SIZE bytes (64; at most 256 KiB).  -T: the inline link
+ * in TLS with a pre-shared key (tests/unit/fake_tls.c, GnuTLS as QEMU's
+ * fabric-tls-creds uses it).
  *
  * -t runs the responder's process on a thread of its own, which sleeps
  * in poll() as QEMU's event loop does: the two sides then run at once
@@ -43,18 +47,20 @@
 
 #include "fake_guest.h"
 #include "fake_host.h"
+#include "fake_tls.h"
 #include "fake_verbs.h"
 #include "pvrdma_core_int.h"
 #include "pvrdma_fabric.h"
 
 #define VA_A        0x10000000ull
 #define VA_B        0x20000000ull
-#define MR_LEN      (64u << 10)
+#define MR_LEN      (256u << 10)   /* FV_MAX_PAGES */
+#define PSK         "5e1f0c9a7b3d2e4f6a8b9c0d1e2f3a4b"
 #define ALL_ACCESS  (PVRDMA_ACCESS_LOCAL_WRITE | PVRDMA_ACCESS_REMOTE_WRITE | \
                      PVRDMA_ACCESS_REMOTE_READ | PVRDMA_ACCESS_REMOTE_ATOMIC)
 
-static unsigned n_msgs = 200000, window = 16;
-static bool use_send, inline_link, two_threads, spin;
+static unsigned n_msgs = 200000, window = 16, msg_size = 64;
+static bool use_send, inline_link, tls, two_threads, spin;
 
 static double clock_of(clockid_t id)
 {
@@ -66,7 +72,8 @@ static double clock_of(clockid_t id)
 
 static void post(FvQp *qp, FvMr *mr, uint64_t id, uint32_t rkey)
 {
-    struct pvrdma_sge s = { .addr = VA_A + id % 64 * 64, .length = 64,
+    uint64_t at = msg_size > 64 ? 0 : id % 64 * 64;
+    struct pvrdma_sge s = { .addr = VA_A + at, .length = msg_size,
                             .lkey = mr->lkey };
     struct pvrdma_sq_wqe_hdr h = { .wr_id = id, .num_sge = 1,
                                    .send_flags = PVRDMA_WR_FLAG_SIGNALED };
@@ -75,7 +82,7 @@ static void post(FvQp *qp, FvMr *mr, uint64_t id, uint32_t rkey)
         h.opcode = PVRDMA_WR_SEND;
     } else {
         h.opcode = PVRDMA_WR_RDMA_WRITE;
-        h.wr.rdma.remote_addr = VA_B + id % 64 * 64;
+        h.wr.rdma.remote_addr = VA_B + at;
         h.wr.rdma.rkey = rkey;
     }
     fv_post_send(qp, &h, &s, 1);
@@ -86,8 +93,9 @@ static void post_recvs(FvQp *qp, FvMr *mr, unsigned n)
     unsigned i;
 
     for (i = 0; i < n; i++) {
-        struct pvrdma_sge r = { .addr = VA_B + i % 64 * 64, .length = 64,
-                                .lkey = mr->lkey };
+        struct pvrdma_sge r = { .addr = VA_B + (msg_size > 64 ? 0 :
+                                                i % 64 * 64),
+                                .length = msg_size, .lkey = mr->lkey };
 
         fv_post_recv(qp, i, &r, 1);
     }
@@ -143,8 +151,15 @@ static void bench(void **state)
     (void)state;
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
                      0);
-    pvrdma_fabric_add_link(ha->fab, sv[0], !inline_link, "bench-a");
-    pvrdma_fabric_add_link(hb->fab, sv[1], !inline_link, "bench-b");
+    if (tls) {
+        host_use_tls(ha, PSK);
+        host_use_tls(hb, PSK);
+        pvrdma_fabric_add_tcp_link(ha->fab, sv[0], "bench-a", NULL);
+        pvrdma_fabric_add_tcp_link(hb->fab, sv[1], "bench-b", "bench");
+    } else {
+        pvrdma_fabric_add_link(ha->fab, sv[0], !inline_link, "bench-a");
+        pvrdma_fabric_add_link(hb->fab, sv[1], !inline_link, "bench-b");
+    }
     for (i = 0; i < 100 && !pvrdma_fabric_links_up(ha->fab); i++) {
         hosts_step(hs, 2, 1);
     }
@@ -202,14 +217,16 @@ static void bench(void **state)
         __atomic_store_n(&rs.stop, true, __ATOMIC_RELEASE);
         pthread_join(th, NULL);
     }
-    printf("link_ops: %u %s of 64 B over a%s link, window %u%s: %.0f ns of "
+    printf("link_ops: %u %s of %u B over a%s link, window %u%s: %.0f ns of "
            "CPU per message (both processes)", n_msgs,
-           use_send ? "SENDs" : "WRITEs", inline_link ? "n inline" : " shm",
+           use_send ? "SENDs" : "WRITEs", msg_size,
+           tls ? " TLS" : inline_link ? "n inline" : " shm",
            window, !two_threads ? "" : spin ? ", two threads, polling" :
            ", two threads", (t1 - t0) / n_msgs);
     if (two_threads) {
-        printf(", %.0f ns of wall clock (%.2f M messages/s)",
-               (w1 - w0) / n_msgs, n_msgs / (w1 - w0) * 1e3);
+        printf(", %.0f ns of wall clock (%.2f M messages/s, %.0f MB/s)",
+               (w1 - w0) / n_msgs, n_msgs / (w1 - w0) * 1e3,
+               (double)n_msgs * msg_size / (w1 - w0) * 1e3);
     }
     printf("\n");
     fg_free(fa);
@@ -232,19 +249,25 @@ int main(int argc, char **argv)
     /* As QEMU's timers (util/qemu-timer.c): a timer wakes on time. */
     prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0);
 
-    while ((c = getopt(argc, argv, "n:w:Sitp")) != -1) {
+    while ((c = getopt(argc, argv, "n:w:s:SiTtp")) != -1) {
         switch (c) {
         case 'n': n_msgs = atoi(optarg); break;
         case 'w': window = atoi(optarg); break;
+        case 's': msg_size = atoi(optarg); break;
         case 'S': use_send = true; break;
         case 'i': inline_link = true; break;
+        case 'T': tls = inline_link = true; break;
         case 't': two_threads = true; break;
         case 'p': spin = true; break;
         default:
-            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-S] [-i] "
-                    "[-t [-p]]\n");
+            fprintf(stderr, "usage: link_ops [-n N] [-w WINDOW] [-s SIZE] "
+                    "[-S] [-i|-T] [-t [-p]]\n");
             return 2;
         }
+    }
+    if (!msg_size || msg_size > MR_LEN) {
+        fprintf(stderr, "link_ops: a size of 1 B to 256 KiB\n");
+        return 2;
     }
     if (!window || window > 64) {
         fprintf(stderr, "link_ops: a window of 1 to 64\n");

@@ -223,7 +223,7 @@ def main():
                  else "-")
         md += ["### The TCP link in TLS against the plain TCP link", "",
                "The same two VMs over the same veth pair, booted again with "
-               "fabric-tls-creds (a pre-shared key) on both QEMUs "
+               "fabric-tls-creds (x509 certificates, with fabric-tls-authz) on both QEMUs "
                "(docs/fabric.md, \"TLS on TCP links\").", "",
                "| measure | plain TCP link | TLS link | TLS / plain |",
                "|---|---|---|---|",

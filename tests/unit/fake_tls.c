@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <gnutls/gnutls.h>
 
@@ -13,10 +14,13 @@
 #include "pvrdma_link.h"
 
 #define FT_USER     "qemu"
-#define FT_PRIORITY "NORMAL:+ECDHE-PSK:+DHE-PSK:+PSK"
+#define FT_PRIORITY "NORMAL:-CHACHA20-POLY1305:+ECDHE-PSK:+DHE-PSK:+PSK"
 
 typedef struct FtSession {
     gnutls_session_t s;
+    int fd;
+    size_t rpos, rlen;
+    uint8_t rbuf[64 << 10];     /* read ahead, as the QEMU glue does */
     gnutls_psk_client_credentials_t cc;
     gnutls_psk_server_credentials_t sc;
 } FtSession;
@@ -41,6 +45,39 @@ static int ft_server_key(gnutls_session_t s, const char *user,
         return -1;
     }
     return 0;
+}
+
+static ssize_t ft_pull(gnutls_transport_ptr_t p, void *buf, size_t len)
+{
+    FtSession *t = p;
+    ssize_t n;
+
+    if (t->rpos == t->rlen) {
+        n = recv(t->fd, t->rbuf, sizeof(t->rbuf), MSG_DONTWAIT);
+        if (n <= 0) {
+            if (n < 0) {
+                gnutls_transport_set_errno(t->s, errno);
+            }
+            return n;
+        }
+        t->rpos = 0;
+        t->rlen = n;
+    }
+    n = MIN(len, t->rlen - t->rpos);
+    memcpy(buf, t->rbuf + t->rpos, n);
+    t->rpos += n;
+    return n;
+}
+
+static ssize_t ft_push(gnutls_transport_ptr_t p, const void *buf, size_t len)
+{
+    FtSession *t = p;
+    ssize_t n = send(t->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+    if (n < 0) {
+        gnutls_transport_set_errno(t->s, errno);
+    }
+    return n;
 }
 
 static void ft_free(void *sess)
@@ -85,7 +122,10 @@ static void *ft_new(void *opaque, int fd, bool server, const char *host,
         ft_free(t);
         return NULL;
     }
-    gnutls_transport_set_int(t->s, fd);
+    t->fd = fd;
+    gnutls_transport_set_ptr(t->s, t);
+    gnutls_transport_set_pull_function(t->s, ft_pull);
+    gnutls_transport_set_push_function(t->s, ft_push);
     return t;
 }
 

@@ -3409,7 +3409,10 @@ static void test_tls_psk(void **state)
     net_free(n);
 }
 
-/* Different keys: the handshake fails on both ends, no link comes up. */
+/*
+ * Different keys: the handshake fails on both ends, no link comes up,
+ * and a's WRITE to b ends as toward a dead peer (RETRY_EXC_ERR).
+ */
 static void test_tls_wrong_key(void **state)
 {
     Net *n = net_tls(PSK_1, PSK_2, 200, false);
@@ -3442,6 +3445,21 @@ static void test_tls_wrong_key(void **state)
         assert_int_equal(c.refused_tls, 2);
         assert_int_equal(host_said(n->ha, "TLS handshake failed"), 1);
         assert_int_equal(host_said(n->hb, "TLS handshake failed"), 1);
+    }
+    /* The refused peer's QPs are out of reach, as a dead peer's are. */
+    {
+        struct pvrdma_sge s;
+        struct pvrdma_sq_wqe_hdr h;
+
+        net_qps(n);
+        s = sge(n->ma, VA_A, 64);
+        h = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+        h.wr.rdma.remote_addr = VA_B;
+        h.wr.rdma.rkey = n->mb->rkey;
+        fv_post_send(n->a, &h, &s, 1);
+        fv_ring_sq(n->a);
+        expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_RETRY_EXC_ERR, 0);
     }
     net_free(n);
 }

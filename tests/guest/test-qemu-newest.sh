@@ -3,8 +3,9 @@
 # qemu-newest: scripts/build-qemu.sh with QEMU_SERIES=newest resolves it
 # at build time, build/qemu-system-x86_64-newest). First the binary must
 # report the version it was built from (pvrdma-qemu.env beside it) and
-# differ from the base QEMU's; then bring-up, rc_verify and the two-VM
-# suite run again on it (PVRDMA_QEMU, honoured by scripts/vm.sh and so by
+# differ from the base QEMU's; then bring-up, rc_verify, the two-VM
+# suite and the TLS links (its TLS session API differs from 10.0's) run
+# again on it (PVRDMA_QEMU, honoured by scripts/vm.sh and so by
 # vmpair.sh), under the names NAME-qemu-newest (logs apart). Fails if any
 # of them fails. Last, make host-deb packages this QEMU for Debian 12
 # (QEMU_SERIES=newest) and the package's binary is it, with the device.
@@ -27,7 +28,7 @@ base=$("$PVRDMA_OUT/qemu-system-x86_64" --version |
 pass "$link is QEMU $got ($(sed -n 's/^QEMU_DEB_VERSION=//p' "$env"); base: ${base:-none})"
 
 export PVRDMA_QEMU=$qemu
-tests="test-bringup test-rc-verify test-xvm"
+tests="test-bringup test-rc-verify test-xvm test-fabric-tls"
 failed=()
 for t in $tests; do
     start=$SECONDS

@@ -122,7 +122,6 @@ struct PvrdmaLink {
      */
     void *tls;
     bool tls_done;
-    bool tls_server;
     bool tls_want_write;        /* the handshake waits to write */
     bool tls_peeked;            /* the peer's first byte was looked at */
 
@@ -2628,8 +2627,7 @@ PvrdmaLink *pvrdma_link_new(PvrdmaFabric *fab, int fd, bool shm,
     if (tls && !shm) {
         char *err = NULL;
 
-        l->tls_server = !tls_host;
-        l->tls = h->tls_new(h->opaque, fd, l->tls_server, tls_host, &err);
+        l->tls = h->tls_new(h->opaque, fd, !tls_host, tls_host, &err);
         if (!l->tls) {
             pvrdma_link_close(l, err ? err : "cannot start TLS");
             g_free(err);

@@ -62,14 +62,24 @@ _nfs_mount() {
         fail "the mount does not use proto=rdma"
 }
 
+# _nfs_span FROM TO: TO - FROM, in seconds to a tenth
+_nfs_span() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+
+# _nfs_now: seconds since boot (for the phase times nfs_client prints)
+_nfs_now() { cut -d' ' -f1 /proc/uptime; }
+
 nfs_client() {
-    local reads
+    local reads t0 t1 t2 t3
+    t0=$(_nfs_now)
     modprobe nfsv4 && modprobe rpcrdma || fail "modprobe nfsv4 rpcrdma"
+    t1=$(_nfs_now)
     _nfs_mount "$1"
+    t2=$(_nfs_now)
     dd if=/dev/urandom of=/tmp/nfs.data bs=65536 count=256 2>/dev/null ||
         fail "cannot make the data"
     cp /tmp/nfs.data /mnt/nfs/data && sync || fail "NFS write failed"
     umount /mnt/nfs || fail "umount failed"
+    t3=$(_nfs_now)
     _nfs_mount "$1"
     cmp /tmp/nfs.data /mnt/nfs/data || fail "the file read back differs"
     # mountstats: the transport line, and READ: ops, bytes received...
@@ -79,4 +89,5 @@ nfs_client() {
     [ "${reads:-0}" -gt 0 ] || fail "the file was not read over NFS"
     umount /mnt/nfs || fail "umount failed"
     echo "nfs-rdma: 16 MiB written and read back equal in $reads READs ($(md5sum < /tmp/nfs.data | cut -c1-32))"
+    echo "nfs-rdma: seconds: modprobe $(_nfs_span "$t0" "$t1"), mount $(_nfs_span "$t1" "$t2"), write and unmount $(_nfs_span "$t2" "$t3"), mount, read and unmount $(_nfs_span "$t3" "$(_nfs_now)")"
 }

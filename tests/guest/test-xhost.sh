@@ -5,33 +5,17 @@
 # in TLS with x509 certificates of one CA made for the test
 # (tests/guest/tls-certs.sh), each naming its host's address, and each
 # QEMU allowing only the other's name (fabric-tls-authz, authz-simple).
-# The same suite as test-xvm.sh (tests/guest/xvm.sh). The guests' own
+# The same suite as test-xvm.sh (tests/guest/xvm.sh), and our
+# verification program rc_verify across the link. The guests' own
 # Ethernet link (used by the tools to exchange QP numbers) stays the
 # harness's unix-socket link.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/vmpair.sh"
 . "$(dirname "$0")/xvm.sh"
 
-nsa=pvrdma-a-$$ nsb=pvrdma-b-$$ va=pvra$$ vb=pvrb$$
 sdir=$(mktemp -d "${TMPDIR:-/tmp}/pvrdma-stats.XXXXXX")
-cleanup() {
-    ip netns del "$nsa" 2>/dev/null || true
-    ip netns del "$nsb" 2>/dev/null || true
-    rm -rf "$sdir"
-}
-trap cleanup EXIT
-ip netns add "$nsa" && ip netns add "$nsb" ||
-    fail "cannot create network namespaces (needs root)"
-ip link add "$va" type veth peer name "$vb"
-ip link set "$va" netns "$nsa"
-ip link set "$vb" netns "$nsb"
-ip -n "$nsa" addr add 192.168.77.1/24 dev "$va"
-ip -n "$nsb" addr add 192.168.77.2/24 dev "$vb"
-for ns in "$nsa" "$nsb"; do
-    ip -n "$ns" link set lo up
-done
-ip -n "$nsa" link set "$va" up
-ip -n "$nsb" link set "$vb" up
+trap 'vmpair_netns_del; rm -rf "$sdir"' EXIT
+vmpair_netns 192.168.77
 
 certs=$sdir/certs
 "$TESTS_TOP/tests/guest/tls-certs.sh" ca "$certs/ca"
@@ -50,12 +34,14 @@ tls_args b client host-a
 tls=fabric-tls-creds=tls0,fabric-tls-authz=authz0
 
 xvm_scripts "$TEST_OUT"
+rc_verify=$(build_prog rc_verify)
 xvm_stats_start "$sdir"
 vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
     "${XVM_ARGS[@]}" "${XVM_STATS_ARGS[@]}" "${TLS_ARGS[@]}" \
-    --a-wrap "ip netns exec $nsa" --b-wrap "ip netns exec $nsb" \
+    --arg --add --arg "$rc_verify" \
+    --a-wrap "ip netns exec $VMPAIR_NS_A" --b-wrap "ip netns exec $VMPAIR_NS_B" \
     --a-arg -d --a-arg ",fabric-listen=192.168.77.1:7471,$tls" \
     --b-arg -d --b-arg ",fabric-peer=192.168.77.1:7471,$tls" --b-arg --iothread
 xvm_check "$TEST_NAME"
 xvm_stats_check "$sdir" tls
-pass "ping-pongs, perftest, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP in TLS (x509 certificates, authz) between namespaces (B with iothread=); the devices' stats and info pvrdma sampled throughout"
+pass "ping-pongs, perftest, rc_verify, RDMA CM, UCX, NVMe and NFS over RDMA, Open MPI between two VMs over TCP in TLS (x509 certificates, authz) between namespaces (B with iothread=); the devices' stats and info pvrdma sampled throughout"

@@ -222,3 +222,44 @@ _vmpair_cleanup() {
     trap - INT TERM HUP EXIT
     eval "$_vmpair_traps"
 }
+
+# vmpair_netns PREFIX: two network namespaces, as two hosts, joined by a
+# veth pair: VMPAIR_NS_A holds PREFIX.1/24, VMPAIR_NS_B PREFIX.2/24 (and
+# each its loopback). Run the guests' QEMUs in them with --a-wrap
+# "ip netns exec $VMPAIR_NS_A" (and --b-wrap). Needs root; fails the test
+# without it. The caller deletes them with vmpair_netns_del (in its EXIT
+# trap); deleting a namespace deletes its end of the veth, and so both.
+vmpair_netns() {
+    local prefix=$1 va=pvra$$ vb=pvrb$$
+    VMPAIR_NS_A=pvrdma-a-$$ VMPAIR_NS_B=pvrdma-b-$$
+    ip netns add "$VMPAIR_NS_A" && ip netns add "$VMPAIR_NS_B" ||
+        fail "cannot create network namespaces (needs root)"
+    ip link add "$va" type veth peer name "$vb" &&
+        ip link set "$va" netns "$VMPAIR_NS_A" &&
+        ip link set "$vb" netns "$VMPAIR_NS_B" &&
+        ip -n "$VMPAIR_NS_A" addr add "$prefix.1/24" dev "$va" &&
+        ip -n "$VMPAIR_NS_B" addr add "$prefix.2/24" dev "$vb" &&
+        ip -n "$VMPAIR_NS_A" link set lo up &&
+        ip -n "$VMPAIR_NS_B" link set lo up &&
+        ip -n "$VMPAIR_NS_A" link set "$va" up &&
+        ip -n "$VMPAIR_NS_B" link set "$vb" up ||
+        fail "cannot join the namespaces by a veth pair"
+}
+
+vmpair_netns_del() {
+    ip netns del "${VMPAIR_NS_A:-none}" 2>/dev/null || true
+    ip netns del "${VMPAIR_NS_B:-none}" 2>/dev/null || true
+}
+
+# vmpair_nvme_check NAME: the pair's guest B (NVMe over RDMA host,
+# nvmeof.sh) wrote what guest A's RAM disk holds: the MD5s both printed.
+vmpair_nvme_check() {
+    local name=$1 wrote held
+    wrote=$(sed -n 's/.*nvme-rdma: 4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-b.log")
+    held=$(sed -n 's/.*nvmet: RAM disk holds \([0-9a-f]*\).*/\1/p' \
+        "$PVRDMA_OUT/vm/$name-a.log")
+    [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
+        fail "$name: NVMe over RDMA: B wrote MD5 '$wrote', A's RAM disk holds '$held'"
+    echo "  NVMe over RDMA: 4 MiB from B in A's RAM disk, MD5 $held"
+}

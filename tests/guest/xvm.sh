@@ -25,7 +25,8 @@
 # ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
-# ib_send_lat -c UD, ib_send_bw -c UD; RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
+# ib_send_lat -c UD, ib_send_bw -c UD; rc_verify across the VMs where the
+# test adds the program (--arg --add --arg PATH); RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
 # rdma_client, ib_send_lat -R, ib_write_bw -R); UCX (ucx_perftest tag_lat, tag_bw 64 KiB,
 # ucp_am_lat, ucp_put_bw, ucp_get over rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
 # MD5 of what B wrote with what A's RAM disk holds); NFS over RDMA (A the
@@ -87,6 +88,16 @@ xcm() {
 xcm rping 120 "rping -s -a 0.0.0.0 -C 20 -V" "rping -c -C 20 -V -v -a"
 [ "$VMPAIR_ROLE" = a ] || grep -q "rdma-ping-19: " /tmp/rping.cli ||
     fail "rping: 20 pings not seen"
+# Our verification program, where the test put it in the guests
+# (test-xhost): every RC opcode, byte, completion field and error status,
+# A's agent holding the responder QPs, SRQ and buffers (-P: CQ_POLL on
+# empty polls, as the device has a fabric peer).
+if [ -x ./rc_verify ]; then
+    xcm rc_verify 400 "./rc_verify -s" "./rc_verify -d pvrdma0 -g 1 -G 1 -P -c"
+    [ "$VMPAIR_ROLE" = a ] ||
+        grep -qE "^RESULT passed=[1-9][0-9]{2,} failed=0" /tmp/rc_verify.cli ||
+        fail "rc_verify across the VMs: no RESULT with 100 or more checks, none failed"
+fi
 xcm ucmatose 120 "ucmatose" "ucmatose -s"
 xcm udaddy 120 "udaddy" "udaddy -s"
 xcm rdma_server 120 "rdma_server" "rdma_client -s"
@@ -179,13 +190,7 @@ GUEST
 
 xvm_check() {
     local name=$1 wrote held
-    wrote=$(sed -n 's/.*nvme-rdma: 4 MiB written and read back equal (\([0-9a-f]*\)).*/\1/p' \
-        "$PVRDMA_OUT/vm/$name-b.log")
-    held=$(sed -n 's/.*nvmet: RAM disk holds \([0-9a-f]*\).*/\1/p' \
-        "$PVRDMA_OUT/vm/$name-a.log")
-    [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
-        fail "NVMe over RDMA: B wrote MD5 '$wrote', A's RAM disk holds '$held'"
-    echo "  NVMe over RDMA: 4 MiB from B in A's RAM disk, MD5 $held"
+    vmpair_nvme_check "$name"
     wrote=$(sed -n 's/.*nfs-rdma: 16 MiB written and read back equal in [0-9]* READs (\([0-9a-f]*\)).*/\1/p' \
         "$PVRDMA_OUT/vm/$name-b.log")
     held=$(sed -n 's/.*nfsd: exported file holds \([0-9a-f]*\).*/\1/p' \

@@ -41,6 +41,11 @@ KVER = $(notdir $(KERNEL_TREE))
 .PHONY: all qemu kernel driver rdma-core image demo check unit guest-tests \
         vm clean lint kernel-6.12 driver-6.12 image-6.12
 
+# $(call relink,TARGET,LINK): LINK becomes a symbolic link to TARGET in one
+# step, a rename over it (scripts/lib.sh relink): scripts/prebuild.sh runs
+# some of these targets while tests use the links.
+relink = ln -sfn $(1) $(2).tmp && mv -Tf $(2).tmp $(2)
+
 all: image
 
 qemu:
@@ -60,12 +65,12 @@ qemu-newest:
 # tests/guest/TESTS run on it (PVRDMA_ASAN=1 tests/guest/run-all.sh: all).
 .PHONY: qemu-asan
 qemu-asan: qemu
-	ln -sfn "$$(scripts/build-qemu-asan.sh)" $(OUT)/qemu-system-x86_64-asan
+	$(call relink,"$$(scripts/build-qemu-asan.sh)",$(OUT)/qemu-system-x86_64-asan)
 
 kernel:
 	@mkdir -p $(OUT)
-	ln -sfn "$$(scripts/fetch-kernel.sh)" $(OUT)/kernel
-	ln -sfn "$$(readlink -f $(OUT)/kernel)/root/boot/vmlinuz-$$(basename "$$(readlink -f $(OUT)/kernel)")" $(OUT)/vmlinuz
+	$(call relink,"$$(scripts/fetch-kernel.sh)",$(OUT)/kernel)
+	$(call relink,"$$(readlink -f $(OUT)/kernel)/root/boot/vmlinuz-$$(basename "$$(readlink -f $(OUT)/kernel)")",$(OUT)/vmlinuz)
 
 driver: kernel
 	@test -d /usr/src/linux-headers-$(KVER) || { echo "linux-headers-$(KVER) is not installed: run scripts/install-deps.sh" >&2; exit 1; }
@@ -74,10 +79,10 @@ driver: kernel
 
 rdma-core:
 	@mkdir -p $(OUT)
-	ln -sfn "$$(scripts/build-rdma-core.sh)" $(OUT)/rdma-core
+	$(call relink,"$$(scripts/build-rdma-core.sh)",$(OUT)/rdma-core)
 
 image: qemu driver rdma-core
-	ln -sfn "$$(scripts/build-image.sh $(OUT)/kernel $(OUT)/rdma-core $(OUT)/pvrdma.ko)" $(OUT)/initrd.cpio.gz
+	$(call relink,"$$(scripts/build-image.sh $(OUT)/kernel $(OUT)/rdma-core $(OUT)/pvrdma.ko)",$(OUT)/initrd.cpio.gz)
 
 # The same guest userspace on Debian 13's newest 6.12 kernel (resolved at
 # run time; tests/guest/test-kernel-6.12.sh boots it). build/modules-6.12
@@ -86,19 +91,19 @@ image: qemu driver rdma-core
 kernel-6.12:
 	@mkdir -p $(OUT)
 	tree=$$(scripts/fetch-kernel.sh 6.12) && \
-	ln -sfn "$$tree" $(OUT)/kernel-6.12 && \
-	ln -sfn "$$tree/root/boot/vmlinuz-$$(basename "$$tree")" $(OUT)/vmlinuz-6.12
+	$(call relink,"$$tree",$(OUT)/kernel-6.12) && \
+	$(call relink,"$$tree/root/boot/vmlinuz-$$(basename "$$tree")",$(OUT)/vmlinuz-6.12)
 
 driver-6.12: kernel-6.12
 	out=$$(KERNEL_SERIES=6.12 \
 	       KERNEL_RELEASE=$$(basename "$$(readlink -f $(OUT)/kernel-6.12)") \
 	       scripts/build-driver-kernels.sh --keep) && \
-	ln -sfn "$${out##* }" $(OUT)/modules-6.12
+	$(call relink,"$${out##* }",$(OUT)/modules-6.12)
 
 image-6.12: driver-6.12 rdma-core
 	img=$$(scripts/build-image.sh $(OUT)/kernel-6.12 $(OUT)/rdma-core \
 	       $(OUT)/modules-6.12/pvrdma.ko) && \
-	ln -sfn "$$img" $(OUT)/initrd-6.12.cpio.gz
+	$(call relink,"$$img",$(OUT)/initrd-6.12.cpio.gz)
 
 demo: all
 	scripts/demo.sh
@@ -117,7 +122,7 @@ host-deb:
 unit:
 	$(MAKE) -C tests/unit check
 
-guest-tests: all image-6.12 qemu-newest
+guest-tests: all
 	tests/guest/run-all.sh
 
 # The module against every Debian kernel series in the archive (6.1, 6.12,

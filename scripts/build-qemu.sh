@@ -103,6 +103,12 @@ if [ ! -d "$tools" ]; then
     mv "$tools.tmp" "$tools"
 fi
 
+# One run at a time per QEMU version (tests/guest/run-all.sh's background
+# builds, scripts/prebuild.sh, run this while tests do): held until exit.
+mkdir -p "$PVRDMA_CACHE/qemu"
+exec {lock_fd}> "$PVRDMA_CACHE/qemu/lock-$QEMU_SRC_VERSION"
+flock "$lock_fd"
+
 patches=()
 for p in "$PVRDMA_TOP"/scripts/qemu/*.patch; do
     v=$PVRDMA_TOP/scripts/qemu/${QEMU_SRC_VERSION%.*}/$(basename "$p")
@@ -157,5 +163,5 @@ log "building qemu-system-x86_64"
 ninja -C "$bld" qemu-system-x86_64 >&2 || die "QEMU build failed"
 printf 'QEMU_DEB_VERSION=%s\nQEMU_SRC_VERSION=%s\nQEMU_SRC_DIR=%s\n' \
     "$QEMU_DEB_VERSION" "$QEMU_SRC_VERSION" "$src" > "$bld/pvrdma-qemu.env"
-ln -sfn "$bld/qemu-system-x86_64" "$link"
+relink "$bld/qemu-system-x86_64" "$link"
 echo "$link"

@@ -16,6 +16,11 @@ RDMA_CORE_VERSION=56.1
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] error: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
+# relink TARGET LINK: LINK becomes a symbolic link to TARGET in one step
+# (a rename over it), so that a process opening LINK meanwhile never
+# finds it missing (scripts/prebuild.sh builds while tests run).
+relink() { ln -sfn "$1" "$2.tmp$$" && mv -Tf "$2.tmp$$" "$2"; }
+
 # hash_inputs FILE|DIR... : short hash of the contents of files and
 # directories (with names relative to each argument, so that the same
 # inputs in another clone give the same key)

@@ -11,6 +11,13 @@
 # build/tests/run-all/NAME.out; after the summary the last lines of every
 # failed test's output are printed again (a CI log often keeps only its end),
 # with the end of the last guest console logs it wrote in build/vm.
+# Running TESTS, it first starts scripts/prebuild.sh in the background at
+# the lowest CPU and I/O priority (what the last tests need: the newest
+# QEMU, the 6.12 image, the stock Debian guests, the Debian 13 host
+# package; log in build/tests/run-all/prebuild.log), and the line
+# "wait-prebuild" of TESTS waits for it, running it again in the
+# foreground if it failed (so that its error is seen). PVRDMA_PREBUILD=0:
+# no background run, the builds happen at that line.
 set -uo pipefail
 cd "$(dirname "$0")"
 out=${PVRDMA_OUT:-$(cd ../.. && pwd)/build}/tests/run-all
@@ -49,8 +56,33 @@ run_test() {
     return $rc
 }
 
+prebuild_pid=
+if [ $# -eq 0 ] && [ "${PVRDMA_PREBUILD:-1}" != 0 ]; then
+    setsid nice -n 19 ionice -c 3 ../../scripts/prebuild.sh \
+        > "$out/prebuild.log" 2>&1 < /dev/null &
+    prebuild_pid=$!
+    trap '[ -z "$prebuild_pid" ] || kill -- -"$prebuild_pid" 2>/dev/null' EXIT
+fi
+# wait_prebuild: the background builds done, else done here.
+wait_prebuild() {
+    local rc=0 start=$SECONDS
+    if [ -n "$prebuild_pid" ]; then
+        echo "=== waiting for the background builds (log: $out/prebuild.log)"
+        wait "$prebuild_pid" || rc=$?
+        prebuild_pid=
+        grep -a "done in\|error" "$out/prebuild.log"
+        [ $rc -eq 0 ] && { echo "=== background builds: done (waited $((SECONDS - start)) s)"; return; }
+        echo "=== background builds failed (status $rc): again in the foreground"
+    fi
+    ../../scripts/prebuild.sh || echo "=== the builds failed: the tests after this need them"
+}
+
 while read -r t; do
     case "$t" in ''|'#'*) continue ;; esac
+    if [ "$t" = wait-prebuild ]; then
+        wait_prebuild
+        continue
+    fi
     san=
     case "$t" in asan\ *) san=asan t=${t#asan } ;; esac
     [ "${PVRDMA_ASAN:-0}" = 1 ] && san=asan

@@ -253,6 +253,10 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 /* Command PVRDMA_CMD_QUERY_COUNTERS (struct pvrdma_cmd_query_counters):
  * the port's traffic and error counters, PVRDMA_CTR_*. */
 #define PVRDMA_EX_CAP_COUNTERS          (1u << 23)
+/* MODIFY_SRQ with PVRDMA_SRQ_MAX_WR takes the new ring (struct
+ * pvrdma_cmd_modify_srq_ex) and moves the receive WQEs the device has not
+ * taken yet into it, in order. */
+#define PVRDMA_EX_CAP_RESIZE_SRQ        (1u << 22)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -931,6 +935,23 @@ struct pvrdma_cmd_modify_srq {
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_modify_srq, 40);
 
+/*
+ * Project extension (PVRDMA_EX_CAP_RESIZE_SRQ): MODIFY_SRQ with
+ * PVRDMA_SRQ_MAX_WR in attr_mask names the new ring, laid out like
+ * CREATE_SRQ's (page 0 the ring state, then attrs.max_wr WQEs of the
+ * SRQ's max_sge). The first 40 bytes are the VMware request.
+ */
+struct pvrdma_cmd_modify_srq_ex {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t srq_handle;
+    uint32_t attr_mask;         /* PVRDMA_SRQ_* */
+    struct pvrdma_srq_attr attrs;   /* max_wr: the new size */
+    uint64_t pdir_dma;          /* the new ring's page directory */
+    uint32_t nchunks;           /* its pages, ring-state page included */
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_modify_srq_ex, 56);
+
 struct pvrdma_cmd_query_srq {
     struct pvrdma_cmd_hdr hdr;
     uint32_t srq_handle;
@@ -975,6 +996,7 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_destroy_bind destroy_bind;
     struct pvrdma_cmd_create_srq create_srq;
     struct pvrdma_cmd_modify_srq modify_srq;
+    struct pvrdma_cmd_modify_srq_ex modify_srq_ex;
     struct pvrdma_cmd_query_srq query_srq;
     struct pvrdma_cmd_destroy_srq destroy_srq;
 };

@@ -414,12 +414,14 @@ static void pvrdma_le_cmd_create_srq_resp(struct pvrdma_cmd_create_srq_resp *p)
     p->srqn = PVRDMA_LE32(p->srqn);
 }
 
-static void pvrdma_le_cmd_modify_srq(struct pvrdma_cmd_modify_srq *p)
+static void pvrdma_le_cmd_modify_srq(struct pvrdma_cmd_modify_srq_ex *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
     p->srq_handle = PVRDMA_LE32(p->srq_handle);
     p->attr_mask = PVRDMA_LE32(p->attr_mask);
     pvrdma_le_srq_attr(&p->attrs);
+    p->pdir_dma = PVRDMA_LE64(p->pdir_dma);
+    p->nchunks = PVRDMA_LE32(p->nchunks);
 }
 
 static void pvrdma_le_cmd_query_srq(struct pvrdma_cmd_query_srq *p)
@@ -507,7 +509,7 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         pvrdma_le_cmd_create_srq(&req->create_srq);
         break;
     case PVRDMA_CMD_MODIFY_SRQ:
-        pvrdma_le_cmd_modify_srq(&req->modify_srq);
+        pvrdma_le_cmd_modify_srq(&req->modify_srq_ex);
         break;
     case PVRDMA_CMD_QUERY_SRQ:
         pvrdma_le_cmd_query_srq(&req->query_srq);

@@ -1589,11 +1589,118 @@ fail_free:
     return ret;
 }
 
+/*
+ * MODIFY_SRQ with MAX_WR (project extension PVRDMA_EX_CAP_RESIZE_SRQ):
+ * the SRQ moves to the new ring of @c, laid out as CREATE_SRQ's for the
+ * SRQ's max_sge.  The receive WQEs the guest posted and the device has
+ * not taken yet (the device's cons .. the guest's prod_tail) are copied
+ * to slots 0, 1, ... of it, in order, and the new ring's indices set to
+ * match (cons_head 0, prod_tail their count), from where the guest goes
+ * on posting.  Runs under the device lock like every receive, so no WQE
+ * is taken twice or lost; the guest posts nothing meanwhile.  The new
+ * size must hold the WQEs posted and the limit (the new one, if LIMIT is
+ * set too).  On any error the SRQ stays on its old ring.
+ */
+static int pvrdma_srq_resize(PvrdmaCore *core, PvrdmaSrq *srq,
+                             const struct pvrdma_cmd_modify_srq_ex *c)
+{
+    uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)] PVRDMA_UNINIT;
+    uint32_t max_wr = c->attrs.max_wr, prod, n, i, zero = 0, prod_le;
+    uint32_t limit = c->attr_mask & PVRDMA_SRQ_LIMIT ? c->attrs.srq_limit :
+                     srq->srq_limit;
+    uint64_t need, *pages;
+    PvrdmaRing ring;
+    int ret;
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_RESIZE_SRQ)) {
+        GERR(core, MODIFY_SRQ_RESIZING_SRQ_NOT_SUPPORTED,
+             "MODIFY_SRQ: resizing an SRQ is not supported");
+        return -EINVAL;
+    }
+    if (!pvrdma_wr_ok(max_wr, core->cfg.max_srq_wr) || limit > max_wr ||
+        !MBZ(c->reserved)) {
+        GERR(core, MODIFY_SRQ_RESIZE_MAX_WR,
+             "MODIFY_SRQ: SRQ %u: new max_wr %u (a power of two up to %u, "
+             "at least the limit)", srq->handle, max_wr,
+             core->cfg.max_srq_wr);
+        return -EINVAL;
+    }
+    need = pvrdma_pages_for((uint64_t)max_wr * srq->wqe_size);
+    if (c->nchunks < 1 || !pvrdma_ring_pages_ok(c->nchunks - 1ull, need)) {
+        GERR(core, MODIFY_SRQ_RESIZE_NCHUNKS,
+             "MODIFY_SRQ: nchunks %u for %u x %u byte WQEs", c->nchunks,
+             max_wr, srq->wqe_size);
+        return -EINVAL;
+    }
+    ret = pvrdma_wq_srq_posted(core, srq, &prod);
+    if (ret < 0) {
+        return ret;
+    }
+    n = (prod - srq->cons) & ((srq->ring.n << 1) - 1);
+    if (n > pvrdma_ring_capacity(max_wr)) {
+        GERR(core, MODIFY_SRQ_RESIZE_POSTED_DO_NOT_FIT,
+             "MODIFY_SRQ: SRQ %u has %u receive WQEs posted, more than %u",
+             srq->handle, n, max_wr);
+        return -EINVAL;
+    }
+    ret = pvrdma_core_charge_pages(core, c->nchunks);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = pvrdma_pdir_read(core, c->pdir_dma, c->nchunks, &pages);
+    if (ret < 0) {
+        pvrdma_core_uncharge_pages(core, c->nchunks);
+        return ret;
+    }
+    if (!pvrdma_ring_init(&ring, pages, c->nchunks, 1, c->nchunks - 1,
+                          max_wr, srq->wqe_size, PVRDMA_RING_STATE_RX_OFFSET)) {
+        ret = -EINVAL;
+        goto fail;
+    }
+    for (i = 0; i < n; i++) {
+        uint32_t from = pvrdma_ring_slot(srq->cons + i, srq->ring.n);
+
+        ret = pvrdma_core_dma_read(core, pvrdma_ring_elem_addr(&srq->ring,
+                                                               from),
+                                   wqe, srq->wqe_size);
+        if (ret == 0) {
+            ret = pvrdma_core_dma_write(core, pvrdma_ring_elem_addr(&ring, i),
+                                        wqe, srq->wqe_size);
+        }
+        if (ret < 0) {
+            goto fail;
+        }
+    }
+    prod_le = GUINT32_TO_LE(n);
+    ret = pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(&ring), &zero,
+                                sizeof(zero));
+    if (ret == 0) {
+        ret = pvrdma_core_dma_write(core, pvrdma_ring_prod_addr(&ring),
+                                    &prod_le, sizeof(prod_le));
+    }
+    if (ret < 0) {
+        goto fail;
+    }
+    g_free(srq->pages);
+    pvrdma_core_uncharge_pages(core, srq->npages);
+    srq->pages = pages;
+    srq->npages = c->nchunks;
+    srq->ring = ring;
+    srq->max_wr = max_wr;
+    srq->cons = 0;
+    return 0;
+
+fail:
+    g_free(pages);
+    pvrdma_core_uncharge_pages(core, c->nchunks);
+    return ret;
+}
+
 static int pvrdma_cmd_modify_srq(PvrdmaCore *core,
                                  const union pvrdma_cmd_req *req,
                                  union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
 {
-    const struct pvrdma_cmd_modify_srq *c = &req->modify_srq;
+    const struct pvrdma_cmd_modify_srq_ex *c = &req->modify_srq_ex;
     PvrdmaSrq *srq = pvrdma_table_lookup(&core->srq_tbl, c->srq_handle);
     int ret;
 
@@ -1605,9 +1712,10 @@ static int pvrdma_cmd_modify_srq(PvrdmaCore *core,
         return -EINVAL;
     }
     if (c->attr_mask & PVRDMA_SRQ_MAX_WR) {
-        GERR(core, MODIFY_SRQ_RESIZING_SRQ_NOT_SUPPORTED,
-             "MODIFY_SRQ: resizing an SRQ is not supported");
-        return -EINVAL;
+        ret = pvrdma_srq_resize(core, srq, c);
+        if (ret < 0) {
+            return ret;
+        }
     }
     if (!(c->attr_mask & PVRDMA_SRQ_LIMIT)) {
         return 0;

@@ -779,6 +779,9 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                       /* MR access and PD are then the core's alone. */
                       (!core->be_ops->mr_register ? PVRDMA_EX_CAP_MODIFY_MR :
                        0) |
+                      /* SRQ rings are then the core's alone. */
+                      (!core->be_ops->srq_create ? PVRDMA_EX_CAP_RESIZE_SRQ :
+                       0) |
                       PVRDMA_EX_CAP_COUNTERS;
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;

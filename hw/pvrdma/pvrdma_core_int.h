@@ -553,6 +553,11 @@ void pvrdma_wq_qp_destroy(PvrdmaCore *core, PvrdmaQp *qp);
 void pvrdma_wq_mw_unbind(PvrdmaCore *core, PvrdmaMr *mw);
 /* After the SRQ's limit was (re)set by CREATE_SRQ / MODIFY_SRQ. */
 void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq);
+/*
+ * The guest's prod_tail of @srq's ring, checked against the device's
+ * cons (GERR'd and negative when invalid).
+ */
+int pvrdma_wq_srq_posted(PvrdmaCore *core, PvrdmaSrq *srq, uint32_t *prod);
 /* Every object is gone: cancel the timer. */
 void pvrdma_wq_reset(PvrdmaCore *core);
 /* (Re)arm the core's timer at its earliest deadline (RNR waits, faults). */

@@ -208,6 +208,16 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_MODIFY_SRQ_RESIZING_SRQ_NOT_SUPPORTED:
         trace_pvrdma_err_modify_srq_resizing_srq_not_supported();
         break;
+    case PVRDMA_GERR_MODIFY_SRQ_RESIZE_MAX_WR:
+        trace_pvrdma_err_modify_srq_resize_max_wr(a[0].u, a[1].u, a[2].u);
+        break;
+    case PVRDMA_GERR_MODIFY_SRQ_RESIZE_NCHUNKS:
+        trace_pvrdma_err_modify_srq_resize_nchunks(a[0].u, a[1].u, a[2].u);
+        break;
+    case PVRDMA_GERR_MODIFY_SRQ_RESIZE_POSTED_DO_NOT_FIT:
+        trace_pvrdma_err_modify_srq_resize_posted_do_not_fit(a[0].u, a[1].u,
+                                                             a[2].u);
+        break;
     case PVRDMA_GERR_MODIFY_SRQ_LIMIT_MAX_WR:
         trace_pvrdma_err_modify_srq_limit_max_wr(a[0].u, a[1].u);
         break;

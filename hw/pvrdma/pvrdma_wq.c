@@ -1165,6 +1165,11 @@ void pvrdma_wq_srq_limit_set(PvrdmaSrq *srq)
     srq->limit_armed = srq->srq_limit > 0;
 }
 
+int pvrdma_wq_srq_posted(PvrdmaCore *core, PvrdmaSrq *srq, uint32_t *prod)
+{
+    return pvrdma_wq_read_prod(core, &srq->ring, srq->cons, prod);
+}
+
 /* ---- send queue ---------------------------------------------------------- */
 
 uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode)

@@ -78,7 +78,9 @@ enum {
      * bit 5 drops STATE, bit 6 adds bit (mask % 21). */
     FZ_OP_MODIFY_QP,
     /* dev[1] which[1] sel mask[4] val[4]: QUERY_PORT/PKEY/QP/SRQ,
-     * MODIFY_SRQ. */
+     * MODIFY_SRQ (mask bits 0 and 2: MAX_WR with a new ring, mask's
+     * bits 8-23 its size, 16-23 a page count delta, 24-31 poison),
+     * RESIZE_CQ (val as that). */
     FZ_OP_QUERY,
     /* dev[1] kind[1] sel: DESTROY_UC/PD/MR/CQ/QP/SRQ/BIND. */
     FZ_OP_DESTROY,

@@ -810,11 +810,12 @@ static void fz_query(FzIn *in)
 {
     FzDev *d = in_dev(in);
     uint8_t which = in_u8(in) % 6;
-    uint32_t raw, h = 0, mask, val, alloc;
+    uint32_t raw, h = 0, mask, val, alloc = 0;
+    bool ok;
     uint64_t pages[FZ_MAX_PAGES];
     union pvrdma_cmd_req c;
     union pvrdma_cmd_resp r;
-    int i;
+    int i = -1;
 
     memset(&c, 0, sizeof(c));
     switch (which) {
@@ -856,10 +857,28 @@ static void fz_query(FzIn *in)
         c.query_srq.srq_handle = h;
         break;
     case 4:
-        c.modify_srq.hdr.cmd = PVRDMA_CMD_MODIFY_SRQ;
-        c.modify_srq.srq_handle = h;
-        c.modify_srq.attr_mask = mask & 3;
-        c.modify_srq.attrs.srq_limit = val;
+        c.modify_srq_ex.hdr.cmd = PVRDMA_CMD_MODIFY_SRQ;
+        c.modify_srq_ex.srq_handle = h;
+        c.modify_srq_ex.attr_mask = mask & 3;
+        c.modify_srq_ex.attrs.srq_limit = val;
+        if ((mask & 5) != 5) {
+            break;
+        }
+        /* MAX_WR with a new ring (PVRDMA_EX_CAP_RESIZE_SRQ), sized by
+         * mask's bits 8-23 as RESIZE_CQ's by val, for a tracked SRQ's
+         * WQE size (else 64 bytes). */
+        c.modify_srq_ex.attrs.max_wr = mask & 0x100 ? mask >> 8 :
+                                       1u << ((mask >> 8) % 11);
+        c.modify_srq_ex.nchunks =
+            1 + ((uint64_t)(c.modify_srq_ex.attrs.max_wr & 0x7ff) *
+                 (i >= 0 ? d->srq[i].wqe : 64) + 4095) / 4096 +
+            (int8_t)(mask >> 16) % 4;
+        alloc = MIN(MAX(c.modify_srq_ex.nchunks, 1u), (uint32_t)FZ_MAX_PAGES);
+        if (!fz_room(2 * alloc + 2)) {
+            return;
+        }
+        c.modify_srq_ex.pdir_dma = fg_alloc_paged(d->fg, alloc, pages);
+        fz_pdir_poison(c.modify_srq_ex.pdir_dma, alloc, (uint8_t)(mask >> 24));
         break;
     default:
         /* RESIZE_CQ to a new ring; the low bits of val size it. */
@@ -877,7 +896,13 @@ static void fz_query(FzIn *in)
         fz_pdir_poison(c.resize_cq_ex.pdir_dma, alloc, (uint8_t)(val >> 23));
         break;
     }
-    if (fz_cmd(d, &c, sizeof(c), &r) == 0 && which == 5) {
+    ok = fz_cmd(d, &c, sizeof(c), &r) == 0;
+    if (ok && which == 4 && i >= 0 && (mask & 5) == 5) {
+        /* The harness posts to the SRQ's new ring. */
+        memcpy(d->srq[i].pages, pages, sizeof(pages[0]) * alloc);
+        d->srq[i].npages = alloc;
+        d->srq[i].n = c.modify_srq_ex.attrs.max_wr;
+    } else if (ok && which == 5) {
         /* The harness polls the CQ where the device now writes. */
         for (i = 0; i < (int)d->ncq; i++) {
             if (d->cq[i].handle == h) {

@@ -293,6 +293,30 @@ int main(int argc, char **argv)
     consume(0);
     finish("srq");
 
+    /* The same SRQ resized with receives waiting, then used on. */
+    begin(0);
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 6);
+    create_user_mr(0, 0, VA_A, 4 * 4096);
+    create_srq(0, 0, 2);
+    create_qp(0, 0, 0, 0);
+    create_qp(0, 0, 0, SEL_KERNEL);
+    connect_qp(0, 0, 0, 1, 1, 7);
+    connect_qp(0, 1, 0, 0, 1, 7);
+    post_srq_recv(0, 0, 0, 0, 512);
+    post_srq_recv(0, 0, 0, 512, 512);
+    post_srq_recv(0, 0, 0, 1024, 512);
+    post_send(0, 1, 2, 0, 0x2000, 100, 0, 0, 0, 0, 0, 0);
+    /* MODIFY_SRQ, MAX_WR with a ring of 1 << 6 WQEs (mask bits 0, 2) */
+    u8(FZ_OP_QUERY); u8(0); u8(4); u8(0); u32(0x605); u32(0);
+    post_srq_recv(0, 0, 0, 1536, 512);
+    post_send(0, 1, 2, 0, 0x2000, 100, 0, 0, 0, 0, 0, 0);
+    post_send(0, 1, 3, 0, 0x2000, 100, 0, 0, 0, 0, 0, 9);
+    consume(0);
+    finish("srq-resize");
+
     /* Fast registration, RDMA into the FRMR, invalidation. */
     begin(FZ_CFG_TWO_DEVICES);
     pair(0, 1, 7);

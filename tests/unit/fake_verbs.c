@@ -183,6 +183,38 @@ int fv_srq_modify_limit(FvSrq *srq, uint32_t limit)
     return fg_cmd(srq->fg, &c, sizeof(c), NULL);
 }
 
+int fv_srq_resize_nchunks(FvSrq *srq, uint32_t max_wr, uint32_t limit,
+                          uint32_t mask, uint32_t nchunks)
+{
+    struct pvrdma_cmd_modify_srq_ex c = { .hdr.cmd = PVRDMA_CMD_MODIFY_SRQ };
+    uint64_t pages[FV_MAX_PAGES];
+    int ret;
+
+    assert_true(nchunks <= FV_MAX_PAGES);
+    c.srq_handle = srq->handle;
+    c.attr_mask = PVRDMA_SRQ_MAX_WR | mask;
+    c.attrs.max_wr = max_wr;
+    c.attrs.srq_limit = limit;
+    if (nchunks) {
+        c.pdir_dma = fg_alloc_paged(srq->fg, nchunks, pages);
+        c.nchunks = nchunks;
+    }
+    ret = fg_cmd(srq->fg, &c, sizeof(c), NULL);
+    if (ret == 0) {
+        srq->n = max_wr;
+        memcpy(srq->pages, pages, nchunks * sizeof(pages[0]));
+    }
+    return ret;
+}
+
+int fv_srq_resize(FvSrq *srq, uint32_t max_wr)
+{
+    uint64_t n = 1 + fv_pages_for((uint64_t)max_wr * srq->wqe);
+
+    /* (a size too big for the test's pages gets the most it has) */
+    return fv_srq_resize_nchunks(srq, max_wr, 0, 0, MIN(n, FV_MAX_PAGES));
+}
+
 /* ---- QP ------------------------------------------------------------------ */
 
 FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,

@@ -84,6 +84,12 @@ void fv_srq_post(FvSrq *srq, uint64_t wr_id, const struct pvrdma_sge *sge,
 void fv_srq_ring(FvSrq *srq);
 void fv_srq_set_prod(FvSrq *srq, uint32_t prod);
 int fv_srq_modify_limit(FvSrq *srq, uint32_t limit);
+/* MODIFY_SRQ with MAX_WR (PVRDMA_EX_CAP_RESIZE_SRQ): a new ring of
+ * @max_wr WQEs, in @nchunks fresh pages (0: the VMware layout, none);
+ * @mask adds PVRDMA_SRQ_LIMIT (@limit).  On success @srq is on it. */
+int fv_srq_resize_nchunks(FvSrq *srq, uint32_t max_wr, uint32_t limit,
+                          uint32_t mask, uint32_t nchunks);
+int fv_srq_resize(FvSrq *srq, uint32_t max_wr);
 
 /* A QP; @srq may be NULL.  sq_sig_all as given. */
 FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,

@@ -102,6 +102,20 @@ static void test_request_fields(void **state)
                         w.modify_qp.attrs.ah_attr.grh.dgid, 16);
     assert_int_equal(m->attrs.rnr_retry, w.modify_qp.attrs.rnr_retry);
 
+    /* MODIFY_SRQ: the extended layout's ring (PVRDMA_EX_CAP_RESIZE_SRQ) */
+    fill(&w, sizeof(w));
+    w.hdr.cmd = GUINT32_SWAP_LE_BE(PVRDMA_CMD_MODIFY_SRQ);
+    req = w;
+    pvrdma_cmd_req_le(&req, true);
+    assert_int_equal(req.modify_srq_ex.attrs.max_wr,
+                     GUINT32_SWAP_LE_BE(w.modify_srq_ex.attrs.max_wr));
+    assert_int_equal(req.modify_srq_ex.pdir_dma,
+                     GUINT64_SWAP_LE_BE(w.modify_srq_ex.pdir_dma));
+    assert_int_equal(req.modify_srq_ex.nchunks,
+                     GUINT32_SWAP_LE_BE(w.modify_srq_ex.nchunks));
+    assert_memory_equal(req.modify_srq_ex.reserved, w.modify_srq_ex.reserved,
+                        sizeof(req.modify_srq_ex.reserved));
+
     /* CREATE_UC: the pfn union converts as the 64-bit pfn */
     fill(&w, sizeof(w));
     w.hdr.cmd = GUINT32_SWAP_LE_BE(PVRDMA_CMD_CREATE_UC);

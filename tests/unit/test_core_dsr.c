@@ -201,12 +201,13 @@ static void test_dsr_valid_caps(void **state)
      * RESIZE_CQ and UC always, windows on a backend whose remote keys the
      * core checks (this one), CQE timestamps with a clock (the fake
      * guest's), MODIFY_MR on a backend that keeps no MRs of its own,
-     * counters always; no CQ_POLL hint without peers elsewhere
+     * RESIZE_SRQ on one that keeps no SRQs of its own, counters always;
+     * no CQ_POLL hint without peers elsewhere
      */
     assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
                      PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
-                     PVRDMA_EX_CAP_COUNTERS);
+                     PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
     assert_int_equal(c->hw_ver, 1);
@@ -248,7 +249,7 @@ static void test_dsr_valid_caps(void **state)
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
                      PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
-                     PVRDMA_EX_CAP_COUNTERS);
+                     PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
     assert_int_equal(dsr->driver_version, 20);
@@ -263,6 +264,30 @@ static void test_dsr_valid_caps(void **state)
     fg_free(fg);
 }
 
+/* A backend that keeps MRs and SRQs of its own (as backend=ibverbs
+ * does): no MODIFY_MR, no RESIZE_SRQ, and a resize is refused. */
+static void test_dsr_caps_backend_objects(void **state)
+{
+    FakeGuest *fg = fg_new(NULL);
+    struct pvrdma_cmd_modify_srq_ex m = { .hdr.cmd = PVRDMA_CMD_MODIFY_SRQ };
+    uint32_t pd, srq;
+
+    (void)state;
+    fg_use_recording_backend(fg);       /* (freed with the device) */
+    fg_setup(fg);
+    assert_false(fg_caps(fg)->ex_comp_mask &
+                 (PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_MODIFY_MR));
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    assert_int_equal(fg_create_srq(fg, pd, 4, 1, &srq), 0);
+    m.srq_handle = srq;
+    m.attr_mask = PVRDMA_SRQ_MAX_WR;
+    m.attrs.max_wr = 8;
+    m.pdir_dma = 0x10000;
+    m.nchunks = 2;
+    assert_int_equal(fg_cmd(fg, &m, sizeof(m), NULL), -EINVAL);
+    fg_free(fg);
+}
+
 /* A backend whose remote keys the core does not check: no windows. */
 static void test_dsr_caps_no_mw(void **state)
 {
@@ -274,7 +299,7 @@ static void test_dsr_caps_no_mw(void **state)
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
                      PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
-                     PVRDMA_EX_CAP_COUNTERS);
+                     PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     fg_free(fg);
 }
 
@@ -993,6 +1018,7 @@ int main(void)
         cmocka_unit_test(test_regs_reset_values),
         cmocka_unit_test(test_dsr_valid_caps),
         cmocka_unit_test(test_dsr_caps_no_mw),
+        cmocka_unit_test(test_dsr_caps_backend_objects),
         cmocka_unit_test(test_dsr_caps_no_modify_mr),
         cmocka_unit_test(test_dsr_bad_num_pages),
         cmocka_unit_test(test_dsr_ring_page_bounds),

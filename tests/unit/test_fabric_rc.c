@@ -2102,6 +2102,134 @@ static void test_srq(void **state)
     g_free(m);
 }
 
+/*
+ * One 50-byte SEND from @a into the SRQ of @b: the receive completes with
+ * @want (wr_id) and the bytes land where that WQE points (VA_A + 4096 +
+ * (@want % 100) * 60, filled with @want's low byte).
+ */
+static void srq_send_one(FvQp *a, FvQp *b, FvCq *cq, FvMr *m, uint64_t want)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(want, PVRDMA_WR_SEND, 0, 1);
+    struct pvrdma_sge s = sge(m, VA_A, 50);
+    struct pvrdma_cqe c;
+
+    fv_mr_fill(m, VA_A, 50, (uint8_t)want);
+    fv_post_send(a, &h, &s, 1);
+    fv_ring_sq(a);
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.opcode, PVRDMA_WC_RECV);
+    assert_int_equal(c.qp, b->handle);
+    assert_int_equal(c.wr_id, want);
+    assert_int_equal(c.byte_len, 50);
+    assert_true(fv_mr_check(m, VA_A + 4096 + (want % 100) * 60, 50,
+                            (uint8_t)want));
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.opcode, PVRDMA_WC_SEND);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+}
+
+static void srq_post_ids(FvSrq *srq, FvMr *m, uint64_t first, unsigned n)
+{
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        struct pvrdma_sge r = sge(m, VA_A + 4096 + ((first + i) % 100) * 60,
+                                  60);
+
+        fv_srq_post(srq, first + i, &r, 1);
+    }
+    fv_srq_ring(srq);
+}
+
+/*
+ * MODIFY_SRQ with MAX_WR (PVRDMA_EX_CAP_RESIZE_SRQ): the receive WQEs
+ * posted and not taken move to the new ring in order, also across the
+ * old ring's wrap; what does not fit, a bad size, ring or index is
+ * refused and the SRQ goes on on its old ring.
+ */
+static void test_srq_resize(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd;
+    FvCq *cq;
+    FvSrq *srq;
+    FvQp *a, *b;
+    FvMr *m;
+    unsigned i;
+    uint64_t id;
+    uint32_t prod;
+
+    (void)state;
+    assert_true(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_RESIZE_SRQ);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 64);
+    srq = fv_srq_new(fg, pd, 8, 1, 0);
+    a = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, NULL, 8, 1, true);
+    b = fv_qp_new(fg, PVRDMA_QPT_RC, pd, cq, cq, srq, 8, 1, true);
+    m = fv_mr_new(fg, pd, VA_A, 3 * 4096, ALL_ACCESS);
+    fv_connect(a, b, &default_opts);
+    /* 8 posted, 6 taken, 6 more posted: the ring has wrapped (cons 6) */
+    srq_post_ids(srq, m, 0, 8);
+    for (id = 0; id < 6; id++) {
+        srq_send_one(a, b, cq, m, id);
+    }
+    srq_post_ids(srq, m, 8, 6);
+    /* refused, the SRQ untouched: 8 posted do not fit in 4 */
+    assert_int_equal(fv_srq_resize(srq, 4), -EINVAL);
+    /* not a power of two; over max_srq_wr; below the limit asked */
+    assert_int_equal(fv_srq_resize(srq, 24), -EINVAL);
+    assert_int_equal(fv_srq_resize(srq, fg_caps(fg)->max_srq_wr * 2), -EINVAL);
+    assert_int_equal(fv_srq_resize_nchunks(srq, 16, 17, PVRDMA_SRQ_LIMIT, 2),
+                     -EINVAL);
+    /* the VMware layout (no ring), and a ring of too few pages */
+    assert_int_equal(fv_srq_resize_nchunks(srq, 16, 0, 0, 0), -EINVAL);
+    assert_int_equal(fv_srq_resize_nchunks(srq, 256, 0, 0, 1), -EINVAL);
+    srq_send_one(a, b, cq, m, 6);
+    /* resized with a limit: 7 .. 13 move to slots 0 .. 6 */
+    assert_int_equal(fv_srq_resize_nchunks(srq, 32, 4, PVRDMA_SRQ_LIMIT, 2),
+                     0);
+    assert_int_equal(fg_read32(fg, srq->pages[0] + 8), 7);
+    srq_post_ids(srq, m, 14, 20);
+    for (id = 7; id < 12; id++) {
+        srq_send_one(a, b, cq, m, id);
+    }
+    /* and back down: 22 posted (12 .. 33) fit in 32 */
+    assert_int_equal(fv_srq_resize(srq, 32), 0);
+    for (id = 12; id < 30; id++) {
+        srq_send_one(a, b, cq, m, id);
+    }
+    /* 4 left, the limit 4: the next SEND takes it below (one event) */
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                    srq->handle), 0);
+    srq_send_one(a, b, cq, m, 30);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_SRQ_LIMIT_REACHED,
+                                    srq->handle), 1);
+    for (id = 31; id < 34; id++) {
+        srq_send_one(a, b, cq, m, id);
+    }
+    /* a corrupted prod_tail: refused, nothing moved */
+    prod = fg_read32(fg, srq->pages[0] + 8);
+    fv_srq_set_prod(srq, 0xffff);
+    assert_int_equal(fv_srq_resize(srq, 64), -EINVAL);
+    fv_srq_set_prod(srq, prod);
+    /* many resizes in a row with WQEs waiting: none lost, none doubled */
+    srq_post_ids(srq, m, 34, 10);
+    for (i = 0; i < 6; i++) {
+        assert_int_equal(fv_srq_resize(srq, i & 1 ? 16 : 64), 0);
+    }
+    for (id = 34; id < 44; id++) {
+        srq_send_one(a, b, cq, m, id);
+    }
+    assert_false(fv_cq_poll(cq, &(struct pvrdma_cqe){ 0 }));
+    fg_free(fg);
+    g_free(cq);
+    g_free(srq);
+    g_free(a);
+    g_free(b);
+    g_free(m);
+}
+
 /* ---- fast registration and invalidation ---------------------------------- */
 
 static void post_reg_mr(Pair *p, FvFrmr *f, uint64_t id, uint64_t iova,
@@ -3180,6 +3308,7 @@ int main(void)
         cmocka_unit_test(test_cq_overrun),
         cmocka_unit_test(test_cq_arm),
         cmocka_unit_test(test_srq),
+        cmocka_unit_test(test_srq_resize),
         cmocka_unit_test(test_fast_reg_loopback),
         cmocka_unit_test(test_fast_reg_two_devices),
         cmocka_unit_test(test_fast_reg_bad),

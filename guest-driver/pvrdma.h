@@ -192,8 +192,9 @@ struct pvrdma_qp {
  * @pdir: ring-state page then receive WQE pages
  * @umem: pinned user ring, NULL for kernel SRQs
  * @rq: kernel receive ring
- * @max_wr: ring entries given to CREATE_SRQ
+ * @max_wr: ring entries given to CREATE_SRQ (or the last resize)
  * @max_sge: SGEs per WQE given to CREATE_SRQ
+ * @resize_mutex: one resize of a user SRQ at a time
  */
 struct pvrdma_srq {
 	struct ib_srq ibsrq;
@@ -205,6 +206,7 @@ struct pvrdma_srq {
 	struct pvrdma_wq rq;
 	u32 max_wr;
 	u32 max_sge;
+	struct mutex resize_mutex;
 };
 
 /**

@@ -112,6 +112,7 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	}
 
 	spin_lock_init(&srq->rq.lock);
+	mutex_init(&srq->resize_mutex);
 	refcount_set(&srq->refcnt, 1);
 	init_completion(&srq->free);
 
@@ -188,12 +189,81 @@ err_dec_count:
 	return ret;
 }
 
+/*
+ * Resize a user SRQ (project extension PVRDMA_EX_CAP_RESIZE_SRQ): the
+ * provider's new ring buffer (@udata: struct pvrdma_resize_cq's layout,
+ * ring-state page first, as at creation) goes to the device in the
+ * extended MODIFY_SRQ, and the device moves the receive WQEs posted and
+ * not yet taken into it, in order. The provider posts nothing meanwhile
+ * (it holds its SRQ lock). A kernel SRQ is not resized (no kernel user
+ * asks; its posts could not wait for the command). On an error the SRQ
+ * stays on its old ring.
+ */
+static int pvrdma_resize_srq(struct pvrdma_dev *dev, struct pvrdma_srq *srq,
+			     struct ib_srq_attr *attr,
+			     enum ib_srq_attr_mask attr_mask,
+			     struct ib_udata *udata)
+{
+	union pvrdma_cmd_req req = {};
+	struct pvrdma_cmd_modify_srq_ex *cmd = &req.modify_srq_ex;
+	struct pvrdma_pdir pdir = {};
+	struct ib_umem *umem;
+	u32 entries, wqe_size;
+	int ret;
+
+	/* (a provider without it, as rdma-core's stock one, sends no ring) */
+	if (!(dev->caps.ex_comp_mask & PVRDMA_EX_CAP_RESIZE_SRQ) ||
+	    !udata || !srq->umem ||
+	    udata->inlen < offsetofend(struct pvrdma_resize_cq, buf_size))
+		return -EOPNOTSUPP;
+	if (!attr->max_wr || attr->max_wr > dev->caps.max_srq_wr)
+		return -EINVAL;
+	entries = roundup_pow_of_two(attr->max_wr);
+	if (entries > dev->caps.max_srq_wr ||
+	    ((attr_mask & IB_SRQ_LIMIT) && attr->srq_limit > entries))
+		return -EINVAL;
+	wqe_size = roundup_pow_of_two(PVRDMA_RQ_WQE_HDR_SIZE +
+				      srq->max_sge * PVRDMA_SGE_SIZE);
+
+	/* Two threads of a process could ask at once: not both replace. */
+	mutex_lock(&srq->resize_mutex);
+	ret = pvrdma_pdir_pin_user_ring(dev, udata,
+					(size_t)entries * wqe_size, &umem,
+					&pdir);
+	if (ret < 0)
+		goto out_unlock;
+
+	cmd->hdr.cmd = PVRDMA_CMD_MODIFY_SRQ;
+	cmd->srq_handle = srq->srq_handle;
+	cmd->attr_mask = PVRDMA_SRQ_MAX_WR |
+			 (attr_mask & IB_SRQ_LIMIT ? PVRDMA_SRQ_LIMIT : 0);
+	cmd->attrs.max_wr = entries;
+	cmd->attrs.srq_limit = attr->srq_limit;
+	cmd->pdir_dma = pdir.dir_dma;
+	cmd->nchunks = ret;
+	ret = pvrdma_cmd_post(dev, &req, NULL);
+	if (ret) {
+		pvrdma_pdir_cleanup(dev, &pdir);
+		ib_umem_release(umem);
+		goto out_unlock;
+	}
+
+	pvrdma_srq_free_ring(dev, srq);
+	srq->pdir = pdir;
+	srq->umem = umem;
+	srq->max_wr = entries;
+	pvrdma_dbg_srq(srq, "resized to %u WRs\n", entries);
+out_unlock:
+	mutex_unlock(&srq->resize_mutex);
+	return ret;
+}
+
 /**
- * pvrdma_modify_srq() - MODIFY_SRQ: only the limit can change
+ * pvrdma_modify_srq() - MODIFY_SRQ: the limit, and the size of user SRQs
  * @ibsrq: SRQ
  * @attr: new attributes
- * @attr_mask: must be IB_SRQ_LIMIT (resizing is not supported)
- * @udata: must carry no driver data
+ * @attr_mask: IB_SRQ_LIMIT, IB_SRQ_MAX_WR (with PVRDMA_EX_CAP_RESIZE_SRQ)
+ * @udata: the new ring for IB_SRQ_MAX_WR, else no driver data
  *
  * Return: 0 or a negative errno.
  */
@@ -204,11 +274,15 @@ int pvrdma_modify_srq(struct ib_srq *ibsrq, struct ib_srq_attr *attr,
 	struct pvrdma_srq *srq = to_psrq(ibsrq);
 	union pvrdma_cmd_req req = {};
 
+	if (attr_mask & ~(IB_SRQ_LIMIT | IB_SRQ_MAX_WR))
+		return -EOPNOTSUPP;
+	if (attr_mask & IB_SRQ_MAX_WR)
+		return pvrdma_resize_srq(dev, srq, attr, attr_mask, udata);
+	if (attr_mask != IB_SRQ_LIMIT)
+		return -EOPNOTSUPP;
 	if (udata && udata->inlen &&
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
-	if (attr_mask != IB_SRQ_LIMIT)
-		return -EOPNOTSUPP;
 	if (attr->srq_limit > srq->max_wr)
 		return -EINVAL;
 

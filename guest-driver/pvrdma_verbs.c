@@ -101,6 +101,9 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 		props->timestamp_mask = BIT_ULL(PVRDMA_CQE_TS_BITS) - 1;
 		props->hca_core_clock = PVRDMA_CQE_TS_KHZ;
 	}
+	/* User SRQs take a new ring (spec §14). */
+	if (caps->ex_comp_mask & PVRDMA_EX_CAP_RESIZE_SRQ)
+		props->device_cap_flags |= IB_DEVICE_SRQ_RESIZE;
 	/* Windows live in the device's MR table (spec §14). */
 	if (caps->ex_comp_mask & PVRDMA_EX_CAP_MW) {
 		props->device_cap_flags |= IB_DEVICE_MEM_WINDOW |

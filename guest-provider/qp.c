@@ -899,20 +899,61 @@ int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
 }
 
 /*
- * Only the limit can change: the ring is sized for good at creation and
- * MODIFY_SRQ cannot carry a new one (resizing: EOPNOTSUPP).
+ * The limit changes in place. A resize (IBV_SRQ_MAX_WR) hands the kernel
+ * a new ring buffer laid out as at creation, and the device moves the
+ * receive WQEs posted and not yet taken into it, in order (project
+ * extension PVRDMA_EX_CAP_RESIZE_SRQ; without it, or under the stock
+ * driver, the kernel refuses and the SRQ stays as it was). The SRQ lock
+ * is held across the command, so that nothing is posted to the old ring
+ * once the device has moved it.
  */
 int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 		      int attr_mask)
 {
-	struct ibv_modify_srq cmd;
+	struct pvrdma_device *dev = to_pvrdma_dev(ibvsrq->context->device);
+	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
+	struct pvrdma_ucmd_modify_srq cmd = {};
+	struct ibv_modify_srq plain;
+	struct ibv_srq_attr a = *attr;
+	uint32_t nelems;
+	size_t buf_size;
+	void *buf;
+	int err;
 
 	if (attr_mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
 		return EINVAL;
-	if (attr_mask & IBV_SRQ_MAX_WR)
-		return EOPNOTSUPP;
+	if (!(attr_mask & IBV_SRQ_MAX_WR))
+		return ibv_cmd_modify_srq(ibvsrq, attr, attr_mask, &plain,
+					  sizeof(plain));
+	if (!attr->max_wr ||
+	    attr->max_wr > (UINT32_MAX / 2) / srq->wq.wqe_size)
+		return EINVAL;
+	nelems = roundup_pow_of_two(attr->max_wr);
+	buf_size = dev->pg_sz + align((size_t)nelems * srq->wq.wqe_size,
+				      dev->pg_sz);
+	buf = pvrdma_alloc_ring_buf(buf_size);
+	if (!buf)
+		return errno;
+	a.max_wr = nelems;
+	cmd.buf_addr = (uintptr_t)buf;
+	cmd.buf_size = buf_size;
 
-	return ibv_cmd_modify_srq(ibvsrq, attr, attr_mask, &cmd, sizeof(cmd));
+	pthread_spin_lock(&srq->wq.lock);
+	err = ibv_cmd_modify_srq(ibvsrq, &a, attr_mask, &cmd.ibv_cmd,
+				 sizeof(cmd));
+	if (err) {
+		pthread_spin_unlock(&srq->wq.lock);
+		pvrdma_free_ring_buf(buf, buf_size);
+		return err;
+	}
+	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
+	srq->buf = buf;
+	srq->buf_size = buf_size;
+	srq->wq.ring = &((struct pvrdma_ring_state *)buf)->rx;
+	srq->wq.wqes = (uint8_t *)buf + dev->pg_sz;
+	srq->wq.nelems = nelems;
+	pthread_spin_unlock(&srq->wq.lock);
+	return 0;
 }
 
 int pvrdma_query_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr)

@@ -15,7 +15,12 @@ hw_counters=$(build_prog hw_counters)
 
 cat > "$TEST_OUT/guest.sh" <<'GUEST'
 fail() { echo "GUEST-FAIL: $*"; exit 1; }
-./rc_verify -d pvrdma0 || fail "rc_verify on one device"
+./rc_verify -d pvrdma0 > /tmp/rv.out 2>&1
+rc=$?
+cat /tmp/rv.out
+[ $rc -eq 0 ] || fail "rc_verify on one device"
+# The device resizes SRQs (PVRDMA_EX_CAP_RESIZE_SRQ): the check ran.
+grep -q "^PASS srq: resize" /tmp/rv.out || fail "rc_verify did not resize an SRQ"
 ./rc_verify -d pvrdma0 -D pvrdma1 || fail "rc_verify across two devices"
 ./hw_counters -d pvrdma0 -D pvrdma1 -n 20 -s 3000 || fail "hw_counters"
 # rdma statistic (netlink) and sysfs agree, counter by counter.

@@ -3054,6 +3054,76 @@ static int srq_limit(struct srq *srq)
 	return 0;
 }
 
+/*
+ * Resizing with receives waiting (IBV_SRQ_MAX_WR): 6 receives posted, 2
+ * taken; the SRQ grown to 4 x QP_DEPTH, 6 more posted; 10 SENDs: the
+ * receives complete in the order they were posted, each holding its own
+ * message. Then 3 posted, the SRQ back to QP_DEPTH, 3 SENDs, the same.
+ */
+static int srq_resize_send(struct pair *p, uint64_t rid, int i)
+{
+	enum { LEN = 256 };
+	size_t off = SPARE_OFF + (size_t)i * LEN;
+	uint64_t sid = next_wr_id++;
+	struct ibv_wc wc;
+	struct expect e;
+
+	fill_pattern(p->a.buf + off, LEN, (uint32_t)sid);
+	if (post_send_buf(&p->a, sid, off, LEN, 0))
+		return -1;
+	e = send_ok(&p->a, sid, IBV_WC_SEND);
+	if (expect_wc(&p->a, &e) || poll_n(&p->b, &wc, 1))
+		return -1;
+	e = (struct expect){ .wr_id = rid, .status = IBV_WC_SUCCESS,
+			     .opcode = IBV_WC_RECV, .byte_len = LEN,
+			     .qp_num = p->b.qpn, .recv = true,
+			     .src_qp = p->a.qpn };
+	if (check_wc(&p->b, &wc, &e))
+		return -1;
+	return expect_bytes(&p->b, off, p->a.buf + off, LEN,
+			    "srq resize: received data differ");
+}
+
+static int srq_resize(struct pair *p, struct srq *srq)
+{
+	enum { N = 15, LEN = 256 };
+	struct ibv_srq_attr attr = {};
+	uint64_t rid[N];
+	int i;
+
+	if (buf_set(&p->b, SPARE_OFF, 0, N * LEN))
+		return -1;
+	for (i = 0; i < N; i++)
+		rid[i] = next_wr_id++;
+	for (i = 0; i < 6; i++)
+		if (post_recv_buf(&p->b, rid[i], SPARE_OFF + i * LEN, LEN))
+			return -1;
+	for (i = 0; i < 2; i++)
+		if (srq_resize_send(p, rid[i], i))
+			return -1;
+	attr.max_wr = 4 * QP_DEPTH;
+	if (srq_modify(srq, &attr, IBV_SRQ_MAX_WR) || srq_query(srq, &attr))
+		return -1;
+	if (attr.max_wr < 4 * QP_DEPTH)
+		return bad("query after the resize: max_wr %u", attr.max_wr);
+	for (i = 6; i < 12; i++)
+		if (post_recv_buf(&p->b, rid[i], SPARE_OFF + i * LEN, LEN))
+			return -1;
+	for (i = 2; i < 12; i++)
+		if (srq_resize_send(p, rid[i], i))
+			return -1;
+	for (i = 12; i < N; i++)
+		if (post_recv_buf(&p->b, rid[i], SPARE_OFF + i * LEN, LEN))
+			return -1;
+	attr.max_wr = QP_DEPTH;
+	if (srq_modify(srq, &attr, IBV_SRQ_MAX_WR))
+		return -1;
+	for (i = 12; i < N; i++)
+		if (srq_resize_send(p, rid[i], i))
+			return -1;
+	return 0;
+}
+
 static int reject_recv_on_srq_qp(struct side *s)
 {
 	return expect_recv_rejected(s, "ibv_post_recv");
@@ -3112,6 +3182,13 @@ static void test_srq(struct dev *da, struct dev *db)
 		recover(&p2, "sq_sig_all");
 		report(&p2, srq_shared(&p2, &p3),
 		       "srq: two QPs take receives from one SRQ");
+		if (db->attr.device_cap_flags & IBV_DEVICE_SRQ_RESIZE)
+			report(&p2, srq_resize(&p2, &srq), "srq: resize with "
+			       "receives waiting keeps their order");
+		else
+			printf("# srq: %s cannot resize an SRQ (no "
+			       "IBV_DEVICE_SRQ_RESIZE): not checked\n",
+			       db->name);
 	}
 
 	ret = side_destroy(&p3.b);

@@ -725,6 +725,26 @@ static int pvrdma_cmd_query_counters(PvrdmaCore *core,
 /* ---- completion queues --------------------------------------------------- */
 
 /*
+ * The @nchunks pages a ring's page directory at @pdir_dma lists, charged
+ * to the pinned-pages quota and read into *@pages.  On an error nothing
+ * stays charged or allocated.
+ */
+static int pvrdma_ring_pages_take(PvrdmaCore *core, uint64_t pdir_dma,
+                                  uint32_t nchunks, uint64_t **pages)
+{
+    int ret = pvrdma_core_charge_pages(core, nchunks);
+
+    if (ret < 0) {
+        return ret;
+    }
+    ret = pvrdma_pdir_read(core, pdir_dma, nchunks, pages);
+    if (ret < 0) {
+        pvrdma_core_uncharge_pages(core, nchunks);
+    }
+    return ret;
+}
+
+/*
  * The ring of a CQ of @cqe entries in the @nchunks pages listed at
  * @pdir_dma (page 0 the ring state, CQEs from page 1), as CREATE_CQ and
  * RESIZE_CQ give it: checked, charged to the pinned-pages quota, its page
@@ -763,13 +783,8 @@ static int pvrdma_cq_ring_new(PvrdmaCore *core, bool resize, uint32_t cqe,
         }
         return -EINVAL;
     }
-    ret = pvrdma_core_charge_pages(core, nchunks);
+    ret = pvrdma_ring_pages_take(core, pdir_dma, nchunks, pages);
     if (ret < 0) {
-        return ret;
-    }
-    ret = pvrdma_pdir_read(core, pdir_dma, nchunks, pages);
-    if (ret < 0) {
-        pvrdma_core_uncharge_pages(core, nchunks);
         return ret;
     }
     if (!pvrdma_ring_init(ring, *pages, nchunks, 1, nchunks - 1, cqe,
@@ -1104,13 +1119,8 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     if (pvrdma_table_full(&core->qp_tbl)) {
         return -ENOMEM;
     }
-    ret = pvrdma_core_charge_pages(core, c->total_chunks);
+    ret = pvrdma_ring_pages_take(core, c->pdir_dma, c->total_chunks, &pages);
     if (ret < 0) {
-        return ret;
-    }
-    ret = pvrdma_pdir_read(core, c->pdir_dma, c->total_chunks, &pages);
-    if (ret < 0) {
-        pvrdma_core_uncharge_pages(core, c->total_chunks);
         return ret;
     }
     qp = g_new0(PvrdmaQp, 1);
@@ -1542,13 +1552,8 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
     if (pvrdma_table_full(&core->srq_tbl)) {
         return -ENOMEM;
     }
-    ret = pvrdma_core_charge_pages(core, c->nchunks);
+    ret = pvrdma_ring_pages_take(core, c->pdir_dma, c->nchunks, &pages);
     if (ret < 0) {
-        return ret;
-    }
-    ret = pvrdma_pdir_read(core, c->pdir_dma, c->nchunks, &pages);
-    if (ret < 0) {
-        pvrdma_core_uncharge_pages(core, c->nchunks);
         return ret;
     }
     srq = g_new0(PvrdmaSrq, 1);
@@ -1643,13 +1648,8 @@ static int pvrdma_srq_resize(PvrdmaCore *core, PvrdmaSrq *srq,
              srq->handle, n, max_wr);
         return -EINVAL;
     }
-    ret = pvrdma_core_charge_pages(core, c->nchunks);
+    ret = pvrdma_ring_pages_take(core, c->pdir_dma, c->nchunks, &pages);
     if (ret < 0) {
-        return ret;
-    }
-    ret = pvrdma_pdir_read(core, c->pdir_dma, c->nchunks, &pages);
-    if (ret < 0) {
-        pvrdma_core_uncharge_pages(core, c->nchunks);
         return ret;
     }
     if (!pvrdma_ring_init(&ring, pages, c->nchunks, 1, c->nchunks - 1,

@@ -861,6 +861,24 @@ fail_free:
 }
 
 /*
+ * A new ring's indices after @n entries were copied to its slots 0..:
+ * cons_head 0, prod_tail @n (RESIZE_CQ, an SRQ resize).
+ */
+static int pvrdma_ring_publish(PvrdmaCore *core, PvrdmaRing *ring, uint32_t n)
+{
+    uint32_t zero = 0, prod_le = GUINT32_TO_LE(n);
+    int ret;
+
+    ret = pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(ring), &zero,
+                                sizeof(zero));
+    if (ret == 0) {
+        ret = pvrdma_core_dma_write(core, pvrdma_ring_prod_addr(ring),
+                                    &prod_le, sizeof(prod_le));
+    }
+    return ret;
+}
+
+/*
  * Copy the CQEs of @cq not yet polled (cons_head .. the device's prod)
  * into slots 0.. of @ring, which has room for @room of them, and publish
  * them there (cons_head 0, prod_tail the count).  Returns the count, or a
@@ -871,7 +889,7 @@ static int pvrdma_cq_move_cqes(PvrdmaCore *core, PvrdmaCq *cq,
                                PvrdmaRing *ring, uint32_t room)
 {
     struct pvrdma_cqe cqe;
-    uint32_t cons, idx, n = 0, zero = 0, prod_le;
+    uint32_t cons, idx, n = 0;
     int ret;
 
     ret = pvrdma_core_dma_read(core, pvrdma_ring_cons_addr(&cq->ring),
@@ -909,13 +927,7 @@ static int pvrdma_cq_move_cqes(PvrdmaCore *core, PvrdmaCq *cq,
         n++;
     }
     ring->prod = n;
-    prod_le = GUINT32_TO_LE(n);
-    ret = pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(ring), &zero,
-                                sizeof(zero));
-    if (ret == 0) {
-        ret = pvrdma_core_dma_write(core, pvrdma_ring_prod_addr(ring),
-                                    &prod_le, sizeof(prod_le));
-    }
+    ret = pvrdma_ring_publish(core, ring, n);
     return ret < 0 ? ret : (int)n;
 }
 
@@ -1610,7 +1622,7 @@ static int pvrdma_srq_resize(PvrdmaCore *core, PvrdmaSrq *srq,
                              const struct pvrdma_cmd_modify_srq_ex *c)
 {
     uint64_t wqe[PVRDMA_MAX_WQE / sizeof(uint64_t)] PVRDMA_UNINIT;
-    uint32_t max_wr = c->attrs.max_wr, prod, n, i, zero = 0, prod_le;
+    uint32_t max_wr = c->attrs.max_wr, prod, n, i;
     uint32_t limit = c->attr_mask & PVRDMA_SRQ_LIMIT ? c->attrs.srq_limit :
                      srq->srq_limit;
     uint64_t need, *pages;
@@ -1671,13 +1683,7 @@ static int pvrdma_srq_resize(PvrdmaCore *core, PvrdmaSrq *srq,
             goto fail;
         }
     }
-    prod_le = GUINT32_TO_LE(n);
-    ret = pvrdma_core_dma_write(core, pvrdma_ring_cons_addr(&ring), &zero,
-                                sizeof(zero));
-    if (ret == 0) {
-        ret = pvrdma_core_dma_write(core, pvrdma_ring_prod_addr(&ring),
-                                    &prod_le, sizeof(prod_le));
-    }
+    ret = pvrdma_ring_publish(core, &ring, n);
     if (ret < 0) {
         goto fail;
     }

@@ -166,6 +166,25 @@ static void post_srq_recv(unsigned dev, unsigned srq, unsigned mr,
     u8(1);
 }
 
+/* Device 0: a QP 0 receiving from an SRQ (limit 2) with three receives
+ * posted, connected to a QP 1 without one. */
+static void srq_pair_with_receives(void)
+{
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 6);
+    create_user_mr(0, 0, VA_A, 4 * 4096);
+    create_srq(0, 0, 2);
+    create_qp(0, 0, 0, 0);
+    create_qp(0, 0, 0, SEL_KERNEL);
+    connect_qp(0, 0, 0, 1, 1, 7);
+    connect_qp(0, 1, 0, 0, 1, 7);
+    post_srq_recv(0, 0, 0, 0, 512);
+    post_srq_recv(0, 0, 0, 512, 512);
+    post_srq_recv(0, 0, 0, 1024, 512);
+}
+
 static void post_send(unsigned dev, unsigned qp, unsigned op, unsigned mr,
                       unsigned off, unsigned length, unsigned rdev,
                       unsigned rmr, unsigned roff, uint64_t a, uint64_t b,
@@ -275,19 +294,7 @@ int main(int argc, char **argv)
 
     /* SRQ: two QPs on one SRQ, receives from the SRQ, limit event. */
     begin(0);
-    load_dsr(0);
-    bind_gid(0, 0);
-    create_pd(0, SEL_KERNEL);
-    create_cq(0, SEL_KERNEL, 6);
-    create_user_mr(0, 0, VA_A, 4 * 4096);
-    create_srq(0, 0, 2);
-    create_qp(0, 0, 0, 0);
-    create_qp(0, 0, 0, SEL_KERNEL);
-    connect_qp(0, 0, 0, 1, 1, 7);
-    connect_qp(0, 1, 0, 0, 1, 7);
-    post_srq_recv(0, 0, 0, 0, 512);
-    post_srq_recv(0, 0, 0, 512, 512);
-    post_srq_recv(0, 0, 0, 1024, 512);
+    srq_pair_with_receives();
     post_send(0, 1, 2, 0, 0x2000, 100, 0, 0, 0, 0, 0, 0);
     post_send(0, 1, 3, 0, 0x2000, 100, 0, 0, 0, 0, 0, 9);
     consume(0);
@@ -295,19 +302,7 @@ int main(int argc, char **argv)
 
     /* The same SRQ resized with receives waiting, then used on. */
     begin(0);
-    load_dsr(0);
-    bind_gid(0, 0);
-    create_pd(0, SEL_KERNEL);
-    create_cq(0, SEL_KERNEL, 6);
-    create_user_mr(0, 0, VA_A, 4 * 4096);
-    create_srq(0, 0, 2);
-    create_qp(0, 0, 0, 0);
-    create_qp(0, 0, 0, SEL_KERNEL);
-    connect_qp(0, 0, 0, 1, 1, 7);
-    connect_qp(0, 1, 0, 0, 1, 7);
-    post_srq_recv(0, 0, 0, 0, 512);
-    post_srq_recv(0, 0, 0, 512, 512);
-    post_srq_recv(0, 0, 0, 1024, 512);
+    srq_pair_with_receives();
     post_send(0, 1, 2, 0, 0x2000, 100, 0, 0, 0, 0, 0, 0);
     /* MODIFY_SRQ, MAX_WR with a ring of 1 << 6 WQEs (mask bits 0, 2) */
     u8(FZ_OP_QUERY); u8(0); u8(4); u8(0); u32(0x605); u32(0);

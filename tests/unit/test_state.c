@@ -236,7 +236,7 @@ static void test_migrate_traffic(void **state)
     struct pvrdma_sq_wqe_hdr h;
     struct pvrdma_sge s;
     struct pvrdma_qp_attr at;
-    uint64_t v;
+    uint64_t v, id;
 
     (void)state;
     fv_mr_fill(d->ma, VA_A, MR_LEN, 7);
@@ -353,6 +353,22 @@ static void test_migrate_traffic(void **state)
                100);
     expect_cqe(d->cqb, 11, d->d->handle, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS,
                100);
+    /* An SRQ resized with receives waiting moves with its new ring, and
+     * takes them in order after the switch. */
+    s = sge(d->mb, VA_B, 100);
+    fv_srq_post(d->srq, 14, &s, 1);
+    fv_srq_post(d->srq, 15, &s, 1);
+    fv_srq_ring(d->srq);
+    assert_int_equal(fv_srq_resize(d->srq, 64), 0);
+    assert_true(fg_migrate(d->fg, join) > 0);
+    for (id = 14; id < 16; id++) {
+        post_send(d->c, d->ma, 100 + id, VA_A, 100);
+        fv_ring_sq(d->c);
+        expect_cqe(d->cqa, 100 + id, d->c->handle, PVRDMA_WC_SEND,
+                   PVRDMA_WC_SUCCESS, 100);
+        expect_cqe(d->cqb, id, d->d->handle, PVRDMA_WC_RECV,
+                   PVRDMA_WC_SUCCESS, 100);
+    }
     /* A QP in ERR flushes what is posted after the switch. */
     post_send(d->a, d->ma, 13, VA_A, 100);
     fv_ring_sq(d->a);

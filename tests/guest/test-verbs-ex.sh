@@ -76,4 +76,4 @@ grep -q "^GUEST-OK" "$PVRDMA_OUT/vm/$TEST_NAME.log" ||
     fail "perftest -c UC failed (see the log)"
 [ "$(grep -c '^RESULT passed=17 failed=0$' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
     fail "expected two clean RESULT lines of 17 checks (pvrdma0, pvrdma0 -> pvrdma1)"
-pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr keeping keys, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows, completion timestamps, SRQ resize refused, create flags 0, flush access bits, LOCAL_WRITE in window binds; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N and -t"
+pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr keeping keys, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows, completion timestamps, SRQ resize with receives posted and the limit armed, create flags 0, flush access bits, LOCAL_WRITE in window binds; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N and -t"

@@ -24,14 +24,17 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags);
 
 /* What ibv_create_cq_ex may ask of this device. */
 #define PVRDMA_CQ_WC_FLAGS IBV_WC_STANDARD_FLAGS
-#define PVRDMA_CQ_INIT_ATTR_MASK IBV_CQ_INIT_ATTR_MASK_FLAGS
+#define PVRDMA_CQ_INIT_ATTR_MASK (IBV_CQ_INIT_ATTR_MASK_FLAGS | \
+				  IBV_CQ_INIT_ATTR_MASK_PD)
 #define PVRDMA_CQ_CREATE_FLAGS IBV_CREATE_CQ_ATTR_SINGLE_THREADED
 
 /*
  * Create a CQ for ibv_create_cq (@ex false) or ibv_create_cq_ex. Completion
  * timestamps are the device's clock where it offers them (a project
- * extension: the kernel asks the device for them), not wall-clock time; a
- * single threaded CQ is one that takes its lock uncontended.
+ * extension: the kernel asks the device for them), not wall-clock time. A
+ * CQ of a parent domain (IBV_CQ_INIT_ATTR_MASK_PD) takes its ring from the
+ * domain's allocator, and skips its lock when the domain has a thread
+ * domain, as a single threaded CQ does.
  */
 static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 					  struct ibv_cq_init_attr_ex *attr,
@@ -45,8 +48,10 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 	struct pvrdma_ucmd_create_cq_ex cmd_ex = {};
 	struct pvrdma_ucmd_create_cq_resp resp = {};
 	struct pvrdma_ucmd_create_cq cmd = {};
+	struct pvrdma_pd *pad = NULL;
 	struct pvrdma_cq *cq;
 	uint32_t nelems;
+	bool single;
 	int err;
 
 	if (ex && ((attr->comp_mask & ~PVRDMA_CQ_INIT_ATTR_MASK) ||
@@ -56,6 +61,18 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 		errno = EOPNOTSUPP;
 		return NULL;
 	}
+	if (ex && attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+		pad = attr->parent_domain &&
+		      attr->parent_domain->context == ibvctx ?
+		      pvrdma_parent_domain(attr->parent_domain) : NULL;
+		if (!pad) {
+			errno = EINVAL;
+			return NULL;
+		}
+	}
+	single = pvrdma_pad_single_thread(pad) ||
+		 (ex && attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS &&
+		  attr->flags & IBV_CREATE_CQ_ATTR_SINGLE_THREADED);
 	/* CREATE_CQ carries the buffer size in 32 bits (spec §9). */
 	if (attr->cqe < 1 || attr->cqe > (UINT32_MAX - dev->pg_sz) /
 					       (2 * sizeof(struct pvrdma_cqe))) {
@@ -70,24 +87,23 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 		return NULL;
 	}
 
-	err = pthread_spin_init(&cq->lock, PTHREAD_PROCESS_PRIVATE);
+	err = pvrdma_lock_init(&cq->lock, !single);
 	if (err)
 		goto err_free_cq;
 
-	cq->buf_size = pvrdma_cq_buf_size(dev->pg_sz, nelems);
-	cq->buf = pvrdma_alloc_ring_buf(cq->buf_size);
-	if (!cq->buf) {
-		err = errno;
+	cq->pad = pad;
+	err = pvrdma_buf_alloc(&cq->buf, dev, pad, PVRDMA_RES_TYPE_CQ,
+			       pvrdma_cq_buf_size(dev->pg_sz, nelems));
+	if (err)
 		goto err_destroy_lock;
-	}
-	cq->ring = &((struct pvrdma_ring_state *)cq->buf)->rx;
-	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)cq->buf + dev->pg_sz);
+	cq->ring = &((struct pvrdma_ring_state *)cq->buf.addr)->rx;
+	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)cq->buf.addr + dev->pg_sz);
 
 	if (ex) {
 		struct ibv_cq_init_attr_ex cmd_attr = *attr;
 
-		cmd_ex.buf_addr = (uintptr_t)cq->buf;
-		cmd_ex.buf_size = cq->buf_size;
+		cmd_ex.buf_addr = (uintptr_t)cq->buf.addr;
+		cmd_ex.buf_size = cq->buf.size;
 		cmd_attr.cqe = nelems;
 		/* Of the extras only timestamps concern the kernel. */
 		cmd_attr.wc_flags &= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
@@ -97,8 +113,8 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 					      &resp_ex.ibv_resp,
 					      sizeof(resp_ex), 0);
 	} else {
-		cmd.buf_addr = (uintptr_t)cq->buf;
-		cmd.buf_size = cq->buf_size;
+		cmd.buf_addr = (uintptr_t)cq->buf.addr;
+		cmd.buf_size = cq->buf.size;
 		err = ibv_cmd_create_cq(ibvctx, nelems, attr->channel,
 					attr->comp_vector, &cq->vcq.cq,
 					&cmd.ibv_cmd, sizeof(cmd),
@@ -126,14 +142,15 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 	cq->cqn = ex ? resp_ex.cqn : resp.cqn;
 	if (ex)
 		pvrdma_cq_ex_init(cq, attr->wc_flags);
+	pvrdma_pad_get(pad);
 	return cq;
 
 err_destroy_cq:
 	ibv_cmd_destroy_cq(&cq->vcq.cq);
 err_free_buf:
-	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
+	pvrdma_buf_free(&cq->buf);
 err_destroy_lock:
-	pthread_spin_destroy(&cq->lock);
+	pvrdma_lock_destroy(&cq->lock);
 err_free_cq:
 	free(cq);
 	errno = err;
@@ -171,8 +188,9 @@ int pvrdma_destroy_cq(struct ibv_cq *ibvcq)
 	if (err)
 		return err;
 
-	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
-	pthread_spin_destroy(&cq->lock);
+	pvrdma_buf_free(&cq->buf);
+	pvrdma_lock_destroy(&cq->lock);
+	pvrdma_pad_put(cq->pad);
 	free(cq);
 	return 0;
 }
@@ -190,39 +208,37 @@ int pvrdma_resize_cq(struct ibv_cq *ibvcq, int ncqe)
 	struct pvrdma_cq *cq = to_pvrdma_cq(ibvcq);
 	struct ib_uverbs_resize_cq_resp resp = {};
 	struct pvrdma_ucmd_resize_cq cmd = {};
-	size_t buf_size;
+	struct pvrdma_buf buf;
 	uint32_t nelems;
-	void *buf;
 	int err;
 
 	if (ncqe < 1 || (size_t)ncqe > (UINT32_MAX - dev->pg_sz) /
 					       (2 * sizeof(struct pvrdma_cqe)))
 		return EINVAL;
 	nelems = roundup_pow_of_two(ncqe);
-	buf_size = pvrdma_cq_buf_size(dev->pg_sz, nelems);
-	buf = pvrdma_alloc_ring_buf(buf_size);
-	if (!buf)
-		return errno;
+	err = pvrdma_buf_alloc(&buf, dev, cq->pad, PVRDMA_RES_TYPE_CQ,
+			       pvrdma_cq_buf_size(dev->pg_sz, nelems));
+	if (err)
+		return err;
 
-	pthread_spin_lock(&cq->lock);
-	cmd.buf_addr = (uintptr_t)buf;
-	cmd.buf_size = buf_size;
+	pvrdma_lock(&cq->lock);
+	cmd.buf_addr = (uintptr_t)buf.addr;
+	cmd.buf_size = buf.size;
 	err = ibv_cmd_resize_cq(ibvcq, nelems, &cmd.ibv_cmd, sizeof(cmd),
 				&resp, sizeof(resp));
 	if (!err && resp.cqe != nelems)
 		err = EIO;	/* the kernel and the ring disagree: give up */
 	if (err) {
-		pthread_spin_unlock(&cq->lock);
-		pvrdma_free_ring_buf(buf, buf_size);
+		pvrdma_unlock(&cq->lock);
+		pvrdma_buf_free(&buf);
 		return err;
 	}
-	pvrdma_free_ring_buf(cq->buf, cq->buf_size);
+	pvrdma_buf_free(&cq->buf);
 	cq->buf = buf;
-	cq->buf_size = buf_size;
-	cq->ring = &((struct pvrdma_ring_state *)buf)->rx;
-	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)buf + dev->pg_sz);
+	cq->ring = &((struct pvrdma_ring_state *)buf.addr)->rx;
+	cq->cqes = (struct pvrdma_cqe *)((uint8_t *)buf.addr + dev->pg_sz);
 	cq->nelems = nelems;
-	pthread_spin_unlock(&cq->lock);
+	pvrdma_unlock(&cq->lock);
 	return 0;
 }
 
@@ -433,14 +449,14 @@ int pvrdma_poll_cq(struct ibv_cq *ibvcq, int num_entries, struct ibv_wc *wc)
 						    &slot) == 0)
 		return 0;
 
-	pthread_spin_lock(&cq->lock);
+	pvrdma_lock(&cq->lock);
 	for (npolled = 0; npolled < num_entries; npolled++) {
 		ret = pvrdma_poll_one(ctx, cq, &cqe, &qp, &drops_left, &rang);
 		if (ret <= 0)
 			break;
 		pvrdma_cqe_to_wc(&cqe, qp, &wc[npolled]);
 	}
-	pthread_spin_unlock(&cq->lock);
+	pvrdma_unlock(&cq->lock);
 
 	if (ret < 0 && !npolled) {
 		pvrdma_cq_invalid(ctx, cq);
@@ -488,10 +504,10 @@ static int pvrdma_start_poll(struct ibv_cq_ex *cqx,
 
 	if (attr->comp_mask)
 		return EINVAL;
-	pthread_spin_lock(&cq->lock);
+	pvrdma_lock(&cq->lock);
 	err = pvrdma_cqx_take(cq, &rang);
 	if (err)
-		pthread_spin_unlock(&cq->lock);
+		pvrdma_unlock(&cq->lock);
 	return err;
 }
 
@@ -505,7 +521,7 @@ static int pvrdma_next_poll(struct ibv_cq_ex *cqx)
 
 static void pvrdma_end_poll(struct ibv_cq_ex *cqx)
 {
-	pthread_spin_unlock(&cqx_to_cq(cqx)->lock);
+	pvrdma_unlock(&cqx_to_cq(cqx)->lock);
 }
 
 static enum ibv_wc_opcode pvrdma_read_opcode(struct ibv_cq_ex *cqx)

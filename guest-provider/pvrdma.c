@@ -23,7 +23,9 @@ static const struct verbs_match_ent pvrdma_table[] = {
 
 static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.alloc_mw = pvrdma_alloc_mw,
+	.alloc_parent_domain = pvrdma_alloc_parent_domain,
 	.alloc_pd = pvrdma_alloc_pd,
+	.alloc_td = pvrdma_alloc_td,
 	.bind_mw = pvrdma_bind_mw,
 	.create_ah = pvrdma_create_ah,
 	.create_cq = pvrdma_create_cq,
@@ -33,6 +35,7 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.create_srq = pvrdma_create_srq,
 	.dealloc_mw = pvrdma_dealloc_mw,
 	.dealloc_pd = pvrdma_dealloc_pd,
+	.dealloc_td = pvrdma_dealloc_td,
 	.dereg_mr = pvrdma_dereg_mr,
 	.destroy_ah = pvrdma_destroy_ah,
 	.destroy_cq = pvrdma_destroy_cq,

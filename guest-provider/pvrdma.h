@@ -9,12 +9,14 @@
 #define __PVRDMA_H__
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include <infiniband/driver.h>
+#include <rdma/ib_user_ioctl_verbs.h>
 #include <util/mmio.h>
 #include <util/udma_barrier.h>
 
@@ -84,9 +86,93 @@ struct pvrdma_context {
 	bool sq_db_hint;		/* PVRDMA_UCTX_SQ_DB_HINT */
 };
 
+/*
+ * The lock of a CQ or work queue, skipped when one thread uses the object
+ * (a thread domain's QPs and SRQs, CQs of a parent domain with a thread
+ * domain or created IBV_CREATE_CQ_ATTR_SINGLE_THREADED).
+ */
+struct pvrdma_lock {
+	pthread_spinlock_t lock;
+	bool need;
+};
+
+static inline int pvrdma_lock_init(struct pvrdma_lock *l, bool need)
+{
+	l->need = need;
+	return pthread_spin_init(&l->lock, PTHREAD_PROCESS_PRIVATE);
+}
+
+static inline void pvrdma_lock(struct pvrdma_lock *l)
+{
+	if (l->need)
+		pthread_spin_lock(&l->lock);
+}
+
+static inline void pvrdma_unlock(struct pvrdma_lock *l)
+{
+	if (l->need)
+		pthread_spin_unlock(&l->lock);
+}
+
+static inline void pvrdma_lock_destroy(struct pvrdma_lock *l)
+{
+	pthread_spin_destroy(&l->lock);
+}
+
+/*
+ * A thread domain (ibv_alloc_td): a promise that the QPs, SRQs and CQs of
+ * a parent domain holding it are used by one thread at a time, so their
+ * locks are skipped. Doorbells need no lock (one 32-bit store each).
+ */
+struct pvrdma_td {
+	struct ibv_td ibvtd;
+	atomic_int refcount;		/* 1 + parent domains holding it */
+};
+
+/*
+ * A PD, or a parent domain (ibv_alloc_parent_domain): a provider object
+ * that stands for its PD in every verb (same kernel handle) and adds a
+ * thread domain and the application's allocator for the queue buffers.
+ * refcount: 1 + the parent domains of a PD; 1 + the CQs, QPs and SRQs of
+ * a parent domain. Deallocating either while others count it is EBUSY.
+ */
 struct pvrdma_pd {
 	struct ibv_pd ibvpd;
 	uint32_t pdn;
+	atomic_int refcount;
+	struct pvrdma_pd *protection_domain;	/* NULL: a PD */
+	struct pvrdma_td *td;
+	void *(*alloc)(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t resource_type);
+	void (*free)(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t resource_type);
+	void *pd_context;
+};
+
+/*
+ * The resource_type a parent domain's allocator is called with, one per
+ * queue buffer (docs/architecture.md, "The guest side"): the ring of a CQ, of a QP's send queue
+ * (with the ring-state page), of its receive queue, of an SRQ, and a QP's
+ * inline-data buffer. The driver id in the high 32 bits, as mlx5dv does.
+ */
+#define PVRDMA_RES_TYPE(n)	((uint64_t)RDMA_DRIVER_VMW_PVRDMA << 32 | (n))
+#define PVRDMA_RES_TYPE_CQ	PVRDMA_RES_TYPE(1)
+#define PVRDMA_RES_TYPE_SQ	PVRDMA_RES_TYPE(2)
+#define PVRDMA_RES_TYPE_RQ	PVRDMA_RES_TYPE(3)
+#define PVRDMA_RES_TYPE_SRQ	PVRDMA_RES_TYPE(4)
+#define PVRDMA_RES_TYPE_INLINE	PVRDMA_RES_TYPE(5)
+
+/*
+ * Memory shared with the device: page aligned, zeroed when handed out,
+ * kept out of fork() children. From the parent domain's allocator where
+ * it has one (pad then says whose, for the free), else an anonymous
+ * mapping of the provider's own.
+ */
+struct pvrdma_buf {
+	void *addr;			/* NULL: none */
+	size_t size;
+	struct pvrdma_pd *pad;
+	uint64_t type;
 };
 
 /*
@@ -96,9 +182,9 @@ struct pvrdma_pd {
  */
 struct pvrdma_cq {
 	struct verbs_cq vcq;		/* ibv_cq, or ibv_cq_ex when extended */
-	pthread_spinlock_t lock;
-	void *buf;
-	size_t buf_size;
+	struct pvrdma_lock lock;
+	struct pvrdma_buf buf;
+	struct pvrdma_pd *pad;		/* parent domain, or NULL */
 	struct pvrdma_ring *ring;
 	struct pvrdma_cqe *cqes;
 	uint32_t nelems;		/* power of two, from the kernel */
@@ -119,7 +205,7 @@ struct pvrdma_cq {
  * consumes; posting holds lock.
  */
 struct pvrdma_wq {
-	pthread_spinlock_t lock;
+	struct pvrdma_lock lock;
 	struct pvrdma_ring *ring;
 	uint8_t *wqes;
 	uint32_t nelems;		/* power of two */
@@ -142,18 +228,16 @@ struct pvrdma_qp {
 	uint32_t qkey;			/* UD: for WRs that ask for it */
 	struct pvrdma_wq sq;
 	struct pvrdma_wq rq;		/* unused with an SRQ */
-	void *sbuf;
-	size_t sbuf_size;
-	void *rbuf;			/* NULL with an SRQ */
-	size_t rbuf_size;
+	struct pvrdma_buf sbuf;
+	struct pvrdma_buf rbuf;		/* none with an SRQ */
+	struct pvrdma_pd *pad;		/* parent domain, or NULL */
 	/*
 	 * Inline data: the WQE has no room for payload, so an inline WR's
 	 * bytes are copied to its SQ slot's PVRDMA_MAX_INLINE bytes of this
 	 * buffer (registered, read by the device like any SGE) at post time.
 	 */
 	uint32_t max_inline;
-	void *inl_buf;
-	size_t inl_buf_size;
+	struct pvrdma_buf inl_buf;
 	struct ibv_mr *inl_mr;
 	/*
 	 * The ibv_wr_* batch being built (qp_ex.c), under the SQ lock from
@@ -181,8 +265,8 @@ struct pvrdma_qp {
 struct pvrdma_srq {
 	struct ibv_srq ibvsrq;
 	struct pvrdma_wq wq;
-	void *buf;
-	size_t buf_size;
+	struct pvrdma_buf buf;
+	struct pvrdma_pd *pad;		/* parent domain, or NULL */
 	uint32_t srqn;			/* device SRQ handle */
 };
 
@@ -322,9 +406,20 @@ static inline void pvrdma_write_sges(struct pvrdma_sge *dst,
 	}
 }
 
-/* Zeroed, page-aligned ring memory shared with the device. */
-void *pvrdma_alloc_ring_buf(size_t size);
-void pvrdma_free_ring_buf(void *buf, size_t size);
+/* A parent domain's PD, or NULL for a PD (verbs.c). */
+struct pvrdma_pd *pvrdma_parent_domain(struct ibv_pd *ibvpd);
+/* Whether a parent domain (or NULL) makes its objects single-threaded. */
+static inline bool pvrdma_pad_single_thread(const struct pvrdma_pd *pad)
+{
+	return pad && pad->td;
+}
+/* Count an object of parent domain @pad (NULL: none) in or out. */
+void pvrdma_pad_get(struct pvrdma_pd *pad);
+void pvrdma_pad_put(struct pvrdma_pd *pad);
+/* A buffer of @size bytes for resource @type, from @pad's allocator. */
+int pvrdma_buf_alloc(struct pvrdma_buf *buf, struct pvrdma_device *dev,
+		     struct pvrdma_pd *pad, uint64_t type, size_t size);
+void pvrdma_buf_free(struct pvrdma_buf *buf);
 
 /* Whether a post's send doorbell is needed (PVRDMA_UCTX_SQ_DB_HINT). */
 bool pvrdma_sq_doorbell_needed(struct pvrdma_context *ctx,

@@ -24,7 +24,7 @@
  * bounds the WR count.
  */
 static int pvrdma_wq_init(struct pvrdma_wq *wq, uint32_t max_wr,
-			  uint32_t max_sge, size_t hdr_size)
+			  uint32_t max_sge, size_t hdr_size, bool need_lock)
 {
 	uint64_t nelems, wqe_size;
 
@@ -41,7 +41,7 @@ static int pvrdma_wq_init(struct pvrdma_wq *wq, uint32_t max_wr,
 	wq->nelems = nelems;
 	wq->wqe_size = wqe_size;
 	wq->max_sge = max_sge;
-	return pthread_spin_init(&wq->lock, PTHREAD_PROCESS_PRIVATE);
+	return pvrdma_lock_init(&wq->lock, need_lock);
 }
 
 static size_t pvrdma_wq_bytes(const struct pvrdma_wq *wq)
@@ -64,13 +64,13 @@ static void pvrdma_lock_cqs(struct pvrdma_qp *qp)
 	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
 
 	if (scq == rcq) {
-		pthread_spin_lock(&scq->lock);
+		pvrdma_lock(&scq->lock);
 	} else if (scq->cqn < rcq->cqn) {
-		pthread_spin_lock(&scq->lock);
-		pthread_spin_lock(&rcq->lock);
+		pvrdma_lock(&scq->lock);
+		pvrdma_lock(&rcq->lock);
 	} else {
-		pthread_spin_lock(&rcq->lock);
-		pthread_spin_lock(&scq->lock);
+		pvrdma_lock(&rcq->lock);
+		pvrdma_lock(&scq->lock);
 	}
 }
 
@@ -80,8 +80,8 @@ static void pvrdma_unlock_cqs(struct pvrdma_qp *qp)
 	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
 
 	if (scq != rcq)
-		pthread_spin_unlock(&rcq->lock);
-	pthread_spin_unlock(&scq->lock);
+		pvrdma_unlock(&rcq->lock);
+	pvrdma_unlock(&scq->lock);
 }
 
 /* The caller holds the locks of both CQs. */
@@ -99,26 +99,27 @@ static void pvrdma_qp_caps(const struct pvrdma_qp *qp, struct ibv_qp_cap *cap)
 {
 	cap->max_send_wr = qp->sq.nelems;
 	cap->max_send_sge = qp->sq.max_sge;
-	cap->max_recv_wr = qp->rbuf ? qp->rq.nelems : 0;
-	cap->max_recv_sge = qp->rbuf ? qp->rq.max_sge : 0;
+	cap->max_recv_wr = qp->rbuf.addr ? qp->rq.nelems : 0;
+	cap->max_recv_sge = qp->rbuf.addr ? qp->rq.max_sge : 0;
 	cap->max_inline_data = qp->max_inline;
 }
 
 /* The inline buffer and its MR (a QP that asked for inline data). */
 static int pvrdma_qp_alloc_inline(struct pvrdma_qp *qp, struct ibv_pd *pd,
-				  size_t pg_sz)
+				  struct pvrdma_device *dev)
 {
-	qp->inl_buf_size = align((size_t)qp->sq.nelems * PVRDMA_MAX_INLINE,
-				 pg_sz);
-	qp->inl_buf = pvrdma_alloc_ring_buf(qp->inl_buf_size);
-	if (!qp->inl_buf)
-		return errno;
-	qp->inl_mr = ibv_reg_mr(pd, qp->inl_buf, qp->inl_buf_size, 0);
-	if (!qp->inl_mr) {
-		int err = errno;
+	int err;
 
-		pvrdma_free_ring_buf(qp->inl_buf, qp->inl_buf_size);
-		qp->inl_buf = NULL;
+	err = pvrdma_buf_alloc(&qp->inl_buf, dev, qp->pad,
+			       PVRDMA_RES_TYPE_INLINE,
+			       align((size_t)qp->sq.nelems * PVRDMA_MAX_INLINE,
+				     dev->pg_sz));
+	if (err)
+		return err;
+	qp->inl_mr = ibv_reg_mr(pd, qp->inl_buf.addr, qp->inl_buf.size, 0);
+	if (!qp->inl_mr) {
+		err = errno;
+		pvrdma_buf_free(&qp->inl_buf);
 		return err;
 	}
 	return 0;
@@ -129,7 +130,7 @@ static void pvrdma_qp_free_inline(struct pvrdma_qp *qp)
 	if (!qp->inl_mr)
 		return;
 	ibv_dereg_mr(qp->inl_mr);
-	pvrdma_free_ring_buf(qp->inl_buf, qp->inl_buf_size);
+	pvrdma_buf_free(&qp->inl_buf);
 	qp->inl_mr = NULL;
 }
 
@@ -137,61 +138,61 @@ static void pvrdma_qp_free_inline(struct pvrdma_qp *qp)
  * Size and allocate the SQ buffer (ring-state page, then the SQ) and,
  * without an SRQ, the RQ buffer (spec §8.1).
  */
-static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp, size_t pg_sz,
+static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp,
+				struct pvrdma_device *dev,
 				const struct ibv_qp_init_attr *attr)
 {
+	bool need_lock = !pvrdma_pad_single_thread(qp->pad);
 	struct pvrdma_ring_state *ring_state;
+	size_t pg_sz = dev->pg_sz;
 	int err;
 
 	err = pvrdma_wq_init(&qp->sq, attr->cap.max_send_wr,
-			     attr->cap.max_send_sge, PVRDMA_SQ_WQE_HDR_SIZE);
+			     attr->cap.max_send_sge, PVRDMA_SQ_WQE_HDR_SIZE,
+			     need_lock);
 	if (err)
 		return err;
 	/* The RQ lock is taken on RESET even when an SRQ receives. */
 	err = pvrdma_wq_init(&qp->rq, attr->srq ? 1 : attr->cap.max_recv_wr,
 			     attr->srq ? 1 : attr->cap.max_recv_sge,
-			     PVRDMA_RQ_WQE_HDR_SIZE);
+			     PVRDMA_RQ_WQE_HDR_SIZE, need_lock);
 	if (err)
 		goto err_destroy_sq_lock;
 
-	qp->sbuf_size = align(pg_sz + pvrdma_wq_bytes(&qp->sq), pg_sz);
-	qp->sbuf = pvrdma_alloc_ring_buf(qp->sbuf_size);
-	if (!qp->sbuf) {
-		err = errno;
+	err = pvrdma_buf_alloc(&qp->sbuf, dev, qp->pad, PVRDMA_RES_TYPE_SQ,
+			       align(pg_sz + pvrdma_wq_bytes(&qp->sq), pg_sz));
+	if (err)
 		goto err_destroy_rq_lock;
-	}
-	ring_state = qp->sbuf;
+	ring_state = qp->sbuf.addr;
 	qp->sq.ring = &ring_state->tx;
-	qp->sq.wqes = (uint8_t *)qp->sbuf + pg_sz;
+	qp->sq.wqes = (uint8_t *)qp->sbuf.addr + pg_sz;
 	qp->rq.ring = &ring_state->rx;
 
 	if (!attr->srq) {
-		qp->rbuf_size = align(pvrdma_wq_bytes(&qp->rq), pg_sz);
-		qp->rbuf = pvrdma_alloc_ring_buf(qp->rbuf_size);
-		if (!qp->rbuf) {
-			err = errno;
+		err = pvrdma_buf_alloc(&qp->rbuf, dev, qp->pad,
+				       PVRDMA_RES_TYPE_RQ,
+				       align(pvrdma_wq_bytes(&qp->rq), pg_sz));
+		if (err)
 			goto err_free_sbuf;
-		}
-		qp->rq.wqes = qp->rbuf;
+		qp->rq.wqes = qp->rbuf.addr;
 	}
 	return 0;
 
 err_free_sbuf:
-	pvrdma_free_ring_buf(qp->sbuf, qp->sbuf_size);
+	pvrdma_buf_free(&qp->sbuf);
 err_destroy_rq_lock:
-	pthread_spin_destroy(&qp->rq.lock);
+	pvrdma_lock_destroy(&qp->rq.lock);
 err_destroy_sq_lock:
-	pthread_spin_destroy(&qp->sq.lock);
+	pvrdma_lock_destroy(&qp->sq.lock);
 	return err;
 }
 
 static void pvrdma_qp_free_bufs(struct pvrdma_qp *qp)
 {
-	if (qp->rbuf)
-		pvrdma_free_ring_buf(qp->rbuf, qp->rbuf_size);
-	pvrdma_free_ring_buf(qp->sbuf, qp->sbuf_size);
-	pthread_spin_destroy(&qp->rq.lock);
-	pthread_spin_destroy(&qp->sq.lock);
+	pvrdma_buf_free(&qp->rbuf);
+	pvrdma_buf_free(&qp->sbuf);
+	pvrdma_lock_destroy(&qp->rq.lock);
+	pvrdma_lock_destroy(&qp->sq.lock);
 }
 
 /*
@@ -263,21 +264,22 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 		return NULL;
 	}
 
+	qp->pad = pvrdma_parent_domain(attr->pd);
 	memcpy(&attr_sz, attr, sizeof(attr_sz));
-	err = pvrdma_qp_alloc_bufs(qp, dev->pg_sz, &attr_sz);
+	err = pvrdma_qp_alloc_bufs(qp, dev, &attr_sz);
 	if (err)
 		goto err_free_qp;
 	if (attr->cap.max_inline_data) {
-		err = pvrdma_qp_alloc_inline(qp, attr->pd, dev->pg_sz);
+		err = pvrdma_qp_alloc_inline(qp, attr->pd, dev);
 		if (err)
 			goto err_free_bufs;
 		qp->max_inline = PVRDMA_MAX_INLINE;
 	}
 
-	cmd.sbuf_addr = (uintptr_t)qp->sbuf;
-	cmd.sbuf_size = qp->sbuf_size;
-	cmd.rbuf_addr = (uintptr_t)qp->rbuf;
-	cmd.rbuf_size = qp->rbuf_size;
+	cmd.sbuf_addr = (uintptr_t)qp->sbuf.addr;
+	cmd.sbuf_size = qp->sbuf.size;
+	cmd.rbuf_addr = (uintptr_t)qp->rbuf.addr;
+	cmd.rbuf_size = qp->rbuf.size;
 	cmd.qp_addr = (uintptr_t)qp;
 
 	/*
@@ -317,6 +319,7 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 	}
 
 	pvrdma_qp_caps(qp, &attr->cap);
+	pvrdma_pad_get(qp->pad);
 	return &qp->vqp.qp;
 
 err_destroy_qp:
@@ -377,6 +380,7 @@ int pvrdma_destroy_qp(struct ibv_qp *ibvqp)
 
 	pvrdma_qp_free_inline(qp);
 	pvrdma_qp_free_bufs(qp);
+	pvrdma_pad_put(qp->pad);
 	free(qp);
 	return 0;
 }
@@ -406,8 +410,8 @@ int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		pvrdma_unlock_cqs(qp);
 	}
 
-	pthread_spin_lock(&qp->sq.lock);
-	pthread_spin_lock(&qp->rq.lock);
+	pvrdma_lock(&qp->sq.lock);
+	pvrdma_lock(&qp->rq.lock);
 	if (attr_mask & IBV_QP_STATE)
 		qp->state = attr->qp_state;
 	if (attr_mask & IBV_QP_QKEY)
@@ -416,8 +420,8 @@ int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		pvrdma_ring_reset(qp->sq.ring);
 		pvrdma_ring_reset(qp->rq.ring);
 	}
-	pthread_spin_unlock(&qp->rq.lock);
-	pthread_spin_unlock(&qp->sq.lock);
+	pvrdma_unlock(&qp->rq.lock);
+	pvrdma_unlock(&qp->sq.lock);
 	return 0;
 }
 
@@ -603,7 +607,7 @@ static void pvrdma_inline_sge(struct pvrdma_qp *qp, uint32_t slot,
 			      const struct ibv_send_wr *wr,
 			      struct ibv_sge *sge)
 {
-	uint8_t *dst = (uint8_t *)qp->inl_buf +
+	uint8_t *dst = (uint8_t *)qp->inl_buf.addr +
 		       (size_t)slot * PVRDMA_MAX_INLINE;
 	uint32_t len = 0;
 	int i;
@@ -634,7 +638,7 @@ static bool pvrdma_doorbell_needed(bool hinted, struct pvrdma_qp *qp,
 
 	if (!hinted)
 		return true;
-	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf + offset);
+	hint = (const volatile uint32_t *)((uint8_t *)qp->sbuf.addr + offset);
 	atomic_thread_fence(memory_order_seq_cst);
 	return le32toh(*hint) != PVRDMA_RQ_DB_SKIP;
 }
@@ -666,7 +670,7 @@ static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	unsigned int nposted = 0;
 	int ret, err = 0;
 
-	pthread_spin_lock(&qp->sq.lock);
+	pvrdma_lock(&qp->sq.lock);
 
 	/* IBA: the send queue takes WRs from RTS on (SQD, SQE, ERR too). */
 	if (qp->state < IBV_QPS_RTS) {
@@ -710,7 +714,7 @@ static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 				 qp->qp_handle);
 	}
 out:
-	pthread_spin_unlock(&qp->sq.lock);
+	pvrdma_unlock(&qp->sq.lock);
 	if (err)
 		*bad_wr = wr;
 	return err;
@@ -803,12 +807,12 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 	int err;
 
 	/* A QP on an SRQ has no receive queue of its own. */
-	if (!qp->rbuf) {
+	if (!qp->rbuf.addr) {
 		*bad_wr = wr;
 		return EINVAL;
 	}
 
-	pthread_spin_lock(&qp->rq.lock);
+	pvrdma_lock(&qp->rq.lock);
 	/* IBA: the receive queue takes WRs in every state but RESET. */
 	if (qp->state == IBV_QPS_RESET) {
 		*bad_wr = wr;
@@ -820,7 +824,7 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 		pvrdma_uar_write(ctx, PVRDMA_UAR_QP_OFFSET, PVRDMA_UAR_QP_RECV,
 				 qp->qp_handle);
 	}
-	pthread_spin_unlock(&qp->rq.lock);
+	pvrdma_unlock(&qp->rq.lock);
 	return err;
 }
 
@@ -840,24 +844,24 @@ struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 		return NULL;
 	}
 
+	srq->pad = pvrdma_parent_domain(ibvpd);
 	err = pvrdma_wq_init(&srq->wq, attr->attr.max_wr, attr->attr.max_sge,
-			     PVRDMA_RQ_WQE_HDR_SIZE);
+			     PVRDMA_RQ_WQE_HDR_SIZE,
+			     !pvrdma_pad_single_thread(srq->pad));
 	if (err)
 		goto err_free_srq;
 
 	/* Ring-state page, then the WQEs (spec §8.1). */
-	srq->buf_size = dev->pg_sz + align(pvrdma_wq_bytes(&srq->wq),
-					   dev->pg_sz);
-	srq->buf = pvrdma_alloc_ring_buf(srq->buf_size);
-	if (!srq->buf) {
-		err = errno;
+	err = pvrdma_buf_alloc(&srq->buf, dev, srq->pad, PVRDMA_RES_TYPE_SRQ,
+			       dev->pg_sz + align(pvrdma_wq_bytes(&srq->wq),
+						  dev->pg_sz));
+	if (err)
 		goto err_destroy_lock;
-	}
-	srq->wq.ring = &((struct pvrdma_ring_state *)srq->buf)->rx;
-	srq->wq.wqes = (uint8_t *)srq->buf + dev->pg_sz;
+	srq->wq.ring = &((struct pvrdma_ring_state *)srq->buf.addr)->rx;
+	srq->wq.wqes = (uint8_t *)srq->buf.addr + dev->pg_sz;
 
-	cmd.buf_addr = (uintptr_t)srq->buf;
-	cmd.buf_size = srq->buf_size;
+	cmd.buf_addr = (uintptr_t)srq->buf.addr;
+	cmd.buf_size = srq->buf.size;
 	cmd_attr.attr.max_wr = srq->wq.nelems;
 	cmd_attr.attr.max_sge = srq->wq.max_sge;
 	err = ibv_cmd_create_srq(ibvpd, &srq->ibvsrq, &cmd_attr, &cmd.ibv_cmd,
@@ -871,12 +875,13 @@ struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 
 	attr->attr.max_wr = srq->wq.nelems;
 	attr->attr.max_sge = srq->wq.max_sge;
+	pvrdma_pad_get(srq->pad);
 	return &srq->ibvsrq;
 
 err_free_buf:
-	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
+	pvrdma_buf_free(&srq->buf);
 err_destroy_lock:
-	pthread_spin_destroy(&srq->wq.lock);
+	pvrdma_lock_destroy(&srq->wq.lock);
 err_free_srq:
 	free(srq);
 	errno = err;
@@ -892,8 +897,9 @@ int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
 	if (err)
 		return err;
 
-	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
-	pthread_spin_destroy(&srq->wq.lock);
+	pvrdma_buf_free(&srq->buf);
+	pvrdma_lock_destroy(&srq->wq.lock);
+	pvrdma_pad_put(srq->pad);
 	free(srq);
 	return 0;
 }
@@ -915,9 +921,8 @@ int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 	struct pvrdma_ucmd_modify_srq cmd = {};
 	struct ibv_modify_srq plain;
 	struct ibv_srq_attr a = *attr;
+	struct pvrdma_buf buf;
 	uint32_t nelems;
-	size_t buf_size;
-	void *buf;
 	int err;
 
 	if (attr_mask & ~(IBV_SRQ_LIMIT | IBV_SRQ_MAX_WR))
@@ -929,30 +934,30 @@ int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 	    attr->max_wr > (UINT32_MAX / 2) / srq->wq.wqe_size)
 		return EINVAL;
 	nelems = roundup_pow_of_two(attr->max_wr);
-	buf_size = dev->pg_sz + align((size_t)nelems * srq->wq.wqe_size,
-				      dev->pg_sz);
-	buf = pvrdma_alloc_ring_buf(buf_size);
-	if (!buf)
-		return errno;
+	err = pvrdma_buf_alloc(&buf, dev, srq->pad, PVRDMA_RES_TYPE_SRQ,
+			       dev->pg_sz +
+			       align((size_t)nelems * srq->wq.wqe_size,
+				     dev->pg_sz));
+	if (err)
+		return err;
 	a.max_wr = nelems;
-	cmd.buf_addr = (uintptr_t)buf;
-	cmd.buf_size = buf_size;
+	cmd.buf_addr = (uintptr_t)buf.addr;
+	cmd.buf_size = buf.size;
 
-	pthread_spin_lock(&srq->wq.lock);
+	pvrdma_lock(&srq->wq.lock);
 	err = ibv_cmd_modify_srq(ibvsrq, &a, attr_mask, &cmd.ibv_cmd,
 				 sizeof(cmd));
 	if (err) {
-		pthread_spin_unlock(&srq->wq.lock);
-		pvrdma_free_ring_buf(buf, buf_size);
+		pvrdma_unlock(&srq->wq.lock);
+		pvrdma_buf_free(&buf);
 		return err;
 	}
-	pvrdma_free_ring_buf(srq->buf, srq->buf_size);
+	pvrdma_buf_free(&srq->buf);
 	srq->buf = buf;
-	srq->buf_size = buf_size;
-	srq->wq.ring = &((struct pvrdma_ring_state *)buf)->rx;
-	srq->wq.wqes = (uint8_t *)buf + dev->pg_sz;
+	srq->wq.ring = &((struct pvrdma_ring_state *)buf.addr)->rx;
+	srq->wq.wqes = (uint8_t *)buf.addr + dev->pg_sz;
 	srq->wq.nelems = nelems;
-	pthread_spin_unlock(&srq->wq.lock);
+	pvrdma_unlock(&srq->wq.lock);
 	return 0;
 }
 
@@ -978,13 +983,13 @@ int pvrdma_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
 	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
 	int err;
 
-	pthread_spin_lock(&srq->wq.lock);
+	pvrdma_lock(&srq->wq.lock);
 	if (pvrdma_post_recv_wrs(&srq->wq, wr, bad_wr, &err)) {
 		/* The WQEs and prod_tail reach memory before the doorbell. */
 		udma_to_device_barrier();
 		pvrdma_uar_write(ctx, PVRDMA_UAR_SRQ_OFFSET,
 				 PVRDMA_UAR_SRQ_RECV, srq->srqn);
 	}
-	pthread_spin_unlock(&srq->wq.lock);
+	pvrdma_unlock(&srq->wq.lock);
 	return err;
 }

@@ -314,7 +314,7 @@ static void pvrdma_wr_set_inline_data_list(struct ibv_qp_ex *qpx,
 		}
 	}
 
-	dst = (uint8_t *)qp->inl_buf + (size_t)qp->wr.slot * PVRDMA_MAX_INLINE;
+	dst = (uint8_t *)qp->inl_buf.addr + (size_t)qp->wr.slot * PVRDMA_MAX_INLINE;
 	sge.addr = (uintptr_t)dst;
 	sge.length = len;
 	sge.lkey = len ? qp->inl_mr->lkey : 0;
@@ -338,7 +338,7 @@ static void pvrdma_wr_start(struct ibv_qp_ex *qpx)
 {
 	struct pvrdma_qp *qp = qpx_to_qp(qpx);
 
-	pthread_spin_lock(&qp->sq.lock);
+	pvrdma_lock(&qp->sq.lock);
 	qp->wr.prod = atomic_load_explicit(
 		pvrdma_ring_atomic(&qp->sq.ring->prod_tail),
 		memory_order_relaxed);
@@ -371,7 +371,7 @@ static int pvrdma_wr_complete(struct ibv_qp_ex *qpx)
 		}
 	}
 	qp->wr.cur = NULL;
-	pthread_spin_unlock(&qp->sq.lock);
+	pvrdma_unlock(&qp->sq.lock);
 	return err;
 }
 
@@ -380,7 +380,7 @@ static void pvrdma_wr_abort(struct ibv_qp_ex *qpx)
 	struct pvrdma_qp *qp = qpx_to_qp(qpx);
 
 	qp->wr.cur = NULL;
-	pthread_spin_unlock(&qp->sq.lock);
+	pvrdma_unlock(&qp->sq.lock);
 }
 
 /*

@@ -71,6 +71,7 @@ struct ibv_pd *pvrdma_alloc_pd(struct ibv_context *ibvctx)
 	}
 
 	pd->pdn = resp.pdn;
+	atomic_init(&pd->refcount, 1);
 
 	return &pd->ibvpd;
 }
@@ -79,6 +80,17 @@ int pvrdma_dealloc_pd(struct ibv_pd *ibvpd)
 {
 	struct pvrdma_pd *pd = to_pvrdma_pd(ibvpd);
 	int err;
+
+	if (atomic_load(&pd->refcount) > 1)
+		return EBUSY;
+
+	if (pd->protection_domain) {
+		atomic_fetch_sub(&pd->protection_domain->refcount, 1);
+		if (pd->td)
+			atomic_fetch_sub(&pd->td->refcount, 1);
+		free(pd);
+		return 0;
+	}
 
 	err = ibv_cmd_dealloc_pd(ibvpd);
 	if (err) {
@@ -89,6 +101,102 @@ int pvrdma_dealloc_pd(struct ibv_pd *ibvpd)
 
 	free(pd);
 	return 0;
+}
+
+/* Thread domains are the provider's alone: no command, no attributes. */
+struct ibv_td *pvrdma_alloc_td(struct ibv_context *ibvctx,
+			       struct ibv_td_init_attr *attr)
+{
+	struct pvrdma_td *td;
+
+	if (attr->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	td = calloc(1, sizeof(*td));
+	if (!td) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	td->ibvtd.context = ibvctx;
+	atomic_init(&td->refcount, 1);
+	return &td->ibvtd;
+}
+
+int pvrdma_dealloc_td(struct ibv_td *ibvtd)
+{
+	struct pvrdma_td *td = container_of(ibvtd, struct pvrdma_td, ibvtd);
+
+	if (atomic_load(&td->refcount) > 1)
+		return EBUSY;
+	free(td);
+	return 0;
+}
+
+#define PVRDMA_PARENT_DOMAIN_MASK (IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS | \
+				   IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+
+/*
+ * A parent domain on a PD of this context (not on another parent domain),
+ * with a thread domain of this context or none; allocators come in pairs.
+ */
+struct ibv_pd *pvrdma_alloc_parent_domain(struct ibv_context *ibvctx,
+					  struct ibv_parent_domain_init_attr *attr)
+{
+	struct pvrdma_pd *pad, *pd;
+
+	if (ibv_check_alloc_parent_domain(attr))
+		return NULL;
+	pd = to_pvrdma_pd(attr->pd);
+	if ((attr->comp_mask & ~PVRDMA_PARENT_DOMAIN_MASK) ||
+	    attr->pd->context != ibvctx || pd->protection_domain ||
+	    (attr->td && attr->td->context != ibvctx) ||
+	    (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS &&
+	     (!attr->alloc || !attr->free))) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	pad = calloc(1, sizeof(*pad));
+	if (!pad) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (attr->td) {
+		pad->td = container_of(attr->td, struct pvrdma_td, ibvtd);
+		atomic_fetch_add(&pad->td->refcount, 1);
+	}
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS) {
+		pad->alloc = attr->alloc;
+		pad->free = attr->free;
+	}
+	if (attr->comp_mask & IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT)
+		pad->pd_context = attr->pd_context;
+	pad->protection_domain = pd;
+	pad->pdn = pd->pdn;
+	atomic_fetch_add(&pd->refcount, 1);
+	atomic_init(&pad->refcount, 1);
+	ibv_initialize_parent_domain(&pad->ibvpd, &pd->ibvpd);
+	return &pad->ibvpd;
+}
+
+struct pvrdma_pd *pvrdma_parent_domain(struct ibv_pd *ibvpd)
+{
+	struct pvrdma_pd *pd = to_pvrdma_pd(ibvpd);
+
+	return pd->protection_domain ? pd : NULL;
+}
+
+void pvrdma_pad_get(struct pvrdma_pd *pad)
+{
+	if (pad)
+		atomic_fetch_add(&pad->refcount, 1);
+}
+
+void pvrdma_pad_put(struct pvrdma_pd *pad)
+{
+	if (pad)
+		atomic_fetch_sub(&pad->refcount, 1);
 }
 
 /*
@@ -184,37 +292,77 @@ int pvrdma_dealloc_mw(struct ibv_mw *mw)
 }
 
 /*
- * Ring buffers (CQ, QP and SRQ rings) are anonymous mappings: page aligned
- * and zeroed as the device expects for fresh ring state (spec §8.1), and
- * kept out of fork() children so that a child's copy-on-write cannot move
- * pages the device writes into. madvise() directly, because
- * ibv_dontfork_range() does nothing unless the application called
- * ibv_fork_init(); the mapping is private to the provider and goes with
- * munmap().
+ * Ring buffers (CQ, QP and SRQ rings, inline data) are page aligned and
+ * zeroed, as the device expects of fresh ring state (spec §8.1), and kept
+ * out of fork() children so that a child's copy-on-write cannot move pages
+ * the device writes into: madvise() directly, because ibv_dontfork_range()
+ * does nothing unless the application called ibv_fork_init().
+ *
+ * A parent domain with allocators is asked first, with the page size as
+ * the alignment; it may answer IBV_ALLOCATOR_USE_DEFAULT (then the
+ * provider maps its own), NULL (ENOMEM), or memory, which must be page
+ * aligned (else EINVAL, and it goes back to its free callback). Its memory
+ * goes back with MADV_DOFORK, as it came.
  */
-void *pvrdma_alloc_ring_buf(size_t size)
+int pvrdma_buf_alloc(struct pvrdma_buf *buf, struct pvrdma_device *dev,
+		     struct pvrdma_pd *pad, uint64_t type, size_t size)
 {
-	void *buf;
+	void *p;
 	int err;
 
-	buf = mmap(NULL, size, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		return NULL;
-
-	if (madvise(buf, size, MADV_DONTFORK)) {
-		err = errno;
-		munmap(buf, size);
-		errno = err;
-		return NULL;
+	memset(buf, 0, sizeof(*buf));
+	if (pad && pad->alloc) {
+		p = pad->alloc(&pad->ibvpd, pad->pd_context, size, dev->pg_sz,
+			       type);
+		if (!p)
+			return ENOMEM;
+		if (p != IBV_ALLOCATOR_USE_DEFAULT) {
+			err = (uintptr_t)p & (dev->pg_sz - 1) ? EINVAL : 0;
+			if (!err) {
+				memset(p, 0, size);
+				if (madvise(p, size, MADV_DONTFORK))
+					err = errno;
+			}
+			if (err) {
+				pad->free(&pad->ibvpd, pad->pd_context, p,
+					  type);
+				return err;
+			}
+			buf->addr = p;
+			buf->size = size;
+			buf->pad = pad;
+			buf->type = type;
+			return 0;
+		}
 	}
 
-	return buf;
+	p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return errno;
+	if (madvise(p, size, MADV_DONTFORK)) {
+		err = errno;
+		munmap(p, size);
+		return err;
+	}
+	buf->addr = p;
+	buf->size = size;
+	return 0;
 }
 
-void pvrdma_free_ring_buf(void *buf, size_t size)
+void pvrdma_buf_free(struct pvrdma_buf *buf)
 {
-	munmap(buf, size);
+	struct pvrdma_pd *pad = buf->pad;
+
+	if (!buf->addr)
+		return;
+	if (pad) {
+		madvise(buf->addr, buf->size, MADV_DOFORK);
+		pad->free(&pad->ibvpd, pad->pd_context, buf->addr, buf->type);
+	} else {
+		munmap(buf->addr, buf->size);
+	}
+	buf->addr = NULL;
 }
 
 /*

@@ -13,6 +13,11 @@ int pvrdma_query_port(struct ibv_context *ibvctx, uint8_t port,
 
 struct ibv_pd *pvrdma_alloc_pd(struct ibv_context *ibvctx);
 int pvrdma_dealloc_pd(struct ibv_pd *ibvpd);
+struct ibv_td *pvrdma_alloc_td(struct ibv_context *ibvctx,
+			       struct ibv_td_init_attr *attr);
+int pvrdma_dealloc_td(struct ibv_td *ibvtd);
+struct ibv_pd *pvrdma_alloc_parent_domain(struct ibv_context *ibvctx,
+					  struct ibv_parent_domain_init_attr *attr);
 
 struct ibv_mr *pvrdma_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			     uint64_t hca_va, int access);

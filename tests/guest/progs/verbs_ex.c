@@ -203,6 +203,9 @@ static int dev_open(struct dev *d, const char *name, int gid_index)
 /* Asked of the CQs side_create makes besides WC_FIELDS (timestamps). */
 static uint64_t extra_wc_flags;
 
+/* For t_parent_domain: sides made in this parent domain (CQ, QP, MR). */
+static struct ibv_pd *side_pad;
+
 static struct ibv_cq_ex *cq_ex_create(struct dev *d)
 {
 	struct ibv_cq_init_attr_ex ca = {
@@ -210,6 +213,10 @@ static struct ibv_cq_ex *cq_ex_create(struct dev *d)
 		.wc_flags = WC_FIELDS | extra_wc_flags,
 	};
 
+	if (side_pad) {
+		ca.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
+		ca.parent_domain = side_pad;
+	}
 	return ibv_create_cq_ex(d->ctx, &ca);
 }
 
@@ -235,7 +242,7 @@ static int side_create(struct side *s, struct dev *d, enum ibv_qp_type type,
 			.max_inline_data = INLINE_WANT,
 		},
 		.comp_mask = IBV_QP_INIT_ATTR_PD,
-		.pd = d->pd,
+		.pd = side_pad ? side_pad : d->pd,
 		.srq = srq,
 	};
 
@@ -266,7 +273,7 @@ static int side_create(struct side *s, struct dev *d, enum ibv_qp_type type,
 	if (!s->buf)
 		return bad("out of memory");
 	memset(s->buf, 0, BUF_SIZE);
-	s->mr = ibv_reg_mr(d->pd, s->buf, BUF_SIZE, ALL_ACCESS);
+	s->mr = ibv_reg_mr(qa.pd, s->buf, BUF_SIZE, ALL_ACCESS);
 	if (!s->mr)
 		return bad("%s: ibv_reg_mr: %s", d->name, strerror(errno));
 	return 0;
@@ -1743,6 +1750,303 @@ static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
 	}
 }
 
+
+/*
+ * Parent domains: what the allocator of t_parent_domain's domains saw.
+ * mode: hand out memory (filled with garbage: the provider must clear
+ * it), answer IBV_ALLOCATOR_USE_DEFAULT, or fail.
+ */
+enum { PAD_GIVE, PAD_DEFAULT, PAD_FAIL };
+#define PAD_LIVE	16
+/* Our provider's resource types (docs/architecture.md): driver id 10. */
+#define PAD_RES_TYPE(n)	((uint64_t)10 << 32 | (n))
+
+struct pad_ctx {
+	struct ibv_pd *pad;		/* what the callbacks must be given */
+	int mode;
+	int allocs, frees, defaults, bad;
+	unsigned int types;		/* bit n: PAD_RES_TYPE(n) asked */
+	struct {
+		void *p;
+		uint64_t type;
+	} live[PAD_LIVE];
+};
+
+static void *pad_alloc(struct ibv_pd *pd, void *pd_context, size_t size,
+		       size_t alignment, uint64_t type)
+{
+	struct pad_ctx *c = pd_context;
+	void *p;
+	int i;
+
+	if (pd != c->pad || alignment < 4096 ||
+	    (alignment & (alignment - 1)) || size % 4096 ||
+	    type >> 32 != 10 || (type & 0xffffffff) < 1 ||
+	    (type & 0xffffffff) > 5)
+		c->bad++;
+	else
+		c->types |= 1u << (type & 31);
+	if (c->mode == PAD_DEFAULT) {
+		c->defaults++;
+		return IBV_ALLOCATOR_USE_DEFAULT;
+	}
+	if (c->mode == PAD_FAIL)
+		return NULL;
+	for (i = 0; i < PAD_LIVE && c->live[i].p; i++)
+		;
+	if (i == PAD_LIVE || !(p = aligned_alloc(alignment, size))) {
+		c->bad++;
+		return NULL;
+	}
+	memset(p, 0x5a, size);
+	c->live[i].p = p;
+	c->live[i].type = type;
+	c->allocs++;
+	return p;
+}
+
+static void pad_free(struct ibv_pd *pd, void *pd_context, void *ptr,
+		     uint64_t type)
+{
+	struct pad_ctx *c = pd_context;
+	int i;
+
+	for (i = 0; i < PAD_LIVE; i++)
+		if (c->live[i].p == ptr)
+			break;
+	if (pd != c->pad || i == PAD_LIVE || c->live[i].type != type) {
+		c->bad++;
+		return;
+	}
+	c->live[i].p = NULL;
+	free(ptr);
+	c->frees++;
+}
+
+static struct ibv_pd *pad_new(struct dev *d, struct ibv_td *td,
+			      struct pad_ctx *c, int mode)
+{
+	struct ibv_parent_domain_init_attr pa = {
+		.pd = d->pd, .td = td,
+		.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS |
+			     IBV_PARENT_DOMAIN_INIT_ATTR_PD_CONTEXT,
+		.alloc = pad_alloc, .free = pad_free, .pd_context = c,
+	};
+
+	memset(c, 0, sizeof(*c));
+	c->mode = mode;
+	c->pad = ibv_alloc_parent_domain(d->ctx, &pa);
+	return c->pad;
+}
+
+/* ibv_alloc_parent_domain's refusals (EINVAL each). */
+static int pad_refusals(struct dev *d, struct ibv_pd *pad)
+{
+	struct ibv_parent_domain_init_attr pa = { .pd = d->pd };
+	struct ibv_td_init_attr ta = { .comp_mask = 1 };
+	struct ibv_cq_init_attr_ex ca = {
+		.cqe = DEPTH, .wc_flags = WC_FIELDS,
+		.comp_mask = IBV_CQ_INIT_ATTR_MASK_PD, .parent_domain = d->pd,
+	};
+	const char *what = NULL;
+	struct ibv_pd *p;
+
+	if (ibv_alloc_td(d->ctx, &ta) || errno != EINVAL)
+		return bad("ibv_alloc_td with comp_mask 1: not EINVAL");
+	pa.comp_mask = 1u << 7;
+	if ((p = ibv_alloc_parent_domain(d->ctx, &pa)) || errno != EINVAL)
+		what = "an unknown comp_mask bit";
+	pa.comp_mask = IBV_PARENT_DOMAIN_INIT_ATTR_ALLOCATORS;
+	pa.alloc = pad_alloc;
+	if (!what &&
+	    ((p = ibv_alloc_parent_domain(d->ctx, &pa)) || errno != EINVAL))
+		what = "an allocator without free";
+	pa.comp_mask = 0;
+	pa.pd = pad;
+	if (!what &&
+	    ((p = ibv_alloc_parent_domain(d->ctx, &pa)) || errno != EINVAL))
+		what = "a parent domain for its PD";
+	if (what) {
+		if (p)
+			ibv_dealloc_pd(p);
+		return bad("ibv_alloc_parent_domain with %s: not EINVAL",
+			   what);
+	}
+	if (ibv_create_cq_ex(d->ctx, &ca) || errno != EINVAL)
+		return bad("a CQ with a PD for parent domain: not EINVAL");
+	return 0;
+}
+
+/*
+ * Parent and thread domains (provider only): a QP, its CQ (resized), an
+ * SRQ (resized where the device can) and MRs in a parent domain with a
+ * thread domain and allocators carry verified SENDs, an inline SEND and
+ * an RDMA WRITE; every queue buffer comes from the allocator, cleared,
+ * with the PD, context, alignment and a resource type of ours, and goes
+ * back to it with its type; the PD, the thread domain and the parent
+ * domain cannot go while used. A domain whose allocator says "use the
+ * default" and one whose allocator fails; the refusals. Where the
+ * provider has no parent domains (Soft-RoCE), EOPNOTSUPP is the answer.
+ */
+static int t_parent_domain(struct dev *da, struct dev *db)
+{
+	struct ibv_srq_init_attr si = { .attr = { .max_wr = DEPTH,
+						  .max_sge = 1 } };
+	struct ibv_srq_attr sa = { .max_wr = 2 * DEPTH };
+	struct ibv_td_init_attr ta = {};
+	struct pad_ctx c, c2;
+	struct ibv_pd *pad = NULL, *pad2;
+	struct ibv_srq *srq = NULL;
+	struct side a = {}, b = {};
+	struct ibv_td *td;
+	struct cqe e;
+	int rc = -1;
+
+	td = ibv_alloc_td(db->ctx, &ta);
+	if (!td && !is_pvrdma(db) && errno == EOPNOTSUPP) {
+		printf("# %s: no thread domains (EOPNOTSUPP)\n", db->name);
+		return 0;
+	}
+	if (!td)
+		return bad("ibv_alloc_td: %s", strerror(errno));
+	if (!pad_new(db, td, &c, PAD_GIVE)) {
+		bad("ibv_alloc_parent_domain: %s", strerror(errno));
+		goto out;
+	}
+	pad = c.pad;
+	if (pad_refusals(db, pad))
+		goto out;
+
+	side_pad = pad;
+	rc = side_create(&b, db, IBV_QPT_RC, RC_OPS, NULL);
+	side_pad = NULL;
+	if (rc)
+		goto out;
+	rc = -1;
+	srq = ibv_create_srq(pad, &si);
+	if (!srq) {
+		bad("ibv_create_srq(parent domain): %s", strerror(errno));
+		goto out;
+	}
+	if (c.allocs != 5 || c.types != 0x3e) {
+		bad("%d allocations of types %#x, expected 5 of 0x3e (CQ, "
+		    "SQ, RQ, SRQ, inline)", c.allocs, c.types);
+		goto out;
+	}
+	if (ibv_dealloc_pd(db->pd) != EBUSY || ibv_dealloc_td(td) != EBUSY ||
+	    ibv_dealloc_pd(pad) != EBUSY) {
+		bad("the PD, thread domain or parent domain went while used");
+		goto out;
+	}
+	if (side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	    rc_connect(&a, &b))
+		goto out;
+
+	fill(a.buf + SRC, 4096, 0x3c);
+	if (sends_pending(&a, &b, 3, 100) || recvs_arrived(&a, &b, 3))
+		goto out;
+	if (ibv_resize_cq(ibv_cq_ex_to_cq(b.cq), 3 * DEPTH)) {
+		bad("ibv_resize_cq: %s", strerror(errno));
+		goto out;
+	}
+	if ((db->attr.device_cap_flags & IBV_DEVICE_SRQ_RESIZE) &&
+	    ibv_modify_srq(srq, &sa, IBV_SRQ_MAX_WR)) {
+		bad("ibv_modify_srq(IBV_SRQ_MAX_WR): %s", strerror(errno));
+		goto out;
+	}
+	fill(a.buf + SRC, 4096, 0x4d);
+	if (sends_pending(&a, &b, 3, 110) || recvs_arrived(&a, &b, 3))
+		goto out;
+	/* B writes to A, and sends inline. */
+	fill(b.buf + SRC, 4096, 0x77);
+	if (write_one(&b, a.mr->rkey, (uintptr_t)a.buf + WRITE_AT, 0, 1500,
+		      120) ||
+	    check_bytes(a.buf + WRITE_AT, b.buf + SRC, 1500, "WRITE"))
+		goto out;
+	if (post_recv(&a, 121, RECV0, 64)) {
+		bad("post_recv: %s", strerror(errno));
+		goto out;
+	}
+	ibv_wr_start(b.qpx);
+	b.qpx->wr_id = 122;
+	b.qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(b.qpx);
+	ibv_wr_set_inline_data(b.qpx, b.buf + SRC + 7, 48);
+	if (ibv_wr_complete(b.qpx)) {
+		bad("inline SEND: %s", strerror(errno));
+		goto out;
+	}
+	if (poll_n(&b, &e, 1) ||
+	    check_cqe(&e, 122, IBV_WC_SEND, b.qp->qp_num) ||
+	    poll_n(&a, &e, 1) ||
+	    check_recv(&e, 121, IBV_WC_RECV, a.qp->qp_num, 48, false, 0) ||
+	    check_bytes(a.buf + RECV0, b.buf + SRC + 7, 48, "inline SEND"))
+		goto out;
+	{
+		int resized = 1 + !!(db->attr.device_cap_flags &
+				     IBV_DEVICE_SRQ_RESIZE);
+
+		if (c.allocs != 5 + resized || c.frees != resized || c.bad) {
+			bad("after the resizes: %d allocations, %d frees, %d "
+			    "bad calls; expected %d, %d, 0", c.allocs,
+			    c.frees, c.bad, 5 + resized, resized);
+			goto out;
+		}
+	}
+	side_destroy(&b);
+	ibv_destroy_srq(srq);
+	srq = NULL;
+	if (c.frees != c.allocs || c.bad) {
+		bad("%d allocations, %d frees, %d bad calls", c.allocs,
+		    c.frees, c.bad);
+		goto out;
+	}
+
+	/* "Use the default", then failure, in domains without a TD. */
+	if (!pad_new(db, NULL, &c2, PAD_DEFAULT)) {
+		bad("ibv_alloc_parent_domain: %s", strerror(errno));
+		goto out;
+	}
+	side_pad = c2.pad;
+	rc = side_create(&b, db, IBV_QPT_RC, 0, NULL);
+	side_pad = NULL;
+	side_destroy(&b);
+	pad2 = c2.pad;
+	if (rc || c2.defaults != 4 || c2.allocs || c2.frees || c2.bad) {
+		bad("default allocator: %s; %d defaults, %d allocations, %d "
+		    "frees, %d bad", rc ? why : "created", c2.defaults,
+		    c2.allocs, c2.frees, c2.bad);
+		rc = -1;
+		ibv_dealloc_pd(pad2);
+		goto out;
+	}
+	rc = -1;
+	c2.mode = PAD_FAIL;
+	side_pad = pad2;
+	if (cq_ex_create(db) || errno != ENOMEM) {
+		side_pad = NULL;
+		bad("a CQ whose allocator failed: not ENOMEM");
+		ibv_dealloc_pd(pad2);
+		goto out;
+	}
+	side_pad = NULL;
+	if (ibv_dealloc_pd(pad2)) {
+		bad("ibv_dealloc_pd(parent domain): %s", strerror(errno));
+		goto out;
+	}
+	rc = 0;
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	if (srq)
+		ibv_destroy_srq(srq);
+	if (pad && ibv_dealloc_pd(pad) && !rc)
+		rc = bad("ibv_dealloc_pd(parent domain) after use failed");
+	if (ibv_dealloc_td(td) && !rc)
+		rc = bad("ibv_dealloc_td after use failed");
+	return rc;
+}
+
 /*
  * The SRQ limit: set by ibv_modify_srq, read back, the event once fewer
  * WQEs than the limit are left, and the limit disarmed (0) after it.
@@ -2216,6 +2520,8 @@ int main(int argc, char **argv)
 	       t_srq_limit(&da, &db));
 	report("qp: transitions and their attribute masks",
 	       t_transitions(&da, &db));
+	report("pd: parent and thread domains, allocators",
+	       t_parent_domain(&da, &db));
 
 	printf("RESULT passed=%d failed=%d\n", passed, failed);
 	return failed ? 1 : 0;

@@ -520,6 +520,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 		uresp.reserved |= PVRDMA_UCTX_RQ_DB_HINT;
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_SQ_DB_HINT)
 		uresp.reserved |= PVRDMA_UCTX_SQ_DB_HINT;
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CLOCK)
+		uresp.reserved |= PVRDMA_UCTX_CLOCK;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)

@@ -5,8 +5,10 @@
  */
 #include <errno.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <util/util.h>
 
@@ -21,6 +23,49 @@ static size_t pvrdma_cq_buf_size(size_t pg_sz, uint32_t nelems)
 }
 
 static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags);
+
+/* The wc_flags that make the device write timestamps into the CQEs. */
+#define PVRDMA_WC_TIMESTAMPS (IBV_WC_EX_WITH_COMPLETION_TIMESTAMP | \
+			      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+
+/*
+ * Wall-clock completion timestamps (spec §14): the device clock is read
+ * between two readings of CLOCK_REALTIME, PVRDMA_CAL_SAMPLES times, and
+ * the tightest sample ties the two clocks (error: half its window). A
+ * CQE's timestamp is then that sample's real time plus the device time
+ * since; a timestamp more than PVRDMA_CAL_AGE_NS from the sample takes a
+ * new one first, which bounds the drift between the clocks, and follows
+ * steps of the real-time clock (settimeofday, a VM stopped and resumed).
+ */
+#define PVRDMA_CAL_SAMPLES	4
+#define PVRDMA_CAL_AGE_NS	1000000000ll
+
+static int64_t pvrdma_realtime_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void pvrdma_clock_calibrate(struct pvrdma_context *ctx,
+				   struct pvrdma_cq *cq)
+{
+	int64_t r0, r1, best = INT64_MAX;
+	uint64_t d;
+	int i;
+
+	for (i = 0; i < PVRDMA_CAL_SAMPLES; i++) {
+		r0 = pvrdma_realtime_ns();
+		d = pvrdma_read_clock(ctx);
+		r1 = pvrdma_realtime_ns();
+		if (r1 - r0 < best) {
+			best = r1 - r0;
+			cq->cal.dev = d;
+			cq->cal.real = r0 + best / 2;
+		}
+	}
+}
 
 /* What ibv_create_cq_ex may ask of this device. */
 #define PVRDMA_CQ_WC_FLAGS IBV_WC_STANDARD_FLAGS
@@ -41,9 +86,12 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 					  bool ex)
 {
 	struct pvrdma_device *dev = to_pvrdma_dev(ibvctx->device);
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvctx);
 	uint64_t wc_ok = PVRDMA_CQ_WC_FLAGS |
-			 (to_pvrdma_ctx(ibvctx)->has_cqe_ts ?
-			  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0);
+			 (ctx->has_cqe_ts ?
+			  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP : 0) |
+			 (ctx->has_cqe_ts && ctx->has_clock ?
+			  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK : 0);
 	struct pvrdma_ucmd_create_cq_ex_resp resp_ex = {};
 	struct pvrdma_ucmd_create_cq_ex cmd_ex = {};
 	struct pvrdma_ucmd_create_cq_resp resp = {};
@@ -106,7 +154,7 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 		cmd_ex.buf_size = cq->buf.size;
 		cmd_attr.cqe = nelems;
 		/* Of the extras only timestamps concern the kernel. */
-		cmd_attr.wc_flags &= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+		cmd_attr.wc_flags &= PVRDMA_WC_TIMESTAMPS;
 		cmd_attr.comp_mask = 0;
 		err = pvrdma_cmd_create_cq_ex(ibvctx, &cmd_attr, &cq->vcq,
 					      &cmd_ex.ibv_cmd, sizeof(cmd_ex),
@@ -142,6 +190,8 @@ static struct pvrdma_cq *pvrdma_cq_create(struct ibv_context *ibvctx,
 	cq->cqn = ex ? resp_ex.cqn : resp.cqn;
 	if (ex)
 		pvrdma_cq_ex_init(cq, attr->wc_flags);
+	if (ex && attr->wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		pvrdma_clock_calibrate(ctx, cq);
 	pvrdma_pad_get(pad);
 	return cq;
 
@@ -592,6 +642,26 @@ static uint64_t pvrdma_read_completion_ts(struct ibv_cq_ex *cqx)
 	return le64toh(ts);
 }
 
+/* The 48-bit distance from the calibration's device time, signed. */
+static int64_t pvrdma_cal_delta(const struct pvrdma_cq *cq, uint64_t ts)
+{
+	return (int64_t)((ts - cq->cal.dev) << (64 - PVRDMA_CQE_TS_BITS)) >>
+	       (64 - PVRDMA_CQE_TS_BITS);
+}
+
+static uint64_t pvrdma_read_completion_wallclock_ns(struct ibv_cq_ex *cqx)
+{
+	struct pvrdma_cq *cq = cqx_to_cq(cqx);
+	uint64_t ts = pvrdma_read_completion_ts(cqx);
+	int64_t delta = pvrdma_cal_delta(cq, ts);
+
+	if (delta > PVRDMA_CAL_AGE_NS || delta < -PVRDMA_CAL_AGE_NS) {
+		pvrdma_clock_calibrate(to_pvrdma_ctx(cqx->context), cq);
+		delta = pvrdma_cal_delta(cq, ts);
+	}
+	return cq->cal.real + delta;
+}
+
 /* The readers of the fields asked for (pvrdma_cq_create refused others). */
 static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
 {
@@ -619,6 +689,9 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
 		cqx->read_dlid_path_bits = pvrdma_read_dlid_path_bits;
 	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
 		cqx->read_completion_ts = pvrdma_read_completion_ts;
+	if (wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+		cqx->read_completion_wallclock_ns =
+			pvrdma_read_completion_wallclock_ns;
 }
 
 /*

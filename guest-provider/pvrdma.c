@@ -50,6 +50,7 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.post_srq_recv = pvrdma_post_srq_recv,
 	.query_device_ex = pvrdma_query_device_ex,
 	.query_port = pvrdma_query_port,
+	.query_rt_values = pvrdma_query_rt_values,
 	.query_qp = pvrdma_query_qp,
 	.query_srq = pvrdma_query_srq,
 	.reg_mr = pvrdma_reg_mr,
@@ -79,12 +80,13 @@ static uint32_t pvrdma_env_u32(const char *name, uint32_t dflt)
 	return n;
 }
 
+/* Write-only, but readable where the device clock is there to read. */
 static int pvrdma_map_uar(struct pvrdma_context *ctx, size_t pg_sz)
 {
 	void *uar;
 
-	uar = mmap(NULL, pg_sz, PROT_WRITE, MAP_SHARED,
-		   ctx->ibvctx.context.cmd_fd, 0);
+	uar = mmap(NULL, pg_sz, PROT_WRITE | (ctx->has_clock ? PROT_READ : 0),
+		   MAP_SHARED, ctx->ibvctx.context.cmd_fd, 0);
 	if (uar == MAP_FAILED)
 		return errno;
 
@@ -138,6 +140,7 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 		goto err_free_ctx;
 	}
 
+	ctx->has_clock = resp.reserved & PVRDMA_UCTX_CLOCK;
 	err = pvrdma_map_uar(ctx, dev->pg_sz);
 	if (err) {
 		verbs_err(&ctx->ibvctx, "UAR mmap failed: %d\n", err);

@@ -84,6 +84,8 @@ struct pvrdma_context {
 	bool has_cqe_ts;
 	bool rq_db_hint;		/* PVRDMA_UCTX_RQ_DB_HINT */
 	bool sq_db_hint;		/* PVRDMA_UCTX_SQ_DB_HINT */
+	/* The device clock reads from the UAR page (mapped readable too). */
+	bool has_clock;			/* PVRDMA_UCTX_CLOCK */
 };
 
 /*
@@ -196,6 +198,14 @@ struct pvrdma_cq {
 	 */
 	struct pvrdma_cqe cur;
 	struct pvrdma_qp *cur_qp;
+	/*
+	 * Wall-clock timestamps: the device clock's reading @dev against
+	 * CLOCK_REALTIME @real, both ns, from the CQ's creation on (cq.c).
+	 */
+	struct {
+		uint64_t dev;
+		int64_t real;
+	} cal;
 };
 
 /*
@@ -345,6 +355,26 @@ static inline void pvrdma_uar_write(struct pvrdma_context *ctx,
 	}
 #endif
 	mmio_write32((uint8_t *)ctx->uar + offset, v);
+}
+
+/*
+ * The device clock (PVRDMA_UCTX_CLOCK, spec §14), ns: two 32-bit loads of
+ * the UAR page, the high half read again until it agrees (the low half
+ * wraps every 4.3 s). Each load is a trap to the device model.
+ */
+static inline uint64_t pvrdma_read_clock(struct pvrdma_context *ctx)
+{
+	const uint8_t *uar = ctx->uar;
+	uint32_t hi, lo, hi2;
+
+	hi = mmio_read32(uar + PVRDMA_UAR_CLOCK_HI_OFFSET);
+	for (;;) {
+		lo = mmio_read32(uar + PVRDMA_UAR_CLOCK_LO_OFFSET);
+		hi2 = mmio_read32(uar + PVRDMA_UAR_CLOCK_HI_OFFSET);
+		if (hi2 == hi)
+			return (uint64_t)hi << 32 | lo;
+		hi = hi2;
+	}
 }
 
 /* Send flags that mean the same to the device as to ibverbs (spec §8.3). */

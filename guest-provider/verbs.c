@@ -48,6 +48,31 @@ int pvrdma_query_port(struct ibv_context *ibvctx, uint8_t port,
 	return ibv_cmd_query_port(ibvctx, port, port_attr, &cmd, sizeof(cmd));
 }
 
+/*
+ * The raw clock is the device's (spec §14), ns in tv_nsec as mlx5 gives
+ * its cycles, in the width of the CQE timestamps (48 bits), so that the
+ * two compare directly.
+ */
+int pvrdma_query_rt_values(struct ibv_context *ibvctx,
+			   struct ibv_values_ex *values)
+{
+	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvctx);
+	uint32_t comp_mask = 0;
+
+	if (values->comp_mask & ~(uint32_t)IBV_VALUES_MASK_RAW_CLOCK)
+		return EINVAL;
+	if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+		if (!ctx->has_clock)
+			return EOPNOTSUPP;
+		values->raw_clock.tv_sec = 0;
+		values->raw_clock.tv_nsec = pvrdma_read_clock(ctx) &
+					    ((1ull << PVRDMA_CQE_TS_BITS) - 1);
+		comp_mask |= IBV_VALUES_MASK_RAW_CLOCK;
+	}
+	values->comp_mask = comp_mask;
+	return 0;
+}
+
 struct ibv_pd *pvrdma_alloc_pd(struct ibv_context *ibvctx)
 {
 	struct pvrdma_ucmd_alloc_pd_resp resp = {};

@@ -10,6 +10,8 @@ int pvrdma_query_device_ex(struct ibv_context *ibvctx,
 			   struct ibv_device_attr_ex *attr, size_t attr_size);
 int pvrdma_query_port(struct ibv_context *ibvctx, uint8_t port,
 		      struct ibv_port_attr *port_attr);
+int pvrdma_query_rt_values(struct ibv_context *ibvctx,
+			   struct ibv_values_ex *values);
 
 struct ibv_pd *pvrdma_alloc_pd(struct ibv_context *ibvctx);
 int pvrdma_dealloc_pd(struct ibv_pd *ibvpd);

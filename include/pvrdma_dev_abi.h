@@ -257,12 +257,19 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
  * pvrdma_cmd_modify_srq_ex) and moves the receive WQEs the device has not
  * taken yet into it, in order. */
 #define PVRDMA_EX_CAP_RESIZE_SRQ        (1u << 22)
+/* The device clock (the one of CQE timestamps: ns, 64 bits) reads from
+ * every UAR page in two 32-bit halves, PVRDMA_UAR_CLOCK_LO/HI_OFFSET;
+ * a reader takes high, low, high again, until both highs agree. */
+#define PVRDMA_EX_CAP_CLOCK             (1u << 21)
+#define PVRDMA_UAR_CLOCK_LO_OFFSET      0x10
+#define PVRDMA_UAR_CLOCK_HI_OFFSET      0x14
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
 #define PVRDMA_UCTX_CQE_TIMESTAMP       (1u << 2)   /* ..._CQE_TIMESTAMP */
 #define PVRDMA_UCTX_RQ_DB_HINT          (1u << 3)   /* ..._RQ_DB_HINT */
 #define PVRDMA_UCTX_SQ_DB_HINT          (1u << 4)   /* ..._SQ_DB_HINT */
+#define PVRDMA_UCTX_CLOCK               (1u << 5)   /* ..._CLOCK */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {

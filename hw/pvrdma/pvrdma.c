@@ -842,10 +842,12 @@ static const MemoryRegionOps pvrdma_reg_ops = {
     .impl = { .min_access_size = 4, .max_access_size = 4 },
 };
 
-/* Doorbell pages are write-only; reads return 0 (CVE-2018-20191). */
+/* Doorbell pages read 0, but for the clock (pvrdma_core_uar_read()). */
 static uint64_t pvrdma_uar_read(void *opaque, hwaddr addr, unsigned size)
 {
-    return 0;
+    PvrdmaState *s = opaque;
+
+    return pvrdma_core_uar_read(s->core, addr);
 }
 
 /*

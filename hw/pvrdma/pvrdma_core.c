@@ -769,8 +769,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                       (!core->be_ops->mw_offered ||
                        core->be_ops->mw_offered(core->be) ?
                        PVRDMA_EX_CAP_MW : 0) |
-                      (core->ops->clock_ns ? PVRDMA_EX_CAP_CQE_TIMESTAMP :
-                       0) |
+                      (core->ops->clock_ns ? PVRDMA_EX_CAP_CQE_TIMESTAMP |
+                       PVRDMA_EX_CAP_CLOCK : 0) |
                       (cfg->cq_poll_hint ? PVRDMA_EX_CAP_CQ_POLL_HINT : 0) |
                       (core->be_ops->rq_read_on_arrival &&
                        !cfg->no_rq_db_hint ? PVRDMA_EX_CAP_RQ_DB_HINT : 0) |
@@ -1167,6 +1167,31 @@ static void pvrdma_core_trace_doorbell(PvrdmaCore *core, uint64_t offset,
 {
     if (core->ops->trace_doorbell) {
         core->ops->trace_doorbell(core->opaque, offset, val);
+    }
+}
+
+/*
+ * Doorbell pages hold nothing to read (CVE-2018-20191 was a read handler
+ * that followed a NULL pointer): 0, but for the clock of
+ * PVRDMA_EX_CAP_CLOCK at its two offsets of every page. No state and no
+ * lock: the clock is the host's.
+ */
+uint32_t pvrdma_core_uar_read(PvrdmaCore *core, uint64_t offset)
+{
+    uint64_t now;
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_CLOCK)) {
+        return 0;
+    }
+    switch (offset & (PVRDMA_UAR_PAGE_SIZE - 1)) {
+    case PVRDMA_UAR_CLOCK_LO_OFFSET:
+        now = pvrdma_core_now_ns(core);
+        return (uint32_t)now;
+    case PVRDMA_UAR_CLOCK_HI_OFFSET:
+        now = pvrdma_core_now_ns(core);
+        return (uint32_t)(now >> 32);
+    default:
+        return 0;
     }
 }
 

@@ -234,6 +234,8 @@ void pvrdma_core_reg_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
 
 /* BAR2: a 32-bit doorbell store at @offset (page = offset >> 12). */
 void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val);
+/* BAR2: a 32-bit load at @offset: a half of the clock, else 0. */
+uint32_t pvrdma_core_uar_read(PvrdmaCore *core, uint64_t offset);
 /*
  * True if a doorbell write arms a CQ.  A glue that runs doorbells after
  * the guest's write returned must run these at once: the guest checks

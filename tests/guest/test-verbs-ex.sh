@@ -17,7 +17,9 @@
 # devices it lists, mlx5, EFA and HNS.) UC QPs and memory windows
 # (project extensions): verbs_ex's UC and MW checks, and perftest
 # ib_write_bw, ib_write_lat and ib_send_lat with -c UC. Completion
-# timestamps (an extension too; Soft-RoCE refuses them). rdma-core's
+# timestamps, checked against the raw device clock and, converted to wall
+# clock, against CLOCK_REALTIME (extensions too; Soft-RoCE refuses them).
+# Parent and thread domains with the application's allocator. rdma-core's
 # ibv_rc_pingpong -N (the ibv_wr_* API) on one device and between two.
 . "$(dirname "$0")/lib.sh"
 verbs_ex=$(build_prog verbs_ex)
@@ -76,4 +78,4 @@ grep -q "^GUEST-OK" "$PVRDMA_OUT/vm/$TEST_NAME.log" ||
     fail "perftest -c UC failed (see the log)"
 [ "$(grep -c '^RESULT passed=18 failed=0$' "$PVRDMA_OUT/vm/$TEST_NAME.log")" -eq 2 ] ||
     fail "expected two clean RESULT lines of 18 checks (pvrdma0, pvrdma0 -> pvrdma1)"
-pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr keeping keys, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows, completion timestamps, SRQ resize with receives posted and the limit armed, create flags 0, flush access bits, LOCAL_WRITE in window binds, parent and thread domains with allocators; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N and -t"
+pass "extended CQ/QP API (every opcode, UD, abort, refused batches), rereg_mr keeping keys, resize_cq, query_qp, SRQ limit event, QP transitions incl. SQD, UC, memory windows, completion timestamps (raw clock and wall clock bounded), SRQ resize with receives posted and the limit armed, create flags 0, flush access bits, LOCAL_WRITE in window binds, parent and thread domains with allocators; on pvrdma (one and two devices) and Soft-RoCE; perftest -c UC; ibv_rc_pingpong -N and -t"

@@ -173,6 +173,26 @@ static void test_regs_reset_values(void **state)
     fg_free(fg);
 }
 
+/* Before a DSR (no caps announced) the clock offsets of BAR2 read 0. */
+static void test_uar_clock_before_dsr(void **state)
+{
+    FakeGuest *fg = fg_new(NULL);
+
+    (void)state;
+    fg->now_ns = 0x123456789ll;
+    assert_int_equal(pvrdma_core_uar_read(fg->core,
+                                          PVRDMA_UAR_CLOCK_LO_OFFSET), 0);
+    assert_int_equal(pvrdma_core_uar_read(fg->core,
+                                          PVRDMA_UAR_CLOCK_HI_OFFSET), 0);
+    assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
+    assert_int_equal(pvrdma_core_uar_read(fg->core,
+                                          PVRDMA_UAR_CLOCK_LO_OFFSET),
+                     0x23456789);
+    assert_int_equal(pvrdma_core_uar_read(fg->core,
+                                          PVRDMA_UAR_CLOCK_HI_OFFSET), 1);
+    fg_free(fg);
+}
+
 /* ---- DSR ----------------------------------------------------------------- */
 
 static void test_dsr_valid_caps(void **state)
@@ -206,7 +226,8 @@ static void test_dsr_valid_caps(void **state)
      */
     assert_int_equal(c->ex_comp_mask, PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_CLOCK |
+                     PVRDMA_EX_CAP_MODIFY_MR |
                      PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     assert_int_equal(c->vendor_id, 0x15AD);
     assert_int_equal(c->vendor_part_id, 0x0820);
@@ -248,7 +269,8 @@ static void test_dsr_valid_caps(void **state)
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_CQ_POLL_HINT | PVRDMA_EX_CAP_RESIZE_CQ |
                      PVRDMA_EX_CAP_UC | PVRDMA_EX_CAP_MW |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_CLOCK |
+                     PVRDMA_EX_CAP_MODIFY_MR |
                      PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     /* the driver's fields are untouched */
     dsr = fg_ptr(fg, fg->dsr);
@@ -298,7 +320,8 @@ static void test_dsr_caps_no_mw(void **state)
     assert_int_equal(fg_load_dsr_ex(fg, 20, 4, 4), 0);
     assert_int_equal(fg_caps(fg)->ex_comp_mask,
                      PVRDMA_EX_CAP_RESIZE_CQ | PVRDMA_EX_CAP_UC |
-                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_MODIFY_MR |
+                     PVRDMA_EX_CAP_CQE_TIMESTAMP | PVRDMA_EX_CAP_CLOCK |
+                     PVRDMA_EX_CAP_MODIFY_MR |
                      PVRDMA_EX_CAP_RESIZE_SRQ | PVRDMA_EX_CAP_COUNTERS);
     fg_free(fg);
 }
@@ -1016,6 +1039,7 @@ int main(void)
         cmocka_unit_test(test_config_defaults),
         cmocka_unit_test(test_config_ranges),
         cmocka_unit_test(test_regs_reset_values),
+        cmocka_unit_test(test_uar_clock_before_dsr),
         cmocka_unit_test(test_dsr_valid_caps),
         cmocka_unit_test(test_dsr_caps_no_mw),
         cmocka_unit_test(test_dsr_caps_backend_objects),

@@ -2943,6 +2943,23 @@ static void test_cqe_timestamps(void **state)
     c = expect_cqe(ts, 3, a->handle, PVRDMA_WC_RDMA_WRITE,
                    PVRDMA_WC_REM_ACCESS_ERR, 0);
     assert_int_equal(cqe_ts(&c), (t0 + 1500) & mask);
+    /*
+     * The same clock reads from every UAR page (PVRDMA_EX_CAP_CLOCK), in
+     * two halves; the rest of a page reads 0.
+     */
+    assert_true(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_CLOCK);
+    for (unsigned page = 0; page < 3; page++) {
+        uint64_t base = (uint64_t)page * PVRDMA_UAR_PAGE_SIZE;
+
+        assert_int_equal(pvrdma_core_uar_read(fg->core, base +
+                                              PVRDMA_UAR_CLOCK_LO_OFFSET),
+                         (uint32_t)(t0 + 1500));
+        assert_int_equal(pvrdma_core_uar_read(fg->core, base +
+                                              PVRDMA_UAR_CLOCK_HI_OFFSET),
+                         (uint32_t)((t0 + 1500) >> 32));
+        assert_int_equal(pvrdma_core_uar_read(fg->core, base), 0);
+        assert_int_equal(pvrdma_core_uar_read(fg->core, base + 0x18), 0);
+    }
     fg_free(fg);
     g_free(ts);
     g_free(plain);

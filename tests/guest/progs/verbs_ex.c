@@ -205,6 +205,16 @@ static uint64_t extra_wc_flags;
 
 /* For t_parent_domain: sides made in this parent domain (CQ, QP, MR). */
 static struct ibv_pd *side_pad;
+/* How long cq_ex_create's ibv_create_cq_ex took last (ns). */
+static int64_t cq_create_ns;
+
+static int64_t real_ns(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 static struct ibv_cq_ex *cq_ex_create(struct dev *d)
 {
@@ -212,12 +222,17 @@ static struct ibv_cq_ex *cq_ex_create(struct dev *d)
 		.cqe = 4 * DEPTH,
 		.wc_flags = WC_FIELDS | extra_wc_flags,
 	};
+	struct ibv_cq_ex *cq;
+	int64_t t0;
 
 	if (side_pad) {
 		ca.comp_mask |= IBV_CQ_INIT_ATTR_MASK_PD;
 		ca.parent_domain = side_pad;
 	}
-	return ibv_create_cq_ex(d->ctx, &ca);
+	t0 = real_ns();
+	cq = ibv_create_cq_ex(d->ctx, &ca);
+	cq_create_ns = real_ns() - t0;
+	return cq;
 }
 
 /*
@@ -2314,16 +2329,26 @@ static int t_cq_ex(struct dev *d)
 	if (ibv_destroy_cq(ibv_cq_ex_to_cq(cq)))
 		return bad("ibv_destroy_cq: %s", strerror(errno));
 
-	/* The device's clock, not wall-clock time (it has none to give). */
+	/* Wall-clock timestamps alone (t_cq_ts checks their values). */
 	ca.wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
 	cq = ibv_create_cq_ex(d->ctx, &ca);
-	if (is_pvrdma(d)) {
-		if (cq || errno != EOPNOTSUPP)
-			return bad("wall-clock timestamps: %s",
-				   cq ? "offered" : strerror(errno));
-	} else if (cq) {
+	if (!cq && is_pvrdma(d))
+		return bad("wall-clock timestamps: %s", strerror(errno));
+	if (cq)
 		ibv_destroy_cq(ibv_cq_ex_to_cq(cq));
-	}
+	return 0;
+}
+
+/* The device's raw clock (ibv_query_rt_values_ex). */
+static int raw_clock(struct dev *d, uint64_t *ns)
+{
+	struct ibv_values_ex v = { .comp_mask = IBV_VALUES_MASK_RAW_CLOCK };
+	int err = ibv_query_rt_values_ex(d->ctx, &v);
+
+	if (err || !(v.comp_mask & IBV_VALUES_MASK_RAW_CLOCK))
+		return bad("ibv_query_rt_values_ex: %s",
+			   err ? strerror(err) : "no raw clock");
+	*ns = v.raw_clock.tv_nsec;
 	return 0;
 }
 
@@ -2331,20 +2356,31 @@ static int t_cq_ex(struct dev *d)
  * Completion timestamps (a project extension on this device): the clock's
  * width and rate in ibv_query_device_ex, a stamp in every completion of a
  * CQ that asked, later ones not earlier, and 20 ms of sleep between two
- * SENDs at least 10 ms of the device's clock apart.
+ * SENDs at least 10 ms of the device's clock apart. On pvrdma also: each
+ * stamp lies between the raw clock (ibv_query_rt_values_ex) read before
+ * the post and after the poll, and its wall-clock reading between the
+ * CLOCK_REALTIME readings around them, give or take the provider's error:
+ * no more than the time ibv_create_cq_ex took (its calibration is in
+ * there), the post-to-poll time (where it may calibrate again), and 0.1%
+ * of the time since the CQ was made (the two clocks' rates).
  */
 static int t_cq_ts(struct dev *da, struct dev *db)
 {
 	struct ibv_device_attr_ex ax = {};
-	uint64_t ts[3], mask, gap_ns;
+	uint64_t ts[3], mask, gap_ns, r0[3], r1[3], wall[3];
+	int64_t c0, cal_ns, w0[3], w1[3], err;
+	bool wc = is_pvrdma(da);
 	struct side a, b;
 	struct cqe e;
 	int i, rc = -1;
 
 	if (ibv_query_device_ex(da->ctx, NULL, &ax))
 		return bad("ibv_query_device_ex: %s", strerror(errno));
-	extra_wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+	extra_wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP |
+			 (wc ? IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK : 0);
+	c0 = real_ns();
 	i = side_create(&a, da, IBV_QPT_RC, RC_OPS, NULL);
+	cal_ns = cq_create_ns;
 	extra_wc_flags = 0;
 	if (i && !is_pvrdma(da)) {
 		printf("# %s: completion timestamps refused\n", da->name);
@@ -2374,6 +2410,9 @@ static int t_cq_ts(struct dev *da, struct dev *db)
 
 		if (i == 2)
 			usleep(20000);
+		if (wc && raw_clock(da, &r0[i]))
+			goto out;
+		w0[i] = real_ns();
 		if (post_recv(&b, 1500 + i, RECV0, 1024) ||
 		    wr_send_one(&a, 1510 + i, 0, 64))
 			goto out;
@@ -2386,7 +2425,12 @@ static int t_cq_ts(struct dev *da, struct dev *db)
 		}
 		read_cqe(a.cq, &e);
 		ts[i] = ibv_wc_read_completion_ts(a.cq);
+		if (wc)
+			wall[i] = ibv_wc_read_completion_wallclock_ns(a.cq);
 		ibv_end_poll(a.cq);
+		w1[i] = real_ns();
+		if (wc && raw_clock(da, &r1[i]))
+			goto out;
 		if (check_cqe(&e, 1510 + i, IBV_WC_SEND, a.qp->qp_num) ||
 		    poll_n(&b, &e, 1))
 			goto out;
@@ -2400,6 +2444,26 @@ static int t_cq_ts(struct dev *da, struct dev *db)
 	if (gap_ns < 10000000 || gap_ns > 600000000000ull) {
 		bad("20 ms apart, the stamps differ by %" PRIu64 " ns", gap_ns);
 		goto out;
+	}
+	for (i = 0; wc && i < 3; i++) {
+		if (((ts[i] - r0[i]) & mask) > ((r1[i] - r0[i]) & mask)) {
+			bad("SEND %d: stamp %#" PRIx64 " outside the raw clock's "
+			    "%#" PRIx64 "..%#" PRIx64, i, ts[i], r0[i], r1[i]);
+			goto out;
+		}
+		err = cal_ns + (w1[i] - w0[i]) + (w1[i] - c0) / 1000;
+		if ((int64_t)wall[i] < w0[i] - err ||
+		    (int64_t)wall[i] > w1[i] + err) {
+			bad("SEND %d: wall clock %" PRId64 " ns from the post, "
+			    "which was %" PRId64 " ns before the poll; error "
+			    "allowed %" PRId64 " ns", i,
+			    (int64_t)wall[i] - w0[i], w1[i] - w0[i], err);
+			goto out;
+		}
+		printf("# %s: SEND %d stamped %" PRId64 " ns after the post, "
+		       "polled %" PRId64 " ns after it; error allowed %" PRId64
+		       " ns\n", da->name, i, (int64_t)wall[i] - w0[i],
+		       w1[i] - w0[i], err);
 	}
 	rc = 0;
 out:
@@ -2472,7 +2536,8 @@ int main(int argc, char **argv)
 	report("cq_ex: create, empty poll, refusals", t_cq_ex(&da));
 	report("qp_ex: send ops the QP type has not are refused",
 	       t_qp_ex_refused(&da));
-	report("cq_ex: completion timestamps", t_cq_ts(&da, &db));
+	report("cq_ex: completion timestamps, raw and wall clock",
+	       t_cq_ts(&da, &db));
 
 	if (side_create(&a, &da, IBV_QPT_RC,
 			RC_OPS | IBV_QP_EX_WITH_SEND_WITH_INV |

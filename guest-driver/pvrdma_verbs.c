@@ -522,6 +522,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 		uresp.reserved |= PVRDMA_UCTX_SQ_DB_HINT;
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_CLOCK)
 		uresp.reserved |= PVRDMA_UCTX_CLOCK;
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_ATOMIC_WRITE)
+		uresp.reserved |= PVRDMA_UCTX_ATOMIC_WRITE;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)

@@ -310,6 +310,8 @@ static enum ibv_wc_opcode pvrdma_to_ibv_wc_opcode(uint32_t opcode)
 		return IBV_WC_BIND_MW;
 	case PVRDMA_WC_LSO:
 		return IBV_WC_TSO;
+	case PVRDMA_WC_ATOMIC_WRITE:
+		return IBV_WC_ATOMIC_WRITE;
 	case PVRDMA_WC_LOCAL_INV:
 		return IBV_WC_LOCAL_INV;
 	case PVRDMA_WC_RECV:

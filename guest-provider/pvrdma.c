@@ -166,6 +166,7 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	ctx->has_cqe_ts = resp.reserved & PVRDMA_UCTX_CQE_TIMESTAMP;
 	ctx->rq_db_hint = resp.reserved & PVRDMA_UCTX_RQ_DB_HINT;
 	ctx->sq_db_hint = resp.reserved & PVRDMA_UCTX_SQ_DB_HINT;
+	ctx->has_atomic_write = resp.reserved & PVRDMA_UCTX_ATOMIC_WRITE;
 	verbs_set_ops(&ctx->ibvctx, &pvrdma_ctx_ops);
 
 	return &ctx->ibvctx;

@@ -86,6 +86,7 @@ struct pvrdma_context {
 	bool sq_db_hint;		/* PVRDMA_UCTX_SQ_DB_HINT */
 	/* The device clock reads from the UAR page (mapped readable too). */
 	bool has_clock;			/* PVRDMA_UCTX_CLOCK */
+	bool has_atomic_write;		/* PVRDMA_UCTX_ATOMIC_WRITE */
 };
 
 /*

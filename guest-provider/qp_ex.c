@@ -179,6 +179,25 @@ static void pvrdma_wr_atomic_fetch_add(struct ibv_qp_ex *qpx, uint32_t rkey,
 			 remote_addr, add, 0);
 }
 
+/*
+ * ATOMIC_WRITE (spec §14): the 8 bytes at @atomic_wr, as they are, in the
+ * WQE's swap field; no SGE.
+ */
+static void pvrdma_wr_atomic_write(struct ibv_qp_ex *qpx, uint32_t rkey,
+				   uint64_t remote_addr, const void *atomic_wr)
+{
+	struct pvrdma_sq_wqe_hdr *wqe;
+
+	wqe = pvrdma_wr_begin(qpx, PVRDMA_WR_ATOMIC_WRITE,
+			      qpx_to_qp(qpx)->wr.ops,
+			      IBV_QP_EX_WITH_ATOMIC_WRITE);
+	if (!wqe)
+		return;
+	wqe->wr.atomic.remote_addr = htole64(remote_addr);
+	wqe->wr.atomic.rkey = htole32(rkey);
+	memcpy(&wqe->wr.atomic.swap, atomic_wr, sizeof(wqe->wr.atomic.swap));
+}
+
 static void pvrdma_wr_send(struct ibv_qp_ex *qpx)
 {
 	pvrdma_wr_begin(qpx, PVRDMA_WR_SEND, qpx_to_qp(qpx)->wr.ops,
@@ -406,6 +425,9 @@ int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags)
 	if (qp->vqp.qp.qp_type != IBV_QPT_UD &&
 	    to_pvrdma_ctx(qp->vqp.qp.context)->has_mw)
 		supported |= IBV_QP_EX_WITH_BIND_MW;
+	if (qp->vqp.qp.qp_type == IBV_QPT_RC &&
+	    to_pvrdma_ctx(qp->vqp.qp.context)->has_atomic_write)
+		supported |= IBV_QP_EX_WITH_ATOMIC_WRITE;
 
 	if (send_ops_flags & ~supported)
 		return EOPNOTSUPP;
@@ -413,6 +435,7 @@ int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags)
 	qp->wr.ops = send_ops_flags;
 	qpx->wr_atomic_cmp_swp = pvrdma_wr_atomic_cmp_swp;
 	qpx->wr_atomic_fetch_add = pvrdma_wr_atomic_fetch_add;
+	qpx->wr_atomic_write = pvrdma_wr_atomic_write;
 	qpx->wr_bind_mw = pvrdma_wr_bind_mw;
 	qpx->wr_local_inv = pvrdma_wr_local_inv;
 	qpx->wr_rdma_read = pvrdma_wr_rdma_read;

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include <util/util.h>
+
 #include "pvrdma.h"
 #include "verbs.h"
 
@@ -30,6 +32,12 @@ int pvrdma_query_device_ex(struct ibv_context *ibvctx,
 				       &resp_size);
 	if (err)
 		return err;
+
+	/* A project extension the kernel does not know of (spec §14). */
+	if (to_pvrdma_ctx(ibvctx)->has_atomic_write &&
+	    attr_size >= offsetofend(struct ibv_device_attr_ex,
+				     device_cap_flags_ex))
+		attr->device_cap_flags_ex |= IB_UVERBS_DEVICE_ATOMIC_WRITE;
 
 	fw_ver = resp.base.fw_ver;
 	snprintf(attr->orig_attr.fw_ver, sizeof(attr->orig_attr.fw_ver),

@@ -263,6 +263,13 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_EX_CAP_CLOCK             (1u << 21)
 #define PVRDMA_UAR_CLOCK_LO_OFFSET      0x10
 #define PVRDMA_UAR_CLOCK_HI_OFFSET      0x14
+/* Send opcode PVRDMA_WR_ATOMIC_WRITE on RC QPs: the 8 bytes of
+ * wr.atomic.swap (little-endian) stored at wr.atomic.remote_addr
+ * (8-byte aligned, REMOTE_WRITE access) in one piece, after the QP's
+ * earlier requests; no local SGE; completes as PVRDMA_WC_ATOMIC_WRITE. */
+#define PVRDMA_EX_CAP_ATOMIC_WRITE      (1u << 20)
+#define PVRDMA_WR_ATOMIC_WRITE          0x20
+#define PVRDMA_WC_ATOMIC_WRITE          0x20
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -270,6 +277,7 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_UCTX_RQ_DB_HINT          (1u << 3)   /* ..._RQ_DB_HINT */
 #define PVRDMA_UCTX_SQ_DB_HINT          (1u << 4)   /* ..._SQ_DB_HINT */
 #define PVRDMA_UCTX_CLOCK               (1u << 5)   /* ..._CLOCK */
+#define PVRDMA_UCTX_ATOMIC_WRITE        (1u << 6)   /* ..._ATOMIC_WRITE */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {

@@ -206,6 +206,11 @@ typedef struct PvrdmaBackendOps {
      * (PVRDMA_EX_CAP_SQ_DB_HINT).
      */
     bool sq_read_on_answer;
+    /*
+     * The backend executes PVRDMA_WR_ATOMIC_WRITE requests: the core then
+     * offers PVRDMA_EX_CAP_ATOMIC_WRITE and lets them through.
+     */
+    bool atomic_write;
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);

@@ -782,6 +782,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                       /* SRQ rings are then the core's alone. */
                       (!core->be_ops->srq_create ? PVRDMA_EX_CAP_RESIZE_SRQ :
                        0) |
+                      (core->be_ops->atomic_write ?
+                       PVRDMA_EX_CAP_ATOMIC_WRITE : 0) |
                       PVRDMA_EX_CAP_COUNTERS;
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;

@@ -231,6 +231,7 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .name = "fabric",
     .rq_read_on_arrival = true,
     .sq_read_on_answer = true,
+    .atomic_write = true,
     .reset = pvrdma_fabric_reset,
     .free = pvrdma_fabric_port_op_free,
     .mr_deregister = pvrdma_fabric_mr_deregister,

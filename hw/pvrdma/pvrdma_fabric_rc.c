@@ -406,6 +406,50 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
     pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
 }
 
+/*
+ * ATOMIC_WRITE: the request's 8 bytes stored on 8 aligned bytes in one
+ * store (a vCPU never sees half of them), after the QP's earlier requests
+ * (which the fabric executes in order). REMOTE_WRITE access, as for an
+ * RDMA WRITE; a target that cannot be mapped as RAM is refused as for
+ * the other atomics.
+ */
+static void pvrdma_fabric_atomic_write(PvrdmaFabricExec *ex)
+{
+    PvrdmaCore *core = ex->port->core;
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    uint64_t bus, run, len = sizeof(uint64_t);
+    PvrdmaSeg seg;
+    uint64_t *p;
+
+    if (msg->remote_addr & (sizeof(uint64_t) - 1)) {
+        pvrdma_fabric_inv_req(ex);
+        return;
+    }
+    if (!(ex->qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_WRITE) ||
+        !pvrdma_core_rkey_seg(core, ex->qp, msg->rkey, msg->remote_addr,
+                              sizeof(uint64_t), PVRDMA_ACCESS_REMOTE_WRITE,
+                              &seg) ||
+        !pvrdma_seg_xlate(&seg, 0, &bus, &run) ||
+        run < sizeof(uint64_t)) {
+        pvrdma_fabric_access_err(ex);
+        return;
+    }
+    p = pvrdma_core_dma_map(core, bus, &len, true);
+    if (!p || len < sizeof(uint64_t) || ((uintptr_t)p & 7)) {
+        pvrdma_core_dma_unmap(core, p, len, true, 0);
+        GERR(core, QP_ATOMIC_TARGET_NOT_MAPPABLE_RAM,
+             "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
+             "mappable RAM", ex->qp->handle, bus);
+        pvrdma_fabric_access_err(ex);
+        return;
+    }
+    __atomic_store_n(p, GUINT64_TO_LE(msg->swap), __ATOMIC_SEQ_CST);
+    pvrdma_core_dma_unmap(core, p, len, true, sizeof(uint64_t));
+    pvrdma_core_count(core, PVRDMA_CTR_ATOMICS_RCVD, 1);
+    pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS, 1);
+    pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
+}
+
 /* ---- datagrams (UD, GSI) ------------------------------------------------- */
 
 static int pvrdma_fabric_grh_read(void *opaque, uint64_t off, void *buf,
@@ -574,6 +618,9 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
         pvrdma_fabric_atomic(ex);
+        return false;
+    case PVRDMA_WR_ATOMIC_WRITE:
+        pvrdma_fabric_atomic_write(ex);
         return false;
     default:
         pvrdma_fabric_inv_req(ex);

@@ -1613,7 +1613,8 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     /* UC: SENDs and WRITEs only. */
     if (msg->uc && (msg->opcode == PVRDMA_WR_RDMA_READ ||
                     msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP ||
-                    msg->opcode == PVRDMA_WR_ATOMIC_FETCH_AND_ADD)) {
+                    msg->opcode == PVRDMA_WR_ATOMIC_FETCH_AND_ADD ||
+                    msg->opcode == PVRDMA_WR_ATOMIC_WRITE)) {
         return false;
     }
     /* A datagram: SEND or SEND_WITH_IMM of at most one MTU. */
@@ -1635,6 +1636,7 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
         break;
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+    case PVRDMA_WR_ATOMIC_WRITE:
         if (msg->length != sizeof(uint64_t)) {
             return false;
         }

@@ -1194,6 +1194,8 @@ uint32_t pvrdma_wq_wc_opcode(uint32_t wr_opcode)
         return PVRDMA_WC_MASKED_FETCH_ADD;
     case PVRDMA_WR_BIND_MW:
         return PVRDMA_WC_BIND_MW;
+    case PVRDMA_WR_ATOMIC_WRITE:
+        return PVRDMA_WC_ATOMIC_WRITE;
     case PVRDMA_WR_LSO:
         return PVRDMA_WC_LSO;
     default:
@@ -1213,6 +1215,7 @@ static bool pvrdma_wq_is_remote_op(uint32_t op)
     case PVRDMA_WR_RDMA_READ:
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+    case PVRDMA_WR_ATOMIC_WRITE:
         return true;
     default:
         return false;
@@ -1346,14 +1349,24 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
         *status = pvrdma_wq_bind_mw(core, qp, wqe);
         return false;
     }
-    /* UC has SENDs and WRITEs only (IBA 9.8.1): no READ, no atomics. */
+    /*
+     * UC has SENDs and WRITEs only (IBA 9.8.1): no READ, no atomics;
+     * ATOMIC_WRITE is RC's, and only where the device announced it.
+     */
     if (!pvrdma_wq_is_remote_op(op) ||
         (qp->type == PVRDMA_QPT_UC &&
-         (op == PVRDMA_WR_RDMA_READ || atomic))) {
+         (op == PVRDMA_WR_RDMA_READ || atomic ||
+          op == PVRDMA_WR_ATOMIC_WRITE)) ||
+        (op == PVRDMA_WR_ATOMIC_WRITE &&
+         !(core->caps.ex_comp_mask & PVRDMA_EX_CAP_ATOMIC_WRITE))) {
         GERR(core, QP_SEND_OPCODE_NOT_SUPPORTED,
              "QP %u: send opcode %u not supported", qp->handle, op);
         *status = PVRDMA_WC_LOC_QP_OP_ERR;
         return false;
+    }
+    if (op == PVRDMA_WR_ATOMIC_WRITE) {
+        /* Its 8 bytes are in the WQE: no local SGE is read. */
+        nsge = 0;
     }
     if (!pvrdma_wq_send_sges_ok(core, qp, nsge, status)) {
         return false;
@@ -1382,10 +1395,11 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
                     PVRDMA_WR_FLAG_SOLICITED;
     wr->imm_data = hdr->ex.imm_data;
     wr->inv_rkey = GUINT32_FROM_LE(hdr->ex.invalidate_rkey);
-    if (atomic) {
+    if (atomic || op == PVRDMA_WR_ATOMIC_WRITE) {
         wr->remote_addr = GUINT64_FROM_LE(hdr->wr.atomic.remote_addr);
         wr->rkey = GUINT32_FROM_LE(hdr->wr.atomic.rkey);
-        wr->compare_add = GUINT64_FROM_LE(hdr->wr.atomic.compare_add);
+        wr->compare_add = atomic ?
+                          GUINT64_FROM_LE(hdr->wr.atomic.compare_add) : 0;
         wr->swap = GUINT64_FROM_LE(hdr->wr.atomic.swap);
         wr->length = sizeof(uint64_t);
     } else {

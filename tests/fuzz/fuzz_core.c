@@ -1055,7 +1055,9 @@ static void fz_post_send(FzIn *in)
 
     memset(&w, 0, sizeof(w));
     w.wr_id = 0x1000 + nb;
-    w.opcode = opb < 0xF0 ? opb % 16 : opb;
+    /* 0xE0..0xEF: the extension opcode ATOMIC_WRITE; 0xF0..: raw. */
+    w.opcode = opb < 0xE0 ? opb % 16 :
+               opb < 0xF0 ? PVRDMA_WR_ATOMIC_WRITE : opb;
     w.send_flags = flags & 0x80 ? flags : flags & 0x7;
     w.num_sge = nb < 0xF0 ? nb % 5 : nb;
     nsge = MIN(w.num_sge, 4u);
@@ -1085,6 +1087,7 @@ static void fz_post_send(FzIn *in)
         break;
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
+    case PVRDMA_WR_ATOMIC_WRITE:
         w.wr.atomic.remote_addr = (imm & 1) ? raddr : raddr & ~7ull;
         w.wr.atomic.compare_add = a;
         w.wr.atomic.swap = b;

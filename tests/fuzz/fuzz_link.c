@@ -175,6 +175,7 @@ int main(int argc, char **argv)
     save(argv[1], "write", b);
     req(b, 3, PVRDMA_WR_RDMA_READ, FL_VA, 0x100, 4096);
     req(b, 4, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, FL_VA + 64, 0x100, 8);
+    req(b, 5, PVRDMA_WR_ATOMIC_WRITE, FL_VA + 72, 0x100, 8);
     save(argv[1], "read-atomic", b);
     /* Answers to our own SEND (id 1) and READ (id 2). */
     ack(b, 1, 0);

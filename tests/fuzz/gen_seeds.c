@@ -264,6 +264,9 @@ static void all_opcodes(unsigned da, unsigned qa, unsigned db, unsigned qb,
     post_send(da, qa, 5 /* CAS */, 0, 0x3000, 8, db, rmr, 0x700, 0,
               0xabcdef, 0);
     post_send(da, qa, 6 /* FAA */, 0, 0x3008, 8, db, rmr, 0x700, 5, 0, 0);
+    /* 0xE0: ATOMIC_WRITE (fuzz_core's opcode byte), no SGE. */
+    post_send(da, qa, 0xE0, 0, 0, 0, db, rmr, 0x708, 0, 0x1122334455667788,
+              0);
     post_recv(db, qb, rmr, 0, 16);
     post_send(da, qa, 3 /* SEND_IMM */, 0, 0, 16, db, rmr, 0, 0, 0, 7);
     poll_cq(da, 0);

@@ -263,6 +263,18 @@ static void do_ops_on(Net *n)
     memcpy(&v, fv_mr_ptr(n->mb, VA_B + 8 * 100), 8);
     assert_int_equal(v, 7);
 
+    /* ATOMIC_WRITE: its 8 bytes stored on b's memory, nothing read. */
+    h = wqe(0xa8, PVRDMA_WR_ATOMIC_WRITE, 0);
+    h.wr.atomic.remote_addr = VA_B + 8 * 100;
+    h.wr.atomic.rkey = n->mb->rkey;
+    h.wr.atomic.swap = 0x0102030405060708ull;
+    fv_post_send(n->a, &h, NULL, 0);
+    fv_ring_sq(n->a);
+    expect(wait_cqe(n, n->cqa), 0xa8, PVRDMA_WC_ATOMIC_WRITE,
+           PVRDMA_WC_SUCCESS, 8);
+    memcpy(&v, fv_mr_ptr(n->mb, VA_B + 8 * 100), 8);
+    assert_int_equal(v, 0x0102030405060708ull);
+
     /* Zero-length WRITE_WITH_IMM consumes a receive WQE. */
     fv_post_recv(n->b, 0xb2, NULL, 0);
     fv_ring_rq(n->b);

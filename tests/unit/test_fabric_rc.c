@@ -595,6 +595,139 @@ static void test_atomic_bad(void **state)
     }
 }
 
+/* ---- ATOMIC_WRITE (PVRDMA_EX_CAP_ATOMIC_WRITE) -------------------------- */
+
+static void post_atomic_write(Pair *p, uint64_t id, uint64_t raddr,
+                              uint32_t rkey, uint64_t value)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_ATOMIC_WRITE, SIG, 0);
+
+    h.wr.atomic.remote_addr = raddr;
+    h.wr.atomic.rkey = rkey;
+    h.wr.atomic.swap = value;
+    fv_post_send(p->a, &h, NULL, 0);
+    fv_ring_sq(p->a);
+}
+
+static uint64_t mr_u64(FvMr *m, uint64_t va)
+{
+    uint64_t v;
+
+    memcpy(&v, fv_mr_ptr(m, va), 8);
+    return v;
+}
+
+/*
+ * The 8 bytes land where asked, nothing around them, no receive WQE
+ * taken; after an RDMA WRITE to the same place (in order, the later
+ * wins); misaligned: invalid request, both QPs to ERR.
+ */
+static void do_atomic_write(bool two)
+{
+    Pair *p = pair_new(two);
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s;
+    uint8_t was[32];
+
+    assert_true(p->fa->core->caps.ex_comp_mask & PVRDMA_EX_CAP_ATOMIC_WRITE);
+    fv_mr_fill(p->mb, VA_B + 0xff0, 32, 3);
+    memcpy(was, fv_mr_ptr(p->mb, VA_B + 0xff0), 32);
+    post_atomic_write(p, 1, VA_B + 0xff8, p->mb->rkey,
+                      0x0123456789abcdefull);
+    expect_send_cqe(p, 1, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_SUCCESS, 8);
+    assert_int_equal(mr_u64(p->mb, VA_B + 0xff8), 0x0123456789abcdefull);
+    assert_memory_equal(fv_mr_ptr(p->mb, VA_B + 0xff0), was, 8);
+    assert_memory_equal(fv_mr_ptr(p->mb, VA_B + 0x1000), was + 16, 16);
+
+    fv_mr_fill(p->ma, VA_A, 64, 9);
+    s = sge(p->ma, VA_A, 64);
+    h = wqe(2, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+    h.wr.rdma.remote_addr = VA_B + 0x100;
+    h.wr.rdma.rkey = p->mb->rkey;
+    fv_post_send(p->a, &h, &s, 1);
+    post_atomic_write(p, 3, VA_B + 0x108, p->mb->rkey, 77);
+    expect_send_cqe(p, 2, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 64);
+    expect_send_cqe(p, 3, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_SUCCESS, 8);
+    assert_int_equal(mr_u64(p->mb, VA_B + 0x108), 77);
+    assert_true(fv_mr_check(p->mb, VA_B + 0x100, 8, 9));
+    expect_empty(p->cqb);
+
+    post_atomic_write(p, 4, VA_B + 0x204, p->mb->rkey, 1);
+    expect_send_cqe(p, 4, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_REM_INV_REQ_ERR,
+                    0);
+    assert_int_equal(fv_qp_state(p->a), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(p->b), PVRDMA_QPS_ERR);
+    assert_int_equal(mr_u64(p->mb, VA_B + 0x200), 0);
+    assert_int_equal(p->fa->guest_errors + p->fb->guest_errors, 0);
+    pair_free(p);
+}
+
+static void test_atomic_write_loopback(void **state)
+{
+    (void)state;
+    do_atomic_write(false);
+}
+
+static void test_atomic_write_two_devices(void **state)
+{
+    (void)state;
+    do_atomic_write(true);
+}
+
+/*
+ * Refused: a responder QP or an MR without REMOTE_WRITE (REMOTE_ATOMIC is
+ * not enough), a target that is not RAM; on a UC QP and on a device that
+ * did not announce it, locally (a guest error each).
+ */
+static void test_atomic_write_bad(void **state)
+{
+    FvConnOpts o = default_opts;
+    FvMr *ro;
+    Pair *p;
+
+    (void)state;
+    o.access = ALL_ACCESS & ~PVRDMA_ACCESS_REMOTE_WRITE;
+    p = pair_new_opts(false, &o, false);
+    post_atomic_write(p, 1, VA_B, p->mb->rkey, 7);
+    expect_send_cqe(p, 1, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_REM_ACCESS_ERR,
+                    0);
+    assert_int_equal(mr_u64(p->mb, VA_B), 0);
+    pair_free(p);
+
+    p = pair_new(true);
+    ro = fv_mr_new(p->fb, p->pdb, VA_B, MR_LEN,
+                   ALL_ACCESS & ~PVRDMA_ACCESS_REMOTE_WRITE);
+    post_atomic_write(p, 2, VA_B, ro->rkey, 7);
+    expect_send_cqe(p, 2, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_REM_ACCESS_ERR,
+                    0);
+    assert_int_equal(mr_u64(p->mb, VA_B), 0);
+    g_free(ro);
+    pair_free(p);
+
+    p = pair_new(true);
+    p->fb->map_refuse = true;
+    post_atomic_write(p, 3, VA_B, p->mb->rkey, 7);
+    expect_send_cqe(p, 3, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_REM_ACCESS_ERR,
+                    0);
+    pair_free(p);
+
+    p = pair_new_typed(false, PVRDMA_QPT_UC, PVRDMA_QPT_UC, &default_opts,
+                       false);
+    post_atomic_write(p, 4, VA_B, p->mb->rkey, 7);
+    expect_send_cqe(p, 4, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_int_equal(p->fa->guest_errors, 1);
+    assert_int_equal(mr_u64(p->mb, VA_B), 0);
+    pair_free(p);
+
+    p = pair_new(false);
+    p->fa->core->caps.ex_comp_mask &= ~PVRDMA_EX_CAP_ATOMIC_WRITE;
+    post_atomic_write(p, 5, VA_B, p->mb->rkey, 7);
+    expect_send_cqe(p, 5, PVRDMA_WC_ATOMIC_WRITE, PVRDMA_WC_LOC_QP_OP_ERR, 0);
+    assert_int_equal(p->fa->guest_errors, 1);
+    assert_int_equal(mr_u64(p->mb, VA_B), 0);
+    pair_free(p);
+}
+
 /* ---- signaled / unsignaled ---------------------------------------------- */
 
 static void test_unsignaled(void **state)
@@ -3302,6 +3435,9 @@ int main(void)
         cmocka_unit_test(test_counters),
         cmocka_unit_test(test_atomics_two_devices),
         cmocka_unit_test(test_atomic_bad),
+        cmocka_unit_test(test_atomic_write_loopback),
+        cmocka_unit_test(test_atomic_write_two_devices),
+        cmocka_unit_test(test_atomic_write_bad),
         cmocka_unit_test(test_unsignaled),
         cmocka_unit_test(test_loc_prot_err),
         cmocka_unit_test(test_loc_len_err),

@@ -1766,6 +1766,121 @@ static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
 }
 
 
+/* IB_UVERBS_DEVICE_ATOMIC_WRITE of device_cap_flags_ex (rdma/ib_user_verbs.h). */
+#define DEVICE_ATOMIC_WRITE	(1ULL << 40)
+
+/* One signaled ATOMIC_WRITE of @v to (@rkey, @raddr) through ibv_wr_*. */
+static int atomic_write_one(struct side *a, uint32_t rkey, uint64_t raddr,
+			    const uint8_t v[8], uint64_t wr_id)
+{
+	ibv_wr_start(a->qpx);
+	a->qpx->wr_id = wr_id;
+	a->qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(a->qpx, rkey, raddr, v);
+	return ibv_wr_complete(a->qpx);
+}
+
+/*
+ * ATOMIC_WRITE (ibv_wr_atomic_write; a project extension on this device):
+ * where the device says IB_UVERBS_DEVICE_ATOMIC_WRITE, its 8 bytes land
+ * on the peer's aligned word and nothing around it changes, no receive is
+ * taken, the completion is IBV_WC_ATOMIC_WRITE; behind an RDMA WRITE to
+ * the same word in one batch it lands last; a QP made without the op
+ * cannot post it; a misaligned one fails with a remote invalid request.
+ */
+static int t_atomic_write(struct dev *da, struct dev *db)
+{
+	static const uint8_t v1[8] = { 1, 2, 3, 4, 5, 6, 7, 8 };
+	static const uint8_t v2[8] = { 0xf8, 0xe7, 0xd6, 0xc5, 0xb4, 0xa3,
+				       0x92, 0x81 };
+	struct ibv_device_attr_ex ax = {};
+	uint8_t was[48], *word;
+	struct side a, b, c, d;
+	struct cqe e[2];
+	int rc = -1;
+
+	if (ibv_query_device_ex(da->ctx, NULL, &ax))
+		return bad("ibv_query_device_ex: %s", strerror(errno));
+	if (!(ax.device_cap_flags_ex & DEVICE_ATOMIC_WRITE)) {
+		if (is_pvrdma(da))
+			return bad("no IB_UVERBS_DEVICE_ATOMIC_WRITE");
+		printf("# %s: no atomic write (device_cap_flags_ex)\n",
+		       da->name);
+		return 0;
+	}
+	memset(&c, 0, sizeof(c));
+	memset(&d, 0, sizeof(d));
+	if (side_create(&a, da, IBV_QPT_RC,
+			RC_OPS | IBV_QP_EX_WITH_ATOMIC_WRITE, NULL) ||
+	    side_create(&b, db, IBV_QPT_RC, 0, NULL) || rc_connect(&a, &b))
+		goto out;
+	word = b.buf + ATOMIC_AT;
+	fill(word - 16, sizeof(was), 0x21);
+	memcpy(was, word - 16, sizeof(was));
+	if (post_recv(&b, 1299, RECV0, 64) ||
+	    atomic_write_one(&a, b.mr->rkey, (uintptr_t)word, v1, 1300)) {
+		bad("post: %s", strerror(errno));
+		goto out;
+	}
+	if (poll_n(&a, e, 1) ||
+	    check_cqe(&e[0], 1300, IBV_WC_ATOMIC_WRITE, a.qp->qp_num) ||
+	    check_bytes(word, v1, 8, "the word") ||
+	    check_bytes(word - 16, was, 16, "before the word") ||
+	    check_bytes(word + 8, was + 24, 24, "after the word") ||
+	    quiet(&b))
+		goto out;
+
+	/* An RDMA WRITE, then an ATOMIC_WRITE, of the next word. */
+	fill(a.buf + SRC, 8, 0x5e);
+	ibv_wr_start(a.qpx);
+	a.qpx->wr_id = 1301;
+	a.qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_rdma_write(a.qpx, b.mr->rkey, (uintptr_t)word + 8);
+	ibv_wr_set_sge(a.qpx, a.mr->lkey, (uintptr_t)a.buf + SRC, 8);
+	a.qpx->wr_id = 1302;
+	ibv_wr_atomic_write(a.qpx, b.mr->rkey, (uintptr_t)word + 8, v2);
+	if (ibv_wr_complete(a.qpx)) {
+		bad("batch: %s", strerror(errno));
+		goto out;
+	}
+	if (poll_n(&a, e, 2) ||
+	    check_cqe(&e[0], 1301, IBV_WC_RDMA_WRITE, a.qp->qp_num) ||
+	    check_cqe(&e[1], 1302, IBV_WC_ATOMIC_WRITE, a.qp->qp_num) ||
+	    check_bytes(word + 8, v2, 8, "the word after WRITE + ATOMIC_WRITE"))
+		goto out;
+
+	/* Not among the QP's send ops: refused, nothing posted. */
+	if (side_create(&c, da, IBV_QPT_RC, RC_OPS, NULL) ||
+	    side_create(&d, db, IBV_QPT_RC, 0, NULL) || rc_connect(&c, &d))
+		goto out;
+	if (atomic_write_one(&c, d.mr->rkey, (uintptr_t)d.buf, v2, 1303) !=
+	    EINVAL || quiet(&c)) {
+		bad("ATOMIC_WRITE on a QP created without it: not EINVAL");
+		goto out;
+	}
+
+	if (atomic_write_one(&a, b.mr->rkey, (uintptr_t)word + 20, v2,
+			     1304)) {
+		bad("post: %s", strerror(errno));
+		goto out;
+	}
+	if (poll_n(&a, e, 1))
+		goto out;
+	if (e[0].wr_id != 1304 || e[0].status != IBV_WC_REM_INV_REQ_ERR) {
+		bad("misaligned: wr_id %" PRIu64 " status %s, expected remote "
+		    "invalid request", e[0].wr_id,
+		    ibv_wc_status_str(e[0].status));
+		goto out;
+	}
+	rc = check_bytes(word + 16, was + 32, 16, "around a misaligned one");
+out:
+	side_destroy(&a);
+	side_destroy(&b);
+	side_destroy(&c);
+	side_destroy(&d);
+	return rc;
+}
+
 /*
  * Parent domains: what the allocator of t_parent_domain's domains saw.
  * mode: hand out memory (filled with garbage: the provider must clear
@@ -2587,6 +2702,8 @@ int main(int argc, char **argv)
 	       t_transitions(&da, &db));
 	report("pd: parent and thread domains, allocators",
 	       t_parent_domain(&da, &db));
+	report("rc: ATOMIC_WRITE lands whole, in order, aligned only",
+	       t_atomic_write(&da, &db));
 
 	printf("RESULT passed=%d failed=%d\n", passed, failed);
 	return failed ? 1 : 0;

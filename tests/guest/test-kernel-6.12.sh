@@ -4,8 +4,9 @@
 # fetches the newest 6.12 and builds pvrdma.ko and the kernel-verbs test
 # module for exactly that release. First a guest must report that it runs
 # that release with our module loaded; then bring-up, the kernel verbs,
-# rc_verify and perftest run again on it, under the names NAME-6.12 (logs
-# apart). Fails if any of them fails.
+# rc_verify, verbs_ex (there also against 6.12's Soft-RoCE, which has
+# ATOMIC_WRITE) and perftest run again on it, under the names NAME-6.12
+# (logs apart). Fails if any of them fails.
 . "$(dirname "$0")/lib.sh"
 
 kernel=$PVRDMA_OUT/vmlinuz-6.12
@@ -40,7 +41,7 @@ grep -qx GUEST-PVRDMA-LOADED "$log" || fail "pvrdma.ko is not loaded on $rel, se
 grep -q pvrdma0 "$log" || fail "no pvrdma0 in ibv_devices on $rel, see $log"
 pass "the guest runs $rel with pvrdma.ko loaded"
 
-tests="test-bringup test-kernel-verbs test-rc-verify test-perftest"
+tests="test-bringup test-kernel-verbs test-rc-verify test-verbs-ex test-perftest"
 failed=()
 for t in $tests; do
     start=$SECONDS

@@ -33,10 +33,24 @@ cat > "$TEST_OUT/guest.sh" <<'GUEST'
 rxe_up
 ./verbs_ex -d rxe0 -g "$(rxe_gid_index)" > /tmp/rxe.out
 cat /tmp/rxe.out
-grep -q "^RESULT passed=17 failed=2$" /tmp/rxe.out &&
+# Soft-RoCE fails the provider's two known bugs (the UD one ends in a
+# flush on 6.12's rxe), and on 6.12 at times refuses SQD -> RTS right
+# after the SQ_DRAINED event (its drain state lags the event). 6.12's rxe
+# has ATOMIC_WRITE: it must pass the checks ours passes; 6.1's has none.
+case $(uname -r) in
+6.1.*) ud_status="local QP operation error" aw="^# rxe0: no atomic write" ;;
+*) ud_status="Work Request Flushed Error" aw="^PASS rc: ATOMIC_WRITE" ;;
+esac
+nfail=2
+case $(uname -r) in 6.1.*) ;; *)
+    ! grep -qx "FAIL qp: transitions and their attribute masks: SQD -> RTS: Invalid argument" /tmp/rxe.out ||
+        nfail=3 ;;
+esac
+grep -q "^RESULT passed=$((19 - nfail)) failed=$nfail$" /tmp/rxe.out &&
     grep -q "^FAIL rc: every opcode in one ibv_wr batch: wr_id 101: byte_len 20, expected 310$" /tmp/rxe.out &&
-    grep -q "^FAIL ud: ibv_wr batch with addresses, inline, Q_Keys: CQE wr_id 910 status local QP operation error" /tmp/rxe.out ||
-    fail "verbs_ex on rxe0: other than rxe's two known bugs"
+    grep -q "^FAIL ud: ibv_wr batch with addresses, inline, Q_Keys: CQE wr_id 910 status $ud_status" /tmp/rxe.out &&
+    grep -q "$aw" /tmp/rxe.out ||
+    fail "verbs_ex on rxe0: other than rxe's known bugs"
 # perftest over UC (no SEND bandwidth test: a SEND that finds no receive
 # WQE is lost on UC by design, and perftest's server would wait for it).
 opts="-d pvrdma0 -x 1 -F -c UC -n 200"

@@ -541,6 +541,7 @@ void *pvrdma_pdir_elem(struct pvrdma_pdir *pdir, unsigned int first_page,
 extern const struct ib_device_ops pvrdma_dev_ops;
 extern const struct ib_device_ops pvrdma_dev_srq_ops;
 extern const struct ib_device_ops pvrdma_dev_mw_ops;
+extern const struct ib_device_ops pvrdma_dev_mcast_ops;
 extern const struct ib_device_ops pvrdma_dev_counter_ops;
 int pvrdma_query_port_attr(struct pvrdma_dev *dev,
 			   struct pvrdma_port_attr *attr);

@@ -53,6 +53,8 @@ static const char *pvrdma_cmd_name(u32 cmd)
 		[PVRDMA_CMD_DESTROY_SRQ] = "DESTROY_SRQ",
 		[PVRDMA_CMD_MODIFY_MR] = "MODIFY_MR",
 		[PVRDMA_CMD_QUERY_COUNTERS] = "QUERY_COUNTERS",
+		[PVRDMA_CMD_ATTACH_MCAST] = "ATTACH_MCAST",
+		[PVRDMA_CMD_DETACH_MCAST] = "DETACH_MCAST",
 	};
 
 	return cmd < PVRDMA_CMD_MAX && names[cmd] ? names[cmd] : "UNKNOWN";

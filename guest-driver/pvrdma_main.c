@@ -707,6 +707,8 @@ static int pvrdma_ib_device_add(struct pvrdma_dev *dev)
 		ib_set_device_ops(ibdev, &pvrdma_dev_srq_ops);
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MW)
 		ib_set_device_ops(ibdev, &pvrdma_dev_mw_ops);
+	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_MCAST)
+		ib_set_device_ops(ibdev, &pvrdma_dev_mcast_ops);
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_COUNTERS)
 		ib_set_device_ops(ibdev, &pvrdma_dev_counter_ops);
 

@@ -82,6 +82,13 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 		props->masked_atomic_cap = IB_ATOMIC_NONE;
 	}
 	props->max_ah = pvrdma_cap_int(caps->max_ah);
+	if (caps->ex_comp_mask & PVRDMA_EX_CAP_MCAST) {
+		props->max_mcast_grp = pvrdma_cap_int(caps->max_mcast_grp);
+		props->max_mcast_qp_attach =
+			pvrdma_cap_int(caps->max_mcast_qp_attach);
+		props->max_total_mcast_qp_attach =
+			pvrdma_cap_int(caps->max_total_mcast_qp_attach);
+	}
 	props->max_srq = pvrdma_cap_int(caps->max_srq);
 	props->max_srq_wr = pvrdma_cap_int(caps->max_srq_wr);
 	props->max_srq_sge = pvrdma_cap_int(caps->max_srq_sge);
@@ -747,6 +754,40 @@ const struct ib_device_ops pvrdma_dev_ops = {
 	INIT_RDMA_OBJ_SIZE(ib_pd, pvrdma_pd, ibpd),
 	INIT_RDMA_OBJ_SIZE(ib_qp, pvrdma_qp, ibqp),
 	INIT_RDMA_OBJ_SIZE(ib_ucontext, pvrdma_ucontext, ibucontext),
+};
+
+/*
+ * Multicast (spec §14): a UD QP joins or leaves a group on the device,
+ * which bounds the groups and the QPs of one (ENOMEM beyond).
+ */
+static int pvrdma_mcast_cmd(struct ib_qp *ibqp, union ib_gid *gid, u32 cmd)
+{
+	union pvrdma_cmd_resp resp;
+	union pvrdma_cmd_req req;
+
+	memset(&req, 0, sizeof(req));
+	req.mcast.hdr.cmd = cmd;
+	req.mcast.qp_handle = to_pqp(ibqp)->qp_handle;
+	memcpy(req.mcast.mgid, gid->raw, sizeof(req.mcast.mgid));
+	return pvrdma_cmd_post(to_pvdev(ibqp->device), &req, &resp);
+}
+
+static int pvrdma_attach_mcast(struct ib_qp *ibqp, union ib_gid *gid,
+			       u16 lid)
+{
+	return pvrdma_mcast_cmd(ibqp, gid, PVRDMA_CMD_ATTACH_MCAST);
+}
+
+static int pvrdma_detach_mcast(struct ib_qp *ibqp, union ib_gid *gid,
+			       u16 lid)
+{
+	return pvrdma_mcast_cmd(ibqp, gid, PVRDMA_CMD_DETACH_MCAST);
+}
+
+/* Added only when the device has multicast. */
+const struct ib_device_ops pvrdma_dev_mcast_ops = {
+	.attach_mcast = pvrdma_attach_mcast,
+	.detach_mcast = pvrdma_detach_mcast,
 };
 
 /* Memory windows, added only when the device offers them (spec §14). */

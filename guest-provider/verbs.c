@@ -498,3 +498,19 @@ int pvrdma_destroy_ah(struct ibv_ah *ibvah)
 	free(to_pvrdma_ah(ibvah));
 	return 0;
 }
+
+/*
+ * Multicast groups: the kernel asks the device (spec §14), which refuses
+ * where it has no multicast; datagrams to a group then reach the QP.
+ */
+int pvrdma_attach_mcast(struct ibv_qp *ibvqp, const union ibv_gid *gid,
+			uint16_t lid)
+{
+	return ibv_cmd_attach_mcast(ibvqp, gid, lid);
+}
+
+int pvrdma_detach_mcast(struct ibv_qp *ibvqp, const union ibv_gid *gid,
+			uint16_t lid)
+{
+	return ibv_cmd_detach_mcast(ibvqp, gid, lid);
+}

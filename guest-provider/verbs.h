@@ -65,6 +65,10 @@ int pvrdma_post_srq_recv(struct ibv_srq *ibvsrq, struct ibv_recv_wr *wr,
 			 struct ibv_recv_wr **bad_wr);
 
 struct ibv_ah *pvrdma_create_ah(struct ibv_pd *ibvpd, struct ibv_ah_attr *attr);
+int pvrdma_attach_mcast(struct ibv_qp *ibvqp, const union ibv_gid *gid,
+			uint16_t lid);
+int pvrdma_detach_mcast(struct ibv_qp *ibvqp, const union ibv_gid *gid,
+			uint16_t lid);
 int pvrdma_destroy_ah(struct ibv_ah *ibvah);
 
 #endif /* __PVRDMA_VERBS_H__ */

@@ -270,6 +270,11 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_EX_CAP_ATOMIC_WRITE      (1u << 20)
 #define PVRDMA_WR_ATOMIC_WRITE          0x20
 #define PVRDMA_WC_ATOMIC_WRITE          0x20
+/* Multicast on UD QPs: commands ATTACH_MCAST and DETACH_MCAST (struct
+ * pvrdma_cmd_mcast); caps.max_mcast_grp, max_mcast_qp_attach and
+ * max_total_mcast_qp_attach are the device's limits. A UD SEND to a
+ * multicast GID reaches every QP attached to that group on the fabric. */
+#define PVRDMA_EX_CAP_MCAST             (1u << 19)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -580,7 +585,9 @@ enum pvrdma_cmd_code {
     PVRDMA_CMD_DESTROY_SRQ = 20,
     PVRDMA_CMD_MODIFY_MR = 21,          /* PVRDMA_EX_CAP_MODIFY_MR */
     PVRDMA_CMD_QUERY_COUNTERS = 22,     /* PVRDMA_EX_CAP_COUNTERS */
-    PVRDMA_CMD_MAX = 23,
+    PVRDMA_CMD_ATTACH_MCAST = 23,       /* PVRDMA_EX_CAP_MCAST */
+    PVRDMA_CMD_DETACH_MCAST = 24,       /* PVRDMA_EX_CAP_MCAST */
+    PVRDMA_CMD_MAX = 25,
 };
 
 /* Response code of command c. */
@@ -763,6 +770,18 @@ struct pvrdma_cmd_query_counters_resp {
     uint64_t value[PVRDMA_CTR_PER_QUERY];
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_query_counters_resp, 152);
+
+/*
+ * Project extension PVRDMA_EX_CAP_MCAST: UD QP @qp_handle joins (ATTACH)
+ * or leaves (DETACH) the multicast group @mgid; header-only response.
+ */
+struct pvrdma_cmd_mcast {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t qp_handle;
+    uint8_t reserved[4];
+    uint8_t mgid[16];           /* ff00::/8, or ::ffff:224.0.0.0/100 */
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_mcast, 40);
 
 struct pvrdma_cmd_create_cq {
     struct pvrdma_cmd_hdr hdr;
@@ -999,6 +1018,7 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_destroy_mr destroy_mr;
     struct pvrdma_cmd_modify_mr modify_mr;
     struct pvrdma_cmd_query_counters query_counters;
+    struct pvrdma_cmd_mcast mcast;
     struct pvrdma_cmd_create_cq create_cq;
     struct pvrdma_cmd_resize_cq resize_cq;
     struct pvrdma_cmd_resize_cq_ex resize_cq_ex;

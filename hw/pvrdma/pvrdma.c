@@ -1530,6 +1530,8 @@ static const Property pvrdma_props[] = {
     PVRDMA_PROP_U32("gid-tbl-len", gid_tbl_len, GID_TBL_LEN),
     PVRDMA_PROP_U64("max-mr-size", max_mr_size, MAX_MR_SIZE),
     PVRDMA_PROP_U64("max-pinned-pages", max_pinned_pages, MAX_PINNED_PAGES),
+    PVRDMA_PROP_U32("mcast-groups", mcast_groups, MCAST_GROUPS),
+    PVRDMA_PROP_U32("mcast-qps", mcast_qps, MCAST_QPS),
     DEFINE_PROP_UINT64("node-guid", PvrdmaState, cfg.node_guid, 0),
     DEFINE_PROP_STRING("backend", PvrdmaState, backend),
     DEFINE_PROP_STRING("fabric-path", PvrdmaState, fabric_path),

@@ -241,6 +241,12 @@ static void pvrdma_le_cmd_destroy_mr(struct pvrdma_cmd_destroy_mr *p)
     p->mr_handle = PVRDMA_LE32(p->mr_handle);
 }
 
+static void pvrdma_le_cmd_mcast(struct pvrdma_cmd_mcast *p)
+{
+    pvrdma_le_cmd_hdr(&p->hdr);
+    p->qp_handle = PVRDMA_LE32(p->qp_handle);
+}
+
 static void pvrdma_le_cmd_modify_mr(struct pvrdma_cmd_modify_mr *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
@@ -477,6 +483,10 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         break;
     case PVRDMA_CMD_QUERY_COUNTERS:
         pvrdma_le_cmd_query_counters(&req->query_counters);
+        break;
+    case PVRDMA_CMD_ATTACH_MCAST:
+    case PVRDMA_CMD_DETACH_MCAST:
+        pvrdma_le_cmd_mcast(&req->mcast);
         break;
     case PVRDMA_CMD_CREATE_CQ:
         pvrdma_le_cmd_create_cq(&req->create_cq);

@@ -211,6 +211,14 @@ typedef struct PvrdmaBackendOps {
      * offers PVRDMA_EX_CAP_ATOMIC_WRITE and lets them through.
      */
     bool atomic_write;
+    /*
+     * The backend delivers UD SENDs to multicast GIDs to the QPs attached
+     * to the group (pvrdma_core_mcast_qps()): the core then offers
+     * PVRDMA_EX_CAP_MCAST.  mcast_changed: a group got its first member
+     * on this device or lost its last (pvrdma_core_mcast_groups()).
+     */
+    bool mcast;
+    void (*mcast_changed)(void *be);
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);
@@ -500,5 +508,20 @@ int pvrdma_sgl_write(PvrdmaSgl *sgl, uint64_t off, const void *buf,
 void pvrdma_grh_build(uint8_t grh[40], const uint8_t sgid[16],
                       const uint8_t dgid[16], uint8_t tclass,
                       uint32_t flow_label, uint8_t hop_limit, uint32_t length);
+
+/*
+ * Multicast (PVRDMA_EX_CAP_MCAST).  pvrdma_mcast_gid: is @gid a multicast
+ * GID (ff00::/8, or IPv4-mapped 224.0.0.0/4)?  pvrdma_core_mcast_qps: the
+ * QPs of this device attached to @mgid, at most @max into @qps; returns
+ * how many.  pvrdma_core_mcast_groups: the groups with members here, at
+ * most @max GIDs into @mgids; returns how many.
+ */
+bool pvrdma_mcast_gid(const uint8_t gid[16]);
+/* The destination QPN of a datagram to a multicast group (IBA 10.5.1.2). */
+#define PVRDMA_QPN_MULTICAST    0xFFFFFFu
+unsigned pvrdma_core_mcast_qps(PvrdmaCore *core, const uint8_t mgid[16],
+                               PvrdmaQp **qps, unsigned max);
+unsigned pvrdma_core_mcast_groups(PvrdmaCore *core, uint8_t (*mgids)[16],
+                                  unsigned max);
 
 #endif /* HW_PVRDMA_BACKEND_H */

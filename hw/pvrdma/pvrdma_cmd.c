@@ -178,8 +178,13 @@ static void pvrdma_srq_free(PvrdmaCore *core, PvrdmaSrq *srq)
     g_free(srq);
 }
 
+static void pvrdma_mcast_leave_all(PvrdmaCore *core, PvrdmaQp *qp);
+
 static void pvrdma_qp_free(PvrdmaCore *core, PvrdmaQp *qp)
 {
+    if (qp->mcast_groups) {
+        pvrdma_mcast_leave_all(core, qp);
+    }
     pvrdma_wq_qp_destroy(core, qp);
     if (core->be_ops->qp_destroy) {
         core->be_ops->qp_destroy(core->be, qp);
@@ -682,6 +687,200 @@ static int pvrdma_cmd_modify_mr(PvrdmaCore *core,
         old->refs--;
         pd->refs++;
         mr->pd_handle = pd->handle;
+    }
+    return 0;
+}
+
+/* ---- multicast ----------------------------------------------------------- */
+
+bool pvrdma_mcast_gid(const uint8_t gid[16])
+{
+    static const uint8_t v4mapped[12] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+    };
+
+    /* IPv6 multicast, or an IPv4-mapped 224.0.0.0/4 (RoCE v2). */
+    return gid[0] == 0xff ||
+           (!memcmp(gid, v4mapped, sizeof(v4mapped)) &&
+            (gid[12] & 0xf0) == 0xe0);
+}
+
+static PvrdmaMcast *pvrdma_mcast_find(PvrdmaCore *core,
+                                      const uint8_t mgid[16])
+{
+    for (uint32_t i = 0; i < core->cfg.mcast_groups; i++) {
+        PvrdmaMcast *g = &core->mcast[i];
+
+        if (g->nqps && !memcmp(g->mgid, mgid, 16)) {
+            return g;
+        }
+    }
+    return NULL;
+}
+
+static void pvrdma_mcast_changed(PvrdmaCore *core)
+{
+    if (core->be_ops->mcast_changed) {
+        core->be_ops->mcast_changed(core->be);
+    }
+}
+
+/* Drop @qp from @g (keeping the others' order); true if @g emptied. */
+static bool pvrdma_mcast_drop(PvrdmaMcast *g, PvrdmaQp *qp)
+{
+    for (uint32_t i = 0; i < g->nqps; i++) {
+        if (g->qps[i] == qp->handle) {
+            memmove(&g->qps[i], &g->qps[i + 1],
+                    (g->nqps - i - 1) * sizeof(g->qps[0]));
+            g->nqps--;
+            qp->mcast_groups--;
+            return g->nqps == 0;
+        }
+    }
+    return false;
+}
+
+/* A QP going away leaves its groups. */
+static void pvrdma_mcast_leave_all(PvrdmaCore *core, PvrdmaQp *qp)
+{
+    bool changed = false;
+
+    for (uint32_t i = 0; i < core->cfg.mcast_groups && qp->mcast_groups;
+         i++) {
+        if (core->mcast[i].nqps) {
+            changed |= pvrdma_mcast_drop(&core->mcast[i], qp);
+        }
+    }
+    if (changed) {
+        pvrdma_mcast_changed(core);
+    }
+}
+
+unsigned pvrdma_core_mcast_qps(PvrdmaCore *core, const uint8_t mgid[16],
+                               PvrdmaQp **qps, unsigned max)
+{
+    PvrdmaMcast *g = pvrdma_mcast_find(core, mgid);
+    unsigned n = 0;
+
+    for (uint32_t i = 0; g && i < g->nqps && n < max; i++) {
+        qps[n] = pvrdma_table_lookup(&core->qp_tbl, g->qps[i]);
+        n += qps[n] != NULL;
+    }
+    return n;
+}
+
+unsigned pvrdma_core_mcast_groups(PvrdmaCore *core, uint8_t (*mgids)[16],
+                                  unsigned max)
+{
+    unsigned n = 0;
+
+    for (uint32_t i = 0; i < core->cfg.mcast_groups && n < max; i++) {
+        if (core->mcast[i].nqps) {
+            memcpy(mgids[n++], core->mcast[i].mgid, 16);
+        }
+    }
+    return n;
+}
+
+/*
+ * ATTACH_MCAST (project extension PVRDMA_EX_CAP_MCAST): a UD QP joins a
+ * group; joining twice is no error (as with rxe).  The device's groups
+ * (mcast-groups) and the QPs of one group (mcast-qps) are bounded:
+ * beyond them, ENOMEM.
+ */
+static int pvrdma_cmd_attach_mcast(PvrdmaCore *core,
+                                   const union pvrdma_cmd_req *req,
+                                   union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
+{
+    const struct pvrdma_cmd_mcast *c = &req->mcast;
+    PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, c->qp_handle);
+    PvrdmaMcast *g, *free_slot = NULL;
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_MCAST)) {
+        GERR(core, UNKNOWN_COMMAND, "unknown command %u",
+             PVRDMA_CMD_ATTACH_MCAST);
+        return -EINVAL;
+    }
+    if (!qp || qp->type != PVRDMA_QPT_UD || !MBZ(c->reserved)) {
+        GERR(core, ATTACH_MCAST_BAD_QP,
+             "ATTACH_MCAST: bad QP %u (a UD QP) or reserved bytes",
+             c->qp_handle);
+        return -EINVAL;
+    }
+    if (!pvrdma_mcast_gid(c->mgid)) {
+        GERR(core, ATTACH_MCAST_NOT_MULTICAST,
+             "ATTACH_MCAST: QP %u: the group's GID is not multicast",
+             c->qp_handle);
+        return -EINVAL;
+    }
+    g = pvrdma_mcast_find(core, c->mgid);
+    if (g) {
+        for (uint32_t i = 0; i < g->nqps; i++) {
+            if (g->qps[i] == qp->handle) {
+                return 0;
+            }
+        }
+        if (g->nqps >= core->cfg.mcast_qps) {
+            GERR(core, ATTACH_MCAST_GROUP_FULL,
+                 "ATTACH_MCAST: QP %u: the group has %u QPs (mcast-qps)",
+                 qp->handle, g->nqps);
+            return -ENOMEM;
+        }
+        g->qps[g->nqps++] = qp->handle;
+        qp->mcast_groups++;
+        return 0;
+    }
+    for (uint32_t i = 0; i < core->cfg.mcast_groups && !free_slot; i++) {
+        if (!core->mcast[i].nqps) {
+            free_slot = &core->mcast[i];
+        }
+    }
+    if (!free_slot) {
+        GERR(core, ATTACH_MCAST_GROUPS_FULL,
+             "ATTACH_MCAST: QP %u: all %u groups in use (mcast-groups)",
+             qp->handle, core->cfg.mcast_groups);
+        return -ENOMEM;
+    }
+    if (!free_slot->qps) {
+        free_slot->qps = g_new(uint32_t, core->cfg.mcast_qps);
+    }
+    memcpy(free_slot->mgid, c->mgid, 16);
+    free_slot->qps[0] = qp->handle;
+    free_slot->nqps = 1;
+    qp->mcast_groups++;
+    pvrdma_mcast_changed(core);
+    return 0;
+}
+
+static int pvrdma_cmd_detach_mcast(PvrdmaCore *core,
+                                   const union pvrdma_cmd_req *req,
+                                   union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
+{
+    const struct pvrdma_cmd_mcast *c = &req->mcast;
+    PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, c->qp_handle);
+    PvrdmaMcast *g;
+    uint32_t before;
+
+    if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_MCAST)) {
+        GERR(core, UNKNOWN_COMMAND, "unknown command %u",
+             PVRDMA_CMD_DETACH_MCAST);
+        return -EINVAL;
+    }
+    if (!qp || !MBZ(c->reserved)) {
+        GERR(core, DETACH_MCAST_BAD_QP,
+             "DETACH_MCAST: bad QP %u or reserved bytes", c->qp_handle);
+        return -EINVAL;
+    }
+    g = pvrdma_mcast_find(core, c->mgid);
+    before = qp->mcast_groups;
+    if (g && pvrdma_mcast_drop(g, qp)) {
+        pvrdma_mcast_changed(core);
+    }
+    if (qp->mcast_groups == before) {
+        GERR(core, DETACH_MCAST_NOT_ATTACHED,
+             "DETACH_MCAST: QP %u is not attached to that group",
+             qp->handle);
+        return -EINVAL;
     }
     return 0;
 }
@@ -1837,6 +2036,8 @@ static const PvrdmaCmdDesc pvrdma_cmd_table[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_QUERY_COUNTERS] = {
         pvrdma_cmd_query_counters,
         sizeof(struct pvrdma_cmd_query_counters_resp) },
+    [PVRDMA_CMD_ATTACH_MCAST] = { pvrdma_cmd_attach_mcast, RESP_HDR },
+    [PVRDMA_CMD_DETACH_MCAST] = { pvrdma_cmd_detach_mcast, RESP_HDR },
 };
 
 /* The response header for @req, and how many bytes its response has. */

@@ -70,6 +70,8 @@ void pvrdma_core_default_config(PvrdmaCoreConfig *cfg)
         .gid_tbl_len = PVRDMA_DEFAULT_GID_TBL_LEN,
         .max_mr_size = PVRDMA_DEFAULT_MAX_MR_SIZE,
         .max_pinned_pages = PVRDMA_DEFAULT_MAX_PINNED_PAGES,
+        .mcast_groups = PVRDMA_DEFAULT_MCAST_GROUPS,
+        .mcast_qps = PVRDMA_DEFAULT_MCAST_QPS,
         .fw_ver = PVRDMA_DEFAULT_FW_VER,
     };
 }
@@ -115,7 +117,11 @@ bool pvrdma_core_check_config(const PvrdmaCoreConfig *cfg, char **errmsg)
                             PVRDMA_PAGE_SIZE, errmsg) ||
         !pvrdma_check_range("max-pinned-pages", cfg->max_pinned_pages,
                             2 * PVRDMA_DSR_RING_MAX_PAGES, 1u << 28,
-                            errmsg)) {
+                            errmsg) ||
+        !pvrdma_check_range("mcast-groups", cfg->mcast_groups, 0,
+                            PVRDMA_MCAST_MAX_GROUPS, errmsg) ||
+        !pvrdma_check_range("mcast-qps", cfg->mcast_qps, 1,
+                            PVRDMA_MCAST_MAX_QPS, errmsg)) {
         return false;
     }
     /* Fault injection: an errno a driver can be given, sane delays. */
@@ -637,6 +643,7 @@ PvrdmaCore *pvrdma_core_new(const PvrdmaCoreConfig *cfg,
     pvrdma_fault_reset(core);
     core->uar_owner = g_new0(uint32_t, cfg->uar_pages);
     core->gids = g_new0(PvrdmaGid, cfg->gid_tbl_len);
+    core->mcast = g_new0(PvrdmaMcast, cfg->mcast_groups);
     pvrdma_core_init_tables(core);
     pvrdma_core_reset(core);
     return core;
@@ -662,6 +669,10 @@ void pvrdma_core_free(PvrdmaCore *core)
     pvrdma_table_destroy(&core->srq_tbl);
     g_free(core->uar_owner);
     g_free(core->gids);
+    for (uint32_t i = 0; i < core->cfg.mcast_groups; i++) {
+        g_free(core->mcast[i].qps);
+    }
+    g_free(core->mcast);
     g_free(core);
 }
 
@@ -784,6 +795,8 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                        0) |
                       (core->be_ops->atomic_write ?
                        PVRDMA_EX_CAP_ATOMIC_WRITE : 0) |
+                      (core->be_ops->mcast && cfg->mcast_groups ?
+                       PVRDMA_EX_CAP_MCAST : 0) |
                       PVRDMA_EX_CAP_COUNTERS;
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;
@@ -802,6 +815,11 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
     c->max_qp_init_rd_atom = PVRDMA_CAP_MAX_RD_ATOM;
     c->max_res_rd_atom = cfg->max_qp * PVRDMA_CAP_MAX_RD_ATOM;
     c->max_ah = cfg->max_ah;
+    if (c->ex_comp_mask & PVRDMA_EX_CAP_MCAST) {
+        c->max_mcast_grp = cfg->mcast_groups;
+        c->max_mcast_qp_attach = cfg->mcast_qps;
+        c->max_total_mcast_qp_attach = cfg->mcast_groups * cfg->mcast_qps;
+    }
     c->max_srq = cfg->max_srq;
     c->max_srq_wr = cfg->max_srq_wr;
     c->max_srq_sge = cfg->max_srq_sge;

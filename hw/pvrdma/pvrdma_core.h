@@ -182,6 +182,8 @@ typedef struct PvrdmaCoreConfig {
     uint32_t gid_tbl_len;
     uint64_t max_mr_size;
     uint64_t max_pinned_pages;  /* pages all MRs and rings may describe */
+    uint32_t mcast_groups;      /* multicast groups; 0: no multicast */
+    uint32_t mcast_qps;         /* QPs attached to one group */
     uint64_t node_guid;         /* host order; written BE into caps */
     uint64_t fw_ver;
     bool cq_poll_hint;          /* caps: PVRDMA_EX_CAP_CQ_POLL_HINT */
@@ -207,6 +209,11 @@ typedef struct PvrdmaCoreConfig {
 #define PVRDMA_DEFAULT_GID_TBL_LEN          16
 #define PVRDMA_DEFAULT_MAX_MR_SIZE          (1ull << 30)
 #define PVRDMA_DEFAULT_MAX_PINNED_PAGES     (1ull << 20)
+#define PVRDMA_DEFAULT_MCAST_GROUPS         64
+#define PVRDMA_DEFAULT_MCAST_QPS            16
+/* Bounds of mcast-groups and mcast-qps (a few MiB of tables at most). */
+#define PVRDMA_MCAST_MAX_GROUPS             1024
+#define PVRDMA_MCAST_MAX_QPS                256
 #define PVRDMA_DEFAULT_FW_VER               (1ull << 32)
 
 /* Fills @cfg with the defaults of the -device pvrdma properties. */

@@ -312,6 +312,7 @@ struct PvrdmaQp {
      */
     uint32_t max_outstanding;
     uint32_t mw_binds;          /* type 2 windows bound through it */
+    uint32_t mcast_groups;      /* multicast groups it is attached to */
     /*
      * The life of the port its partner is in, as last heard over a link
      * (PvrdmaMoveState; 0: nothing heard since it connected).  Kept by the
@@ -326,6 +327,17 @@ typedef struct PvrdmaGid {
     uint8_t gid[16];
     uint8_t type;
 } PvrdmaGid;
+
+/*
+ * A multicast group with members on this device (PVRDMA_EX_CAP_MCAST):
+ * its GID and the handles of the UD QPs attached, in attach order (a
+ * slot of core->mcast, cfg.mcast_groups of them; nqps 0: free).
+ */
+typedef struct PvrdmaMcast {
+    uint8_t mgid[16];
+    uint32_t nqps;
+    uint32_t *qps;              /* cfg.mcast_qps entries once used */
+} PvrdmaMcast;
 
 struct PvrdmaCore {
     PvrdmaCoreConfig cfg;
@@ -376,6 +388,7 @@ struct PvrdmaCore {
     PvrdmaTable srq_tbl;
     uint32_t *uar_owner;        /* UC handle per UAR page, 0 = none */
     PvrdmaGid *gids;
+    PvrdmaMcast *mcast;         /* cfg.mcast_groups slots */
     uint64_t pinned_pages;      /* charged against cfg.max_pinned_pages */
     /* The port's counters (PVRDMA_EX_CAP_COUNTERS); links are the backend's. */
     uint64_t ctr[PVRDMA_CTR_NUM];

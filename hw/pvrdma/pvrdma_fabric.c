@@ -924,6 +924,61 @@ void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming, PvrdmaCq *cq)
     }
 }
 
+void pvrdma_fabric_port_mgids_changed(PvrdmaFabricPort *port)
+{
+    g_autoptr(GList) links = NULL;
+    GList *e;
+
+    links = g_list_copy(port->fabric->links);
+    for (e = links; e; e = e->next) {
+        pvrdma_link_send_mgids(e->data, port, false);
+    }
+}
+
+/* The datagram's bytes from a flat buffer (pvrdma_fabric_mcast_deliver). */
+static int pvrdma_fabric_buf_read(void *opaque, uint64_t off, void *buf,
+                                  uint64_t n)
+{
+    memcpy(buf, (const uint8_t *)opaque + off, n);
+    return 0;
+}
+
+void pvrdma_fabric_mcast_deliver(PvrdmaFabric *fab,
+                                 const PvrdmaFabricMsg *msg,
+                                 const PvrdmaSgl *sgl, const void *buf)
+{
+    PvrdmaQp *qps[PVRDMA_MCAST_MAX_QPS];
+    PvrdmaFabricPayload payload = { .sgl = sgl };
+    PvrdmaFabricAck ack;
+
+    for (unsigned i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        PvrdmaFabricPort *port = fab->ports[i];
+        unsigned n;
+
+        if (!port || port->moving) {
+            continue;
+        }
+        pvrdma_core_enter(port->core);
+        n = pvrdma_core_mcast_qps(port->core, msg->dgid, qps,
+                                  PVRDMA_MCAST_MAX_QPS);
+        for (unsigned j = 0; j < n; j++) {
+            if (sgl) {
+                pvrdma_fabric_rc_respond(port, qps[j], msg, &payload, &ack);
+            } else {
+                PvrdmaFabricExec ex PVRDMA_UNINIT;
+
+                if (pvrdma_fabric_rc_begin(port, qps[j], msg, &ex)) {
+                    pvrdma_fabric_rc_data(&ex, 0, msg->length,
+                                          pvrdma_fabric_buf_read,
+                                          (void *)buf);
+                    pvrdma_fabric_rc_end(&ex);
+                }
+            }
+        }
+        pvrdma_core_leave(port->core);
+    }
+}
+
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)
 {
     g_autoptr(GList) links = NULL;

@@ -214,6 +214,11 @@ static uint64_t pvrdma_fabric_move_work_op(void *be)
     return ((PvrdmaFabricPort *)be)->work;
 }
 
+static void pvrdma_fabric_mcast_changed(void *be)
+{
+    pvrdma_fabric_port_mgids_changed(be);
+}
+
 static void pvrdma_fabric_link_counts_op(void *be, uint64_t *up,
                                          uint64_t *downed)
 {
@@ -232,6 +237,8 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .rq_read_on_arrival = true,
     .sq_read_on_answer = true,
     .atomic_write = true,
+    .mcast = true,
+    .mcast_changed = pvrdma_fabric_mcast_changed,
     .reset = pvrdma_fabric_reset,
     .free = pvrdma_fabric_port_op_free,
     .mr_deregister = pvrdma_fabric_mr_deregister,

@@ -26,6 +26,52 @@
 
 /* ---- requester ----------------------------------------------------------- */
 
+/* The datagram's bytes out of the sender's SGL into a flat buffer. */
+static int pvrdma_fabric_buf_write(void *opaque, uint64_t off, void *buf,
+                                   uint64_t n)
+{
+    memcpy((uint8_t *)opaque + off, buf, n);
+    return 0;
+}
+
+/*
+ * A UD SEND to a multicast GID: into every QP attached to the group in
+ * this process (the sender's own included, as rxe does), and one copy on
+ * each link whose peer announced members; then it is sent (a datagram
+ * completes when it leaves).  A fault of the sender's memory fails it.
+ */
+static int pvrdma_fabric_mcast_send(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                                    PvrdmaSendWr *wr, PvrdmaFabricMsg *msg)
+{
+    PvrdmaSendResult res = { .status = PVRDMA_WC_SUCCESS };
+    uint8_t buf[PVRDMA_PORT_UD_MAX_MSG];
+    bool copied = false;
+    g_autoptr(GList) links = NULL;
+    GList *e;
+
+    memcpy(msg->sgid, wr->sgid, sizeof(msg->sgid));
+    memcpy(msg->dgid, wr->dgid, sizeof(msg->dgid));
+    pvrdma_fabric_mcast_deliver(port->fabric, msg, &wr->local, NULL);
+    links = g_list_copy(port->fabric->links);
+    for (e = links; e; e = e->next) {
+        if (!pvrdma_link_has_mgid(e->data, wr->dgid)) {
+            continue;
+        }
+        if (!copied) {
+            if (pvrdma_sgl_xfer(&wr->local, 0, wr->length, false,
+                                pvrdma_fabric_buf_write, buf) !=
+                PVRDMA_COPY_OK) {
+                res.status = PVRDMA_WC_LOC_PROT_ERR;
+                break;
+            }
+            copied = true;
+        }
+        pvrdma_link_send_mcast(e->data, wr, buf);
+    }
+    pvrdma_core_send_done(port->core, qp, &res);
+    return 0;
+}
+
 int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
                             PvrdmaSendWr *wr)
 {
@@ -56,6 +102,12 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
     PvrdmaFabricPort *rport;
     PvrdmaSendResult res;
     PvrdmaFabricAck ack;
+
+    if (wr->ud && wr->dst_qpn == PVRDMA_QPN_MULTICAST &&
+        pvrdma_mcast_gid(wr->dgid)) {
+        /* Answered at once (below): only with nothing else out. */
+        return last ? -EAGAIN : pvrdma_fabric_mcast_send(port, qp, wr, &msg);
+    }
     PvrdmaQp *rqp;
 
     /* A port of this process first, then the links (one lookup each). */

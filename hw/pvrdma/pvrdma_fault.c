@@ -64,6 +64,8 @@ static const char *const pvrdma_fault_cmd_names[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_DESTROY_SRQ] = "destroy_srq",
     [PVRDMA_CMD_MODIFY_MR] = "modify_mr",
     [PVRDMA_CMD_QUERY_COUNTERS] = "query_counters",
+    [PVRDMA_CMD_ATTACH_MCAST] = "attach_mcast",
+    [PVRDMA_CMD_DETACH_MCAST] = "detach_mcast",
 };
 
 static const char *const pvrdma_fault_async_names[PVRDMA_FAULT_ASYNC_KINDS] = {
@@ -83,6 +85,7 @@ static bool pvrdma_fault_is_destroy(uint32_t cmd)
     case PVRDMA_CMD_DESTROY_UC:
     case PVRDMA_CMD_DESTROY_BIND:
     case PVRDMA_CMD_DESTROY_SRQ:
+    case PVRDMA_CMD_DETACH_MCAST:
         return true;
     default:
         return false;

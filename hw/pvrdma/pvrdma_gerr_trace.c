@@ -92,6 +92,24 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_QUERY_COUNTERS_BAD_FIRST_RESERVED:
         trace_pvrdma_err_query_counters_bad_first_reserved(a[0].u);
         break;
+    case PVRDMA_GERR_ATTACH_MCAST_BAD_QP:
+        trace_pvrdma_err_attach_mcast_bad_qp(a[0].u);
+        break;
+    case PVRDMA_GERR_ATTACH_MCAST_NOT_MULTICAST:
+        trace_pvrdma_err_attach_mcast_not_multicast(a[0].u);
+        break;
+    case PVRDMA_GERR_ATTACH_MCAST_GROUP_FULL:
+        trace_pvrdma_err_attach_mcast_group_full(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_ATTACH_MCAST_GROUPS_FULL:
+        trace_pvrdma_err_attach_mcast_groups_full(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_DETACH_MCAST_BAD_QP:
+        trace_pvrdma_err_detach_mcast_bad_qp(a[0].u);
+        break;
+    case PVRDMA_GERR_DETACH_MCAST_NOT_ATTACHED:
+        trace_pvrdma_err_detach_mcast_not_attached(a[0].u);
+        break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
         trace_pvrdma_err_create_cq_bad_context(a[0].u, a[1].u);
         break;

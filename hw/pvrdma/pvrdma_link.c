@@ -198,6 +198,9 @@ struct PvrdmaLink {
     } rx;
 
     PvrdmaLinkRPort *rports[PVRDMA_FABRIC_MAX_PORTS];
+    /* The multicast groups each remote port has members in (MGIDS). */
+    uint8_t (*mgids[PVRDMA_FABRIC_MAX_PORTS])[16];
+    uint32_t nmgids[PVRDMA_FABRIC_MAX_PORTS];
     /*
      * Counters for the device's stats (pvrdma_link_get_stats): frames
      * and their bytes (header, body, and on shm links the payload they
@@ -1239,6 +1242,63 @@ void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
             b += 16;
         }
     }
+    pvrdma_link_send_mgids(l, port, leaving);
+}
+
+void pvrdma_link_send_mgids(PvrdmaLink *l, PvrdmaFabricPort *port,
+                            bool leaving)
+{
+    uint8_t mgids[PVRDMA_MCAST_MAX_GROUPS][16];
+    unsigned n = 0;
+    uint8_t *b;
+
+    if (l->dead || !l->up || pvrdma_fabric_port_silent(port)) {
+        return;
+    }
+    if (!leaving) {
+        n = pvrdma_core_mcast_groups(port->core, mgids,
+                                     PVRDMA_MCAST_MAX_GROUPS);
+    }
+    b = pvrdma_link_frame(l, PVRDMA_LINK_MGIDS, 0, 0,
+                          PVRDMA_LINK_MGIDS_MIN + n * 16);
+    memset(b, 0, PVRDMA_LINK_MGIDS_MIN);
+    b[0] = port->index;
+    wr16(b + 2, n);
+    memcpy(b + PVRDMA_LINK_MGIDS_MIN, mgids, n * 16);
+    pvrdma_link_flush(l);
+}
+
+bool pvrdma_link_has_mgid(PvrdmaLink *l, const uint8_t mgid[16])
+{
+    if (l->dead || !l->up) {
+        return false;
+    }
+    for (unsigned i = 0; i < PVRDMA_FABRIC_MAX_PORTS; i++) {
+        for (uint32_t j = 0; j < l->nmgids[i]; j++) {
+            if (!memcmp(l->mgids[i][j], mgid, 16)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+void pvrdma_link_send_mcast(PvrdmaLink *l, const PvrdmaSendWr *wr,
+                            const void *payload)
+{
+    PvrdmaFabricReq req = { .wr = (PvrdmaSendWr *)wr };
+    uint8_t *b;
+
+    if (l->dead || !l->up) {
+        return;
+    }
+    if (pvrdma_link_pending(l) >= PVRDMA_LINK_MCAST_BACKLOG) {
+        return;                 /* lost, as on a congested network */
+    }
+    b = pvrdma_link_frame(l, PVRDMA_LINK_MCAST, 0, 0,
+                          PVRDMA_LINK_REQ_SIZE + wr->length);
+    pvrdma_link_encode_req(b, &req);
+    memcpy(b + PVRDMA_LINK_REQ_SIZE, payload, wr->length);
     pvrdma_link_flush(l);
 }
 
@@ -2083,6 +2143,48 @@ static bool pvrdma_link_recv_posted(PvrdmaLink *l, const uint8_t *b)
     return true;
 }
 
+/* A port's multicast groups (replacing what it announced before). */
+static bool pvrdma_link_mgids(PvrdmaLink *l, const uint8_t *b, uint32_t len)
+{
+    uint32_t index = b[0], n = rd16(b + 2);
+
+    if (index >= PVRDMA_FABRIC_MAX_PORTS || b[1] || rd32(b + 4) ||
+        n > PVRDMA_MCAST_MAX_GROUPS || len != PVRDMA_LINK_MGIDS_MIN + n * 16) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (!pvrdma_mcast_gid(b + PVRDMA_LINK_MGIDS_MIN + i * 16)) {
+            return false;
+        }
+    }
+    g_free(l->mgids[index]);
+    l->mgids[index] = n ? g_memdup2(b + PVRDMA_LINK_MGIDS_MIN, n * 16) : NULL;
+    l->nmgids[index] = n;
+    return true;
+}
+
+/*
+ * A datagram to a group: a SEND or SEND_WITH_IMM of a UD QP of the
+ * sender's to QPN 0xFFFFFF at a multicast GID, its payload inline.
+ */
+static bool pvrdma_link_mcast(PvrdmaLink *l, const uint8_t *b, uint32_t len)
+{
+    PvrdmaFabricMsg msg;
+
+    if (!pvrdma_link_decode_req(b, &msg) || !msg.ud ||
+        msg.dst_qpn != PVRDMA_QPN_MULTICAST || !pvrdma_mcast_gid(msg.dgid) ||
+        msg.length != len - PVRDMA_LINK_REQ_SIZE) {
+        return false;
+    }
+    if (!pvrdma_link_sender_owns(l, msg.sgid, msg.src_qpn)) {
+        pvrdma_link_unowned(l, "multicast datagram", msg.sgid);
+        return true;
+    }
+    pvrdma_fabric_mcast_deliver(l->fab, &msg, NULL,
+                                b + PVRDMA_LINK_REQ_SIZE);
+    return true;
+}
+
 /* Body sizes: exact for fixed frames, bounds for the others. */
 static bool pvrdma_link_len_ok(PvrdmaLink *l, uint8_t type, uint32_t len)
 {
@@ -2111,6 +2213,12 @@ static bool pvrdma_link_len_ok(PvrdmaLink *l, uint8_t type, uint32_t len)
         return len >= PVRDMA_LINK_PEERS_MIN &&
                len <= PVRDMA_LINK_PEERS_MIN +
                       PVRDMA_LINK_MAX_PEERS * PVRDMA_LINK_PEER_SIZE;
+    case PVRDMA_LINK_MGIDS:
+        return len >= PVRDMA_LINK_MGIDS_MIN &&
+               len <= PVRDMA_LINK_MGIDS_MIN + PVRDMA_MCAST_MAX_GROUPS * 16;
+    case PVRDMA_LINK_MCAST:
+        return len >= PVRDMA_LINK_REQ_SIZE &&
+               len <= PVRDMA_LINK_REQ_SIZE + PVRDMA_PORT_UD_MAX_MSG;
     default:
         return false;
     }
@@ -2167,6 +2275,10 @@ static bool pvrdma_link_frame_in(PvrdmaLink *l, const uint8_t *h,
         return true;
     case PVRDMA_LINK_PEERS:
         return pvrdma_link_peers(l, b, len) || (*why = "bad PEERS", false);
+    case PVRDMA_LINK_MGIDS:
+        return pvrdma_link_mgids(l, b, len) || (*why = "bad MGIDS", false);
+    case PVRDMA_LINK_MCAST:
+        return pvrdma_link_mcast(l, b, len) || (*why = "bad MCAST", false);
     default:
         *why = "a second HELLO";
         return false;
@@ -2679,6 +2791,9 @@ void pvrdma_link_close(PvrdmaLink *l, const char *why)
             g_free(l->rports[i]);
         }
         l->rports[i] = NULL;
+        g_free(l->mgids[i]);
+        l->mgids[i] = NULL;
+        l->nmgids[i] = 0;
     }
     pvrdma_fabric_link_down(l->fab, l);
     /* Streams: the responder side's execs end with no answer. */

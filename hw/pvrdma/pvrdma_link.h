@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         6
+#define PVRDMA_LINK_VERSION         7
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {
@@ -30,7 +30,9 @@ enum {
     PVRDMA_LINK_QUIESCE = 9,    /* a port moves: hold requests to it */
     PVRDMA_LINK_QUIESCED = 10,  /* none of ours are out to that port */
     PVRDMA_LINK_PEERS = 11,     /* TCP addresses of fabric members */
-    PVRDMA_LINK_TYPE_MAX = 11,
+    PVRDMA_LINK_MGIDS = 12,     /* a port's multicast groups (replaces) */
+    PVRDMA_LINK_MCAST = 13,     /* a datagram to a multicast group */
+    PVRDMA_LINK_TYPE_MAX = 13,
 };
 
 /* DATA flags */
@@ -52,6 +54,12 @@ enum {
 #define PVRDMA_LINK_PEERS_MIN       8   /* + 32 per member */
 #define PVRDMA_LINK_PEER_SIZE       32
 #define PVRDMA_LINK_MAX_PEERS       64  /* members in one PEERS */
+#define PVRDMA_LINK_MGIDS_MIN       8   /* + 16 per group */
+/*
+ * Datagrams to a group are not sent on a link with this much of our
+ * output still unsent: they are lost, as on a congested network.
+ */
+#define PVRDMA_LINK_MCAST_BACKLOG   (1u << 20)
 
 /* Bounds every peer is held to. */
 #define PVRDMA_LINK_MAX_INLINE      (64u << 10)  /* DATA body on a stream */
@@ -435,6 +443,16 @@ void pvrdma_fabric_qp_drop_reqs(PvrdmaQp *qp);
 void pvrdma_link_req_fail(PvrdmaFabricReq *req, uint32_t status);
 /* Fail requests whose peer has been silent past their timeout. */
 void pvrdma_link_tick(PvrdmaLink *l, int64_t now, bool *busy);
+/*
+ * Multicast: announce @port's groups (none if it is leaving); did the
+ * peer announce members of @mgid; send it a datagram to a group (@wr's
+ * header, @payload its wr->length bytes), or lose it on a backlog.
+ */
+void pvrdma_link_send_mgids(PvrdmaLink *l, PvrdmaFabricPort *port,
+                            bool leaving);
+bool pvrdma_link_has_mgid(PvrdmaLink *l, const uint8_t mgid[16]);
+void pvrdma_link_send_mcast(PvrdmaLink *l, const PvrdmaSendWr *wr,
+                            const void *payload);
 /* Announce @port's GIDs (none if it is leaving). */
 void pvrdma_link_send_gids(PvrdmaLink *l, PvrdmaFabricPort *port,
                            bool leaving);
@@ -553,6 +571,15 @@ void pvrdma_fabric_port_mr_gone(PvrdmaFabricPort *port, const PvrdmaMr *mr);
 /* Reset or removal: every exec and link request of @port ends. */
 void pvrdma_fabric_port_quiesce(PvrdmaFabricPort *port);
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port);
+/* The port's multicast groups changed: tell every link. */
+void pvrdma_fabric_port_mgids_changed(PvrdmaFabricPort *port);
+/*
+ * A datagram to the group @msg->dgid: into every QP of this process's
+ * ports attached to it, the payload from @sgl (a sender here) or @buf.
+ */
+void pvrdma_fabric_mcast_deliver(PvrdmaFabric *fab,
+                                 const PvrdmaFabricMsg *msg,
+                                 const PvrdmaSgl *sgl, const void *buf);
 /*
  * Read what the links with requests outstanding have received; @incoming
  * (a guest polled an empty CQ): every link, and if @cq (not armed) its

@@ -34,9 +34,10 @@
 #define ST_MAGIC            "PVRDMAS1"
 /*
  * 2: lives (QP partner, MOVE); 3: x-sq-db-hint in the configuration;
- * 4: the port's counters
+ * 4: the port's counters; 5: multicast groups, and their limits in the
+ * configuration
  */
-#define ST_VERSION          4
+#define ST_VERSION          5
 
 enum {
     ST_CONFIG = 1,
@@ -52,6 +53,7 @@ enum {
     ST_MR_GEN = 11,
     ST_MOVE = 12,               /* the backend's token for peers */
     ST_COUNTERS = 13,           /* the port's (PVRDMA_EX_CAP_COUNTERS) */
+    ST_MCAST = 14,              /* a QP in a group, in attach order */
     ST_END = 0xffff,
 };
 
@@ -79,6 +81,8 @@ static const struct {
     ST_CFG("gid-tbl-len", gid_tbl_len),
     ST_CFG("max-mr-size", max_mr_size),
     ST_CFG("max-pinned-pages", max_pinned_pages),
+    ST_CFG("mcast-groups", mcast_groups),
+    ST_CFG("mcast-qps", mcast_qps),
     ST_CFG("node-guid", node_guid),
     ST_CFG("fw_ver (the device model's version)", fw_ver),
     ST_CFG("fabric-path/-listen/-peer (a fabric or none)", cq_poll_hint),
@@ -366,6 +370,17 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         put64(b, core->ctr[h]);
     }
     st_end(b, at);
+    /* Multicast membership, replayed as ATTACH_MCAST (order kept). */
+    for (h = 0; h < core->cfg.mcast_groups; h++) {
+        const PvrdmaMcast *g = &core->mcast[h];
+
+        for (uint32_t i = 0; i < g->nqps; i++) {
+            at = st_begin(b, ST_MCAST);
+            put32(b, g->qps[i]);
+            g_byte_array_append(b, g->mgid, 16);
+            st_end(b, at);
+        }
+    }
 }
 
 uint8_t *pvrdma_core_state_save(PvrdmaCore *core, size_t *len, char **errmsg)
@@ -1135,6 +1150,23 @@ static bool st_load_gid(StLoad *ld, StR *r)
     return st_cmd(ld, &req, "GID", index, NULL, 0, NULL, 0);
 }
 
+static bool st_load_mcast(StLoad *ld, StR *r)
+{
+    uint32_t qp_handle = get32(r);
+    const uint8_t *mgid = take(r, 16);
+    union pvrdma_cmd_req req;
+
+    if (!mgid) {
+        return false;
+    }
+    memset(&req, 0, sizeof(req));
+    req.hdr.cmd = PVRDMA_CMD_ATTACH_MCAST;
+    req.mcast.qp_handle = qp_handle;
+    memcpy(req.mcast.mgid, mgid, 16);
+    return st_cmd(ld, &req, "multicast membership of QP", qp_handle, NULL,
+                  0, NULL, 0);
+}
+
 static bool st_load_mr_gen(StLoad *ld, StR *r)
 {
     PvrdmaTable *t = &ld->core->mr_tbl;
@@ -1227,6 +1259,8 @@ static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
         return st_load_move(ld, r);
     case ST_COUNTERS:
         return st_load_counters(ld, r);
+    case ST_MCAST:
+        return st_load_mcast(ld, r);
     default:
         return st_fail(ld, "unknown record type %u", type);
     }

@@ -809,7 +809,9 @@ static void fz_modify_qp(FzIn *in)
 static void fz_query(FzIn *in)
 {
     FzDev *d = in_dev(in);
-    uint8_t which = in_u8(in) % 6;
+    uint8_t wb = in_u8(in);
+    /* 0xF0..: ATTACH_MCAST (even) or DETACH_MCAST (odd). */
+    uint8_t which = wb >= 0xF0 ? 6 + (wb & 1) : wb % 6;
     uint32_t raw, h = 0, mask, val, alloc = 0;
     bool ok;
     uint64_t pages[FZ_MAX_PAGES];
@@ -820,6 +822,8 @@ static void fz_query(FzIn *in)
     memset(&c, 0, sizeof(c));
     switch (which) {
     case 2:
+    case 6:
+    case 7:
         i = in_sel(in, d->nqp, &raw);
         h = i >= 0 ? d->qp[i].handle : raw;
         break;
@@ -855,6 +859,16 @@ static void fz_query(FzIn *in)
     case 3:
         c.query_srq.hdr.cmd = PVRDMA_CMD_QUERY_SRQ;
         c.query_srq.srq_handle = h;
+        break;
+    case 6:
+    case 7:
+        /* One of 8 groups (mask bit 0: a unicast GID instead). */
+        c.mcast.hdr.cmd = which == 6 ? PVRDMA_CMD_ATTACH_MCAST :
+                                       PVRDMA_CMD_DETACH_MCAST;
+        c.mcast.qp_handle = h;
+        c.mcast.mgid[0] = mask & 1 ? 0xfe : 0xff;
+        c.mcast.mgid[15] = val % 8;
+        c.mcast.reserved[0] = (mask & 0x100) != 0;
         break;
     case 4:
         c.modify_srq_ex.hdr.cmd = PVRDMA_CMD_MODIFY_SRQ;

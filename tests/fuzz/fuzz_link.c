@@ -147,6 +147,34 @@ static void ack(GByteArray *b, uint32_t id, uint32_t status)
     ack_rnr(b, id, status, false);
 }
 
+/* The peer's port 0 in group ff0e::1, then a datagram to it of @n bytes. */
+static void mcast(GByteArray *b, uint32_t n)
+{
+    uint8_t m[PVRDMA_LINK_MGIDS_MIN + 16] = { 0 };
+    uint8_t r[PVRDMA_LINK_REQ_SIZE] = { 0 };
+    uint8_t *z = g_malloc0(n);
+
+    m[2] = 1;
+    m[PVRDMA_LINK_MGIDS_MIN] = 0xff;
+    m[PVRDMA_LINK_MGIDS_MIN + 1] = 0x0e;
+    m[PVRDMA_LINK_MGIDS_MIN + 15] = 1;
+    put_hdr(b, PVRDMA_LINK_MGIDS, 0, sizeof(m), 0);
+    g_byte_array_append(b, m, sizeof(m));
+    put32(r, PVRDMA_WR_SEND);
+    put32(r + 4, FL_PEER_QPN);
+    put32(r + 8, 0xFFFFFF);
+    fg_test_gid(0, r + 12);
+    memcpy(r + 28, m + PVRDMA_LINK_MGIDS_MIN, 16);
+    put64(r + 88, n);
+    put32(r + 96, 0x11111111);
+    r[105] = 1;
+    r[106] = 1;
+    put_hdr(b, PVRDMA_LINK_MCAST, 0, sizeof(r) + n, 0);
+    g_byte_array_append(b, r, sizeof(r));
+    g_byte_array_append(b, z, n);
+    g_free(z);
+}
+
 static void save(const char *dir, const char *name, GByteArray *b)
 {
     char *path = g_strdup_printf("%s/%s", dir, name);
@@ -177,6 +205,9 @@ int main(int argc, char **argv)
     req(b, 4, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, FL_VA + 64, 0x100, 8);
     req(b, 5, PVRDMA_WR_ATOMIC_WRITE, FL_VA + 72, 0x100, 8);
     save(argv[1], "read-atomic", b);
+    mcast(b, 100);
+    mcast(b, 0);
+    save(argv[1], "mcast", b);
     /* Answers to our own SEND (id 1) and READ (id 2). */
     ack(b, 1, 0);
     put64(resp, 4096);

@@ -483,6 +483,39 @@ int main(int argc, char **argv)
     consume(0);
     finish("ud-datagrams");
 
+    /*
+     * Multicast: UD QP 0 joins group ff00::...:0 twice (the second a
+     * no-op) and a unicast "group" (refused), receives its own SEND to
+     * the group (QPN 0xFFFFFF), leaves, and sends again (to nobody).
+     */
+    begin(0);
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 4);
+    create_user_mr(0, 0, VA_A, 8192);
+    u8(FZ_OP_CREATE_QP); u8(0); u8(0xC0); u8(0); u8(0); u8(0);
+    u8(SEL_KERNEL); u8(3); u8(0); u8(1); u8(0);
+    connect_qp(0, 0, 0, 0, 0, 0);
+    u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(0); u32(0);
+    u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(0); u32(0);
+    u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(1); u32(3);
+    post_recv(0, 0, 0, 4096, 40 + 100);
+    post_recv(0, 0, 0, 4096, 40 + 100);
+    for (unsigned i = 0; i < 2; i++) {
+        if (i) {
+            u8(FZ_OP_QUERY); u8(0); u8(0xF1); u8(0); u32(0); u32(0);
+        }
+        /* dgid ff00:...:8000:0040:: from b and a; QPN raw 0xFFFFFF */
+        u8(FZ_OP_POST_SEND); u8(0); u8(0); u8(3); u8(2);
+        u8(1); u8(0); u16(0); u16(100);
+        u8(0); u8(FZ_SEL_RAW); u32(0xFFFFFF);
+        u16(0); u64(64 << 8); u64(0x80000000000000ffull); u32(0x11111111);
+        u8(1);
+    }
+    consume(0);
+    finish("mcast");
+
     /* Hostile registers: REQUEST before a DSR, bad CTL, IMR games. */
     begin(FZ_CFG_TWO_DEVICES);
     u8(FZ_OP_REG_WRITE); u8(0); u16(0x10); u32(0);

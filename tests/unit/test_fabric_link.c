@@ -640,6 +640,99 @@ static void test_ud_link_inline(void **state)
     do_ud_link(false);
 }
 
+
+/*
+ * Multicast across a link: b's QP joins a group, which its host
+ * announces (MGIDS); a datagram to the group from a's QP (QPN 0xFFFFFF)
+ * goes as one MCAST frame and lands in b's receive, GRH to the group; a
+ * QP of b's host not attached gets nothing; after b leaves, the next is
+ * not even sent (nobody announced), and a's send still completes.
+ */
+static void do_mcast_link(bool shm)
+{
+    static const uint8_t mgid[16] = { [10] = 0xff, [11] = 0xff,
+                                      239, 9, 8, 7 };
+    Net *n = net_new(shm);
+    FvQp *ua = fv_qp_new(n->fa, PVRDMA_QPT_UD, n->pda, n->cqa, n->cqa, NULL,
+                         16, 2, false);
+    FvQp *ub = fv_qp_new(n->fb, PVRDMA_QPT_UD, n->pdb, n->cqb, n->cqb, NULL,
+                         16, 2, false);
+    FvQp *uc = fv_qp_new(n->fb, PVRDMA_QPT_UD, n->pdb, n->cqb, n->cqb, NULL,
+                         16, 2, false);
+    struct pvrdma_cmd_mcast m = { .hdr.cmd = PVRDMA_CMD_ATTACH_MCAST };
+    struct pvrdma_sge sa = sge(n->ma, VA_A, 3000);
+    struct pvrdma_sge sb = sge(n->mb, VA_B, 40 + 3000);
+    struct pvrdma_sge sc = sge(n->mb, VA_B + 0x4000, 40 + 3000);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND_WITH_IMM, 1);
+    PvrdmaLinkStats st;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    assert_int_equal(fg_qp_to_rts(n->fa, ua->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(n->fb, ub->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(n->fb, uc->handle, PVRDMA_QPT_UD), 0);
+    m.qp_handle = ub->handle;
+    memcpy(m.mgid, mgid, 16);
+    assert_int_equal(fg_cmd(n->fb, &m, sizeof(m), NULL), 0);
+    run(n->ha, n->hb, 3);           /* MGIDS */
+    for (i = 0; i < 3000; i++) {
+        *fv_mr_ptr(n->ma, VA_A + i) = i * 5 + 3;
+    }
+    fv_post_recv(ub, 7, &sb, 1);
+    fv_ring_rq(ub);
+    fv_post_recv(uc, 8, &sc, 1);
+    fv_ring_rq(uc);
+    h.ex.imm_data = 0x4d43;
+    h.wr.ud.remote_qpn = PVRDMA_QPN_MULTICAST;
+    h.wr.ud.remote_qkey = 0x11111111;
+    h.wr.ud.av.hop_limit = 1;
+    memcpy(h.wr.ud.av.dgid, mgid, 16);
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    expect(wait_cqe(n, n->cqa), 1, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 3000);
+    c = wait_cqe(n, n->cqb);
+    expect(c, 7, PVRDMA_WC_RECV, PVRDMA_WC_SUCCESS, 40 + 3000);
+    assert_int_equal(c.qp, ub->handle);
+    assert_int_equal(c.src_qp, ua->qpn);
+    assert_int_equal(c.imm_data, 0x4d43);
+    assert_memory_equal(fv_mr_ptr(n->mb, VA_B + 24), mgid, 16);
+    expect_same(n->ma, VA_A, n->mb, VA_B + 40, 3000);
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqb, &c));       /* uc: not attached */
+
+    /* b leaves: the next datagram is not sent over the link at all. */
+    m.hdr.cmd = PVRDMA_CMD_DETACH_MCAST;
+    assert_int_equal(fg_cmd(n->fb, &m, sizeof(m), NULL), 0);
+    run(n->ha, n->hb, 5);
+    fv_post_recv(ub, 9, &sb, 1);
+    fv_ring_rq(ub);
+    st = link_stats(n->ha);
+    h.wr_id = 2;
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    expect(wait_cqe(n, n->cqa), 2, PVRDMA_WC_SEND, PVRDMA_WC_SUCCESS, 3000);
+    run(n->ha, n->hb, 5);
+    assert_false(fv_cq_poll(n->cqb, &c));
+    assert_int_equal(link_stats(n->ha).frames_out, st.frames_out);
+    assert_int_equal(n->fa->guest_errors + n->fb->guest_errors, 0);
+    g_free(ua);
+    g_free(ub);
+    g_free(uc);
+    net_free(n);
+}
+
+static void test_mcast_link_shm(void **state)
+{
+    (void)state;
+    do_mcast_link(true);
+}
+
+static void test_mcast_link_inline(void **state)
+{
+    (void)state;
+    do_mcast_link(false);
+}
+
 /*
  * A send doorbell behind an outstanding request reads the link itself:
  * the answer waiting in the socket completes the request and lets the
@@ -4278,6 +4371,8 @@ int main(void)
         cmocka_unit_test(test_doorbell_polls_link),
         cmocka_unit_test(test_ud_link_shm),
         cmocka_unit_test(test_ud_link_inline),
+        cmocka_unit_test(test_mcast_link_shm),
+        cmocka_unit_test(test_mcast_link_inline),
         cmocka_unit_test(test_cq_poll_takes_in),
         cmocka_unit_test(test_cq_poll_promise_ends),
         cmocka_unit_test(test_peer_dies),

@@ -728,6 +728,7 @@ static void test_atomic_write_bad(void **state)
     pair_free(p);
 }
 
+
 /* ---- signaled / unsignaled ---------------------------------------------- */
 
 static void test_unsignaled(void **state)
@@ -3101,6 +3102,239 @@ static void test_cqe_timestamps(void **state)
     g_free(m);
 }
 
+/* ---- multicast (PVRDMA_EX_CAP_MCAST) ------------------------------------ */
+
+/* ff0e::1:2:3 and ::ffff:239.1.2.3 (RoCE v2 from IPv4), and a unicast. */
+static const uint8_t mgid6[16] = { 0xff, 0x0e, [11] = 1, [13] = 2, [15] = 3 };
+static const uint8_t mgid4[16] = { [10] = 0xff, [11] = 0xff, 239, 1, 2, 3 };
+
+static int mcast_cmd(FakeGuest *fg, uint32_t cmd, uint32_t qp,
+                     const uint8_t mgid[16])
+{
+    struct pvrdma_cmd_mcast m = { .hdr.cmd = cmd, .qp_handle = qp };
+
+    memcpy(m.mgid, mgid, 16);
+    return fg_cmd(fg, &m, sizeof(m), NULL);
+}
+
+/* A SEND_WITH_IMM of @len pattern bytes from u->a to the group @mgid. */
+static void mcast_send(Ud *u, uint64_t id, uint32_t len,
+                       const uint8_t mgid[16], uint32_t qkey)
+{
+    struct pvrdma_sge s = sge(u->ma, VA_A, len);
+    struct pvrdma_sq_wqe_hdr h = wqe(id, PVRDMA_WR_SEND_WITH_IMM,
+                                     PVRDMA_WR_FLAG_SIGNALED, 1);
+
+    for (uint32_t i = 0; i < len; i++) {
+        *fv_mr_ptr(u->ma, VA_A + i) = (uint8_t)(i * 7 + id);
+    }
+    h.ex.imm_data = 0x5eed0000 | (uint32_t)id;
+    h.wr.ud.remote_qpn = PVRDMA_QPN_MULTICAST;
+    h.wr.ud.remote_qkey = qkey;
+    h.wr.ud.av.port_pd = u->pda | 1u << 24;
+    h.wr.ud.av.hop_limit = 1;
+    memcpy(h.wr.ud.av.dgid, mgid, 16);
+    fv_post_send(u->a, &h, &s, 1);
+    fv_ring_sq(u->a);
+}
+
+/* A receive of @len bytes at @va of @m for @qp. */
+static void mcast_recv(FvQp *qp, FvMr *m, uint64_t va, uint64_t id)
+{
+    struct pvrdma_sge s = sge(m, va, 40 + 256);
+
+    memset(fv_mr_ptr(m, va), 0xee, 40 + 256);
+    fv_post_recv(qp, id, &s, 1);
+    fv_ring_rq(qp);
+}
+
+/* @qp got send @sid of @len bytes to @mgid from u->a into @va of @m. */
+static void mcast_got(Ud *u, FvCq *cq, FvQp *qp, FvMr *m, uint64_t va,
+                      uint64_t id, uint64_t sid, uint32_t len,
+                      const uint8_t mgid[16])
+{
+    struct pvrdma_cqe c = expect_cqe(cq, id, qp->handle, PVRDMA_WC_RECV,
+                                     PVRDMA_WC_SUCCESS, 40 + len);
+    const uint8_t *g = fv_mr_ptr(m, va);
+
+    assert_int_equal(c.src_qp, u->a->qpn);
+    assert_int_equal(c.imm_data, 0x5eed0000 | (uint32_t)sid);
+    /* the GRH's destination is the group's GID (IPv6 GRH: bytes 24..39) */
+    assert_memory_equal(g + 24, mgid, 16);
+    for (uint32_t i = 0; i < len; i++) {
+        assert_int_equal(g[40 + i], (uint8_t)(i * 7 + sid));
+    }
+}
+
+/*
+ * Two devices of one process: a datagram to a group reaches every QP
+ * attached to it (one on the sender's device, one on the other), none
+ * that is not; after a detach, a Q_Key mismatch, and a destroyed member.
+ */
+static void test_mcast_deliver(void **state)
+{
+    Ud *u = ud_new(true, NULL);
+    const struct pvrdma_device_caps *caps = fg_caps(u->fa);
+    FvCq *cqc = fv_cq_new(u->fa, 0, 64);
+    FvQp *c, *d;
+
+    (void)state;
+    assert_true(caps->ex_comp_mask & PVRDMA_EX_CAP_MCAST);
+    assert_int_equal(caps->max_mcast_grp, PVRDMA_DEFAULT_MCAST_GROUPS);
+    assert_int_equal(caps->max_mcast_qp_attach, PVRDMA_DEFAULT_MCAST_QPS);
+    assert_int_equal(caps->max_total_mcast_qp_attach,
+                     PVRDMA_DEFAULT_MCAST_GROUPS * PVRDMA_DEFAULT_MCAST_QPS);
+    c = fv_qp_new(u->fa, PVRDMA_QPT_UD, u->pda, cqc, cqc, NULL, 16, 2, false);
+    d = fv_qp_new(u->fb, PVRDMA_QPT_UD, u->pdb, u->cqb, u->cqb, NULL, 16, 2,
+                  false);
+    assert_int_equal(fg_qp_to_rts(u->fa, c->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(u->fb, d->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(mcast_cmd(u->fb, PVRDMA_CMD_ATTACH_MCAST, u->b->handle,
+                               mgid4), 0);
+    assert_int_equal(mcast_cmd(u->fa, PVRDMA_CMD_ATTACH_MCAST, c->handle,
+                               mgid4), 0);
+    assert_int_equal(mcast_cmd(u->fb, PVRDMA_CMD_ATTACH_MCAST, d->handle,
+                               mgid6), 0);
+    mcast_recv(u->b, u->mb, VA_B, 1);
+    mcast_recv(c, u->ma, VA_A + 0x2000, 2);
+    mcast_recv(d, u->mb, VA_B + 0x2000, 3);
+    mcast_send(u, 10, 200, mgid4, 0x11111111);
+    ud_sent(u, 10, 200);
+    mcast_got(u, u->cqb, u->b, u->mb, VA_B, 1, 10, 200, mgid4);
+    mcast_got(u, cqc, c, u->ma, VA_A + 0x2000, 2, 10, 200, mgid4);
+    expect_empty(u->cqa);
+    expect_empty(cqc);
+    expect_empty(u->cqb);           /* d is in the other group */
+
+    /* b leaves: only c; a wrong Q_Key reaches nobody. */
+    assert_int_equal(mcast_cmd(u->fb, PVRDMA_CMD_DETACH_MCAST, u->b->handle,
+                               mgid4), 0);
+    mcast_recv(u->b, u->mb, VA_B, 4);
+    mcast_recv(c, u->ma, VA_A + 0x2000, 5);
+    mcast_send(u, 11, 64, mgid4, 0x22222222);
+    ud_sent(u, 11, 64);
+    expect_empty(cqc);
+    expect_empty(u->cqb);
+    mcast_send(u, 12, 64, mgid4, 0x11111111);
+    ud_sent(u, 12, 64);
+    mcast_got(u, cqc, c, u->ma, VA_A + 0x2000, 5, 12, 64, mgid4);
+    expect_empty(u->cqb);
+
+    /* The other group, then its only member destroyed: sent to nobody. */
+    mcast_send(u, 13, 1, mgid6, 0x11111111);
+    ud_sent(u, 13, 1);
+    mcast_got(u, u->cqb, d, u->mb, VA_B + 0x2000, 3, 13, 1, mgid6);
+    assert_int_equal(fg_destroy_qp(u->fb, d->handle), 0);
+    mcast_send(u, 14, 8, mgid6, 0x11111111);
+    ud_sent(u, 14, 8);
+    expect_empty(u->cqb);
+    assert_int_equal(u->fa->guest_errors + u->fb->guest_errors, 0);
+    g_free(c);
+    g_free(d);
+    g_free(cqc);
+    ud_free(u);
+}
+
+/*
+ * ATTACH_MCAST and DETACH_MCAST refusals, each a guest error: not a UD
+ * QP, a unicast GID, reserved bytes, a full group, all groups in use, a
+ * QP not in the group; twice the same join is no error; a destroyed QP
+ * leaves its groups (the slot is used again); no extension, no command.
+ */
+static void test_mcast_refusals(void **state)
+{
+    PvrdmaCoreConfig cfg;
+    struct pvrdma_cmd_mcast m = { .hdr.cmd = PVRDMA_CMD_ATTACH_MCAST };
+    uint8_t g3[16];
+    uint32_t pd, q[4], rc;
+    FakeGuest *fg;
+    FvCq *cq;
+    char *err;
+
+    (void)state;
+    pvrdma_core_default_config(&cfg);
+    cfg.mcast_groups = 1025;
+    assert_false(pvrdma_core_check_config(&cfg, &err));
+    assert_non_null(strstr(err, "mcast-groups"));
+    g_free(err);
+    cfg.mcast_groups = 2;
+    cfg.mcast_qps = 0;
+    assert_false(pvrdma_core_check_config(&cfg, &err));
+    g_free(err);
+    cfg.mcast_qps = 2;
+    fg = fg_new(&cfg);
+    fg_join_fabric(fg);
+    fg_setup(fg);
+    assert_int_equal(fg_caps(fg)->max_total_mcast_qp_attach, 4);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 64);
+    for (int i = 0; i < 4; i++) {
+        FvQp *qp = fv_qp_new(fg, i == 3 ? PVRDMA_QPT_RC : PVRDMA_QPT_UD, pd,
+                             cq, cq, NULL, 4, 1, false);
+
+        q[i] = qp->handle;
+        g_free(qp);
+    }
+    memcpy(g3, mgid6, 16);
+    g3[15] = 9;
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[3], mgid6),
+                     -EINVAL);                  /* RC */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, 77, mgid6),
+                     -EINVAL);                  /* no such QP */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], g3), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[0], g3), 0);
+    {
+        uint8_t uni[16];
+
+        fg_test_gid(0, uni);
+        assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], uni),
+                         -EINVAL);              /* unicast */
+    }
+    m.qp_handle = q[0];
+    memcpy(m.mgid, mgid6, 16);
+    m.reserved[2] = 1;
+    assert_int_equal(fg_cmd(fg, &m, sizeof(m), NULL), -EINVAL);
+    assert_int_equal(fg->guest_errors, 4);
+    rc = fg->guest_errors;
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], mgid6), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], mgid6), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[1], mgid6), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[2], mgid6),
+                     -ENOMEM);                  /* the group is full */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], mgid4), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], g3),
+                     -ENOMEM);                  /* no group left */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[0], g3),
+                     -EINVAL);                  /* not in it */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[2], mgid6),
+                     -EINVAL);
+    assert_int_equal(fg->guest_errors, rc + 4);
+    /* mgid4's only member goes: the group's slot is free again */
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[0], mgid4), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[2], g3), 0);
+    assert_int_equal(fg_destroy_qp(fg, q[2]), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[1], mgid4), 0);
+    /* q[0] and q[1] in mgid6, q[1] in mgid4; q[1] destroyed leaves both */
+    assert_int_equal(fg_destroy_qp(fg, q[1]), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, q[0], g3), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[0], mgid6), 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_DETACH_MCAST, q[0], g3), 0);
+    g_free(cq);
+    fg_free(fg);
+
+    /* A device without multicast: the commands are unknown. */
+    cfg.mcast_groups = 0;
+    fg = fg_new(&cfg);
+    fg_join_fabric(fg);
+    fg_setup(fg);
+    assert_false(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_MCAST);
+    assert_int_equal(fg_caps(fg)->max_mcast_grp, 0);
+    assert_int_equal(mcast_cmd(fg, PVRDMA_CMD_ATTACH_MCAST, 1, mgid6),
+                     -EINVAL);
+    fg_free(fg);
+}
+
+
 /* ---- memory movement ---------------------------------------------------- */
 
 static void test_short_mappings_and_bounce(void **state)
@@ -3438,6 +3672,8 @@ int main(void)
         cmocka_unit_test(test_atomic_write_loopback),
         cmocka_unit_test(test_atomic_write_two_devices),
         cmocka_unit_test(test_atomic_write_bad),
+        cmocka_unit_test(test_mcast_deliver),
+        cmocka_unit_test(test_mcast_refusals),
         cmocka_unit_test(test_unsignaled),
         cmocka_unit_test(test_loc_prot_err),
         cmocka_unit_test(test_loc_len_err),

@@ -121,6 +121,12 @@ static void post_recv(FvQp *qp, FvMr *mr, uint64_t id, uint64_t va,
     fv_ring_rq(qp);
 }
 
+/* The groups build() puts its UD QP in. */
+static const uint8_t mgids[2][16] = {
+    { 0xff, 0x12, [15] = 0x42 },
+    { [10] = 0xff, [11] = 0xff, 239, 0, 0, 7 },
+};
+
 static Dev *build(void)
 {
     Dev *d = g_new0(Dev, 1);
@@ -160,6 +166,14 @@ static Dev *build(void)
     d->ud = fv_qp_new(fg, PVRDMA_QPT_UD, d->pd, d->cqa, d->cqb, NULL, 8, 2,
                       true);
     assert_int_equal(fg_qp_to_rts(fg, d->ud->handle, PVRDMA_QPT_UD), 0);
+    /* In two multicast groups. */
+    for (k = 0; k < 2; k++) {
+        struct pvrdma_cmd_mcast m = { .hdr.cmd = PVRDMA_CMD_ATTACH_MCAST,
+                                      .qp_handle = d->ud->handle };
+
+        memcpy(m.mgid, mgids[k], 16);
+        assert_int_equal(fg_cmd(fg, &m, sizeof(m), NULL), 0);
+    }
     d->init = fv_qp_new(fg, PVRDMA_QPT_RC, d->pd, d->cqa, d->cqa, NULL, 8,
                         1, false);
     {
@@ -258,6 +272,20 @@ static void test_migrate_traffic(void **state)
     post_send(d->a, d->ma, 5, VA_A + 4000, 2000);
 
     assert_true(fg_migrate(d->fg, join) > 0);
+    /* The multicast groups came along, and can be left. */
+    for (int k = 0; k < 2; k++) {
+        struct pvrdma_cmd_mcast m = { .hdr.cmd = PVRDMA_CMD_DETACH_MCAST,
+                                      .qp_handle = d->ud->handle };
+        PvrdmaQp *qp;
+
+        assert_int_equal(pvrdma_core_mcast_qps(d->fg->core, mgids[k], &qp,
+                                               1), 1);
+        assert_int_equal(qp->handle, d->ud->handle);
+        memcpy(m.mgid, mgids[k], 16);
+        assert_int_equal(fg_cmd(d->fg, &m, sizeof(m), NULL), 0);
+        assert_int_equal(pvrdma_core_mcast_qps(d->fg->core, mgids[k], &qp,
+                                               1), 0);
+    }
 
     fv_ring_rq(d->b);
     fv_ring_sq(d->a);
@@ -524,12 +552,14 @@ static void test_state_refusals(void **state)
     expect_refused(dst, s, len, bare, bare_len, "not a pvrdma device state");
     s[0] = 'P';
     /*
-     * The counters end the state (before the 8-byte end record): record
-     * header (8), their number (4), the values; before them the fabric's
-     * move record: ..., life (8), ancestor count (4), no ancestors here.
+     * The counters come last but for the two multicast records (header 8,
+     * QP handle 4, group 16) and the 8-byte end record: record header
+     * (8), their number (4), the values; before them the fabric's move
+     * record: ..., life (8), ancestor count (4), no ancestors here.
      */
     {
-        size_t ctr = len - 8 - 4 - 8 * PVRDMA_CTR_NUM, mv = ctr - 8;
+        size_t mc = len - 8 - 2 * 28, ctr = mc - 4 - 8 * PVRDMA_CTR_NUM;
+        size_t mv = ctr - 8;
         uint8_t life[8];
 
         memcpy(life, s + mv - 12, 8);
@@ -543,6 +573,16 @@ static void test_state_refusals(void **state)
         s[ctr]++;
         expect_refused(dst, s, len, bare, bare_len, "bad counters record");
         s[ctr]--;
+        /* A multicast record naming another QP, or a unicast group. */
+        assert_int_equal(s[mc], 14);
+        s[mc + 8] ^= 0x40;
+        expect_refused(dst, s, len, bare, bare_len,
+                       "multicast membership of QP");
+        s[mc + 8] ^= 0x40;
+        s[mc + 12] = 0;
+        expect_refused(dst, s, len, bare, bare_len,
+                       "multicast membership of QP");
+        s[mc + 12] = 0xff;
     }
     /* The real one loads into that device. */
     {

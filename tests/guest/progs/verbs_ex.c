@@ -1766,6 +1766,128 @@ static int wait_event(struct dev *d, enum ibv_event_type type, void *obj)
 }
 
 
+/* A group: ::ffff:239.4.5.6 (RoCE v2 multicast from IPv4). */
+static const uint8_t mcast_gid[16] = { [10] = 0xff, [11] = 0xff,
+				       239, 4, 5, 6 };
+
+/* One datagram of @len bytes at SRC + @off from @s to the group. */
+static int mcast_send_one(struct side *s, struct ibv_ah *ah, uint64_t wr_id,
+			  uint32_t off, uint32_t len)
+{
+	struct ibv_sge sge;
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+		.wr.ud = { .ah = ah, .remote_qpn = 0xffffff,
+			   .remote_qkey = QKEY },
+	}, *bad_wr;
+	struct cqe e;
+
+	sge_at(s, &sge, SRC + off, len);
+	if (ibv_post_send(s->qp, &wr, &bad_wr))
+		return bad("post to the group: %s", strerror(errno));
+	return poll_n(s, &e, 1) ||
+	       check_cqe(&e, wr_id, IBV_WC_SEND, s->qp->qp_num);
+}
+
+/* @r got that datagram: every byte, and the group as the destination. */
+static int mcast_got(struct side *s, struct side *r, uint64_t wr_id,
+		     uint32_t off, uint32_t len)
+{
+	struct cqe e;
+
+	if (poll_n(r, &e, 1) ||
+	    check_recv(&e, wr_id, IBV_WC_RECV, r->qp->qp_num, GRH_LEN + len,
+		       false, 0) ||
+	    check_bytes(r->buf + RECV0 + GRH_LEN, s->buf + SRC + off, len,
+			"datagram to the group"))
+		return -1;
+	/* RoCE v2 over IPv4: the IP header ends the 40 bytes, dst last. */
+	return check_bytes(r->buf + RECV0 + GRH_LEN - 4, mcast_gid + 12, 4,
+			   "the IPv4 destination");
+}
+
+/*
+ * Multicast (a project extension on this device): two UD QPs attached to
+ * a group (on db, and on da beside the sender) get a datagram to it (QPN
+ * 0xFFFFFF, an AH to the group's GID), every byte and the destination
+ * checked; a QP not attached gets nothing; after a detach, only the
+ * member left; detaching twice is refused.
+ */
+static int t_mcast(struct dev *da, struct dev *db)
+{
+	struct ibv_ah_attr aa = {
+		.is_global = 1, .port_num = PORT,
+		.grh = { .sgid_index = da->gid_index, .hop_limit = 1 },
+	};
+	union ibv_gid g;
+	struct side s = {}, r1 = {}, r2 = {}, r3 = {};
+	struct ibv_ah *ah = NULL;
+	int rc = -1;
+
+	if (!db->attr.max_mcast_grp) {
+		if (is_pvrdma(db))
+			return bad("max_mcast_grp 0: no multicast");
+		printf("# %s: no multicast (max_mcast_grp 0)\n", db->name);
+		return 0;
+	}
+	memcpy(g.raw, mcast_gid, 16);
+	memcpy(aa.grh.dgid.raw, mcast_gid, 16);
+	if (side_create(&s, da, IBV_QPT_UD, 0, NULL) ||
+	    side_create(&r1, db, IBV_QPT_UD, 0, NULL) ||
+	    side_create(&r2, da, IBV_QPT_UD, 0, NULL) ||
+	    side_create(&r3, db, IBV_QPT_UD, 0, NULL) ||
+	    ud_ready(&s, &r1) || ud_ready(&r1, &s) || ud_ready(&r2, &s) ||
+	    ud_ready(&r3, &s))
+		goto out;
+	ah = ibv_create_ah(da->pd, &aa);
+	if (!ah) {
+		bad("ibv_create_ah to the group: %s", strerror(errno));
+		goto out;
+	}
+	if (ibv_attach_mcast(r1.qp, &g, 0) || ibv_attach_mcast(r2.qp, &g, 0)) {
+		bad("ibv_attach_mcast: %s", strerror(errno));
+		goto out;
+	}
+	fill(s.buf + SRC, 4096, 0x6d);
+	if (post_recv(&r1, 1400, RECV0, 1024) ||
+	    post_recv(&r2, 1401, RECV0, 1024) ||
+	    post_recv(&r3, 1402, RECV0, 1024)) {
+		bad("post_recv: %s", strerror(errno));
+		goto out;
+	}
+	if (mcast_send_one(&s, ah, 1410, 100, 700) ||
+	    mcast_got(&s, &r1, 1400, 100, 700) ||
+	    mcast_got(&s, &r2, 1401, 100, 700) || quiet(&r3))
+		goto out;
+	if (ibv_detach_mcast(r1.qp, &g, 0)) {
+		bad("ibv_detach_mcast: %s", strerror(errno));
+		goto out;
+	}
+	if (!ibv_detach_mcast(r1.qp, &g, 0)) {
+		bad("a second detach was taken");
+		goto out;
+	}
+	if (post_recv(&r1, 1403, RECV0, 1024) ||
+	    post_recv(&r2, 1404, RECV0, 1024)) {
+		bad("post_recv: %s", strerror(errno));
+		goto out;
+	}
+	if (mcast_send_one(&s, ah, 1411, 900, 64) ||
+	    mcast_got(&s, &r2, 1404, 900, 64) || quiet(&r1))
+		goto out;
+	rc = ibv_detach_mcast(r2.qp, &g, 0) ?
+	     bad("ibv_detach_mcast: %s", strerror(errno)) : 0;
+out:
+	if (ah)
+		ibv_destroy_ah(ah);
+	side_destroy(&s);
+	side_destroy(&r1);
+	side_destroy(&r2);
+	side_destroy(&r3);
+	return rc;
+}
+
 /* IB_UVERBS_DEVICE_ATOMIC_WRITE of device_cap_flags_ex (rdma/ib_user_verbs.h). */
 #define DEVICE_ATOMIC_WRITE	(1ULL << 40)
 
@@ -2709,6 +2831,8 @@ int main(int argc, char **argv)
 	       t_parent_domain(&da, &db));
 	report("rc: ATOMIC_WRITE lands whole, in order, aligned only",
 	       t_atomic_write(&da, &db));
+	report("ud: multicast to attached QPs only, bytes checked",
+	       t_mcast(&da, &db));
 
 	printf("RESULT passed=%d failed=%d\n", passed, failed);
 	return failed ? 1 : 0;

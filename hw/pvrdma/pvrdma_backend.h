@@ -219,6 +219,13 @@ typedef struct PvrdmaBackendOps {
      */
     bool mcast;
     void (*mcast_changed)(void *be);
+    /*
+     * A backend whose device keeps groups itself (a host device): @qp
+     * joins (@join) or leaves @mgid there; a negative errno refuses the
+     * command.  The core keeps its own table as well.
+     */
+    int (*mcast_attach)(void *be, PvrdmaQp *qp, const uint8_t mgid[16],
+                        bool join);
 
     /* Called from pvrdma_core_reset(): quiesce, drop queued work. */
     void (*reset)(void *be);

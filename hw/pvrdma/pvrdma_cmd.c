@@ -718,6 +718,13 @@ static PvrdmaMcast *pvrdma_mcast_find(PvrdmaCore *core,
     return NULL;
 }
 
+static int pvrdma_mcast_backend(PvrdmaCore *core, PvrdmaQp *qp,
+                                const uint8_t mgid[16], bool join)
+{
+    return core->be_ops->mcast_attach ?
+           core->be_ops->mcast_attach(core->be, qp, mgid, join) : 0;
+}
+
 static void pvrdma_mcast_changed(PvrdmaCore *core)
 {
     if (core->be_ops->mcast_changed) {
@@ -795,6 +802,7 @@ static int pvrdma_cmd_attach_mcast(PvrdmaCore *core,
     const struct pvrdma_cmd_mcast *c = &req->mcast;
     PvrdmaQp *qp = pvrdma_table_lookup(&core->qp_tbl, c->qp_handle);
     PvrdmaMcast *g, *free_slot = NULL;
+    int ret;
 
     if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_MCAST)) {
         GERR(core, UNKNOWN_COMMAND, "unknown command %u",
@@ -826,6 +834,10 @@ static int pvrdma_cmd_attach_mcast(PvrdmaCore *core,
                  qp->handle, g->nqps);
             return -ENOMEM;
         }
+        ret = pvrdma_mcast_backend(core, qp, c->mgid, true);
+        if (ret < 0) {
+            return ret;
+        }
         g->qps[g->nqps++] = qp->handle;
         qp->mcast_groups++;
         return 0;
@@ -840,6 +852,10 @@ static int pvrdma_cmd_attach_mcast(PvrdmaCore *core,
              "ATTACH_MCAST: QP %u: all %u groups in use (mcast-groups)",
              qp->handle, core->cfg.mcast_groups);
         return -ENOMEM;
+    }
+    ret = pvrdma_mcast_backend(core, qp, c->mgid, true);
+    if (ret < 0) {
+        return ret;
     }
     if (!free_slot->qps) {
         free_slot->qps = g_new(uint32_t, core->cfg.mcast_qps);
@@ -882,6 +898,8 @@ static int pvrdma_cmd_detach_mcast(PvrdmaCore *core,
              qp->handle);
         return -EINVAL;
     }
+    /* Left here whatever the host says (its QP leaves when destroyed). */
+    pvrdma_mcast_backend(core, qp, c->mgid, false);
     return 0;
 }
 

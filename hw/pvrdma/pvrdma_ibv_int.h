@@ -35,6 +35,14 @@ struct PvrdmaIbv {
     bool port_down;             /* the last port event was PORT_ERR */
     PvrdmaIbvQp *gsi;           /* the guest's QP1, once created */
     PvrdmaIbvCm *cm;            /* RDMA CM for the guest; NULL: none */
+    /*
+     * The IP multicast groups this process joined on the host interface
+     * of the device, as RDMA CM does for a group on RoCE: the guest's
+     * multicast groups (UDP sockets: IPv4, IPv6; -1 until needed).
+     */
+    int mc_fd4, mc_fd6;
+    uint8_t (*mc_joined)[16];
+    unsigned mc_njoined;
 };
 
 /* The first receive SGE of a UD receive: its MR (by handle) and address. */

@@ -12,7 +12,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ      22      /* Linux 5.14 */
@@ -251,6 +254,7 @@ PvrdmaIbv *pvrdma_ibv_open(const PvrdmaIbvConfig *cfg, char **msg)
         return NULL;
     }
     ibv = g_new0(PvrdmaIbv, 1);
+    ibv->mc_fd4 = ibv->mc_fd6 = -1;
     ibv->name = g_strdup(cfg->ibdev);
     ibv->port = cfg->ibport;
     ibv->gid_index = cfg->gid_index;
@@ -297,6 +301,13 @@ void pvrdma_ibv_close(PvrdmaIbv *ibv)
     if (ibv->ctx) {
         ibv_close_device(ibv->ctx);
     }
+    if (ibv->mc_fd4 >= 0) {
+        close(ibv->mc_fd4);
+    }
+    if (ibv->mc_fd6 >= 0) {
+        close(ibv->mc_fd6);
+    }
+    g_free(ibv->mc_joined);
     g_free(ibv->name);
     g_free(ibv->cm_ports);
     g_free(ibv);
@@ -1959,6 +1970,127 @@ static void pvrdma_ibv_free(void *be)
     pvrdma_ibv_close(be);
 }
 
+/*
+ * Multicast on the host device: the guest's UD QP is a host UD QP, which
+ * joins the group there; the host delivers datagrams to it, and sends to
+ * the group through an address handle like any other.
+ */
+static int pvrdma_ibv_mcast_attach(void *be G_GNUC_UNUSED, PvrdmaQp *qp,
+                                   const uint8_t mgid[16], bool join)
+{
+    PvrdmaIbvQp *q = qp->be;
+    union ibv_gid gid;
+    int ret;
+
+    if (!q || !q->hqp) {
+        return -EINVAL;
+    }
+    memcpy(gid.raw, mgid, sizeof(gid.raw));
+    ret = join ? ibv_attach_mcast(q->hqp, &gid, 0) :
+                 ibv_detach_mcast(q->hqp, &gid, 0);
+    if (ret) {
+        g_printerr("pvrdma: %s refused to %s QP 0x%x %s a multicast group: "
+                   "%s\n", q->ibv->name, join ? "attach" : "detach",
+                   qp->qpn, join ? "to" : "from", strerror(ret));
+        return -ret;
+    }
+    return 0;
+}
+
+/* The host interface of the device's port (its first GID's), or 0. */
+static int pvrdma_ibv_mc_ifindex(PvrdmaIbv *ibv)
+{
+    struct ibv_gid_entry e;
+
+    for (int i = ibv->gid_index >= 0 ? ibv->gid_index : 0;
+         i < ibv->port_attr.gid_tbl_len; i++) {
+        if (ibv_query_gid_ex(ibv->ctx, ibv->port, i, &e, 0) == 0 &&
+            e.ndev_ifindex) {
+            return e.ndev_ifindex;
+        }
+    }
+    return 0;
+}
+
+/* Join (@join) or leave group @mgid on the host's interface. */
+static void pvrdma_ibv_mc_ip(PvrdmaIbv *ibv, const uint8_t mgid[16],
+                             bool join)
+{
+    static const uint8_t v4mapped[12] = {
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff
+    };
+    bool v4 = !memcmp(mgid, v4mapped, sizeof(v4mapped));
+    int *fd = v4 ? &ibv->mc_fd4 : &ibv->mc_fd6;
+    int ret;
+
+    if (*fd < 0) {
+        *fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (*fd < 0) {
+            return;
+        }
+    }
+    if (v4) {
+        struct ip_mreqn m = { .imr_ifindex = pvrdma_ibv_mc_ifindex(ibv) };
+
+        memcpy(&m.imr_multiaddr, mgid + 12, 4);
+        ret = setsockopt(*fd, IPPROTO_IP, join ? IP_ADD_MEMBERSHIP :
+                         IP_DROP_MEMBERSHIP, &m, sizeof(m));
+    } else {
+        struct ipv6_mreq m = {
+            .ipv6mr_interface = pvrdma_ibv_mc_ifindex(ibv)
+        };
+
+        memcpy(&m.ipv6mr_multiaddr, mgid, 16);
+        ret = setsockopt(*fd, IPPROTO_IPV6, join ? IPV6_ADD_MEMBERSHIP :
+                         IPV6_DROP_MEMBERSHIP, &m, sizeof(m));
+    }
+    if (ret && join) {
+        g_printerr("pvrdma: %s: cannot join a multicast group on the host "
+                   "interface: %s (its datagrams may not come in)\n",
+                   ibv->name, strerror(errno));
+    }
+}
+
+static bool pvrdma_ibv_mc_in(uint8_t (*set)[16], unsigned n,
+                             const uint8_t mgid[16])
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (!memcmp(set[i], mgid, 16)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The guest's set of groups changed: the host interface joins the new
+ * ones and leaves the old, so that the host's network layer hands their
+ * datagrams to the device (RoCE v2 is UDP over IP).
+ */
+static void pvrdma_ibv_mcast_changed(void *be)
+{
+    PvrdmaIbv *ibv = be;
+    uint8_t (*cur)[16] = g_malloc(PVRDMA_MCAST_MAX_GROUPS * 16);
+    unsigned n = pvrdma_core_mcast_groups(ibv->core, cur,
+                                          PVRDMA_MCAST_MAX_GROUPS);
+    unsigned i, j;
+
+    for (i = 0; i < ibv->mc_njoined; i++) {
+        if (!pvrdma_ibv_mc_in(cur, n, ibv->mc_joined[i])) {
+            pvrdma_ibv_mc_ip(ibv, ibv->mc_joined[i], false);
+        }
+    }
+    for (j = 0; j < n; j++) {
+        if (!pvrdma_ibv_mc_in(ibv->mc_joined, ibv->mc_njoined, cur[j])) {
+            pvrdma_ibv_mc_ip(ibv, cur[j], true);
+        }
+    }
+    g_free(ibv->mc_joined);
+    ibv->mc_joined = g_memdup2(cur, n * 16);
+    ibv->mc_njoined = n;
+    g_free(cur);
+}
+
 const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .name = "ibverbs",
     .reset = pvrdma_ibv_reset,
@@ -1983,6 +2115,9 @@ const PvrdmaBackendOps pvrdma_ibv_backend_ops = {
     .gid_bind = pvrdma_ibv_gid_bind,
     .gid_unbind = pvrdma_ibv_gid_unbind,
     .poll = pvrdma_ibv_poll,
+    .mcast = true,
+    .mcast_changed = pvrdma_ibv_mcast_changed,
+    .mcast_attach = pvrdma_ibv_mcast_attach,
 };
 
 /*
@@ -2018,6 +2153,20 @@ static void pvrdma_ibv_clamp(PvrdmaIbv *ibv, PvrdmaCore *core)
                        ibv->name);
             *lim[i].val = lim[i].host;
         }
+    }
+    /* Multicast: what the host device keeps (none: not offered). */
+    if (cfg->mcast_groups > (uint32_t)MAX(a->max_mcast_grp, 0) ||
+        cfg->mcast_qps > (uint32_t)MAX(a->max_mcast_qp_attach, 1)) {
+        g_printerr("pvrdma: mcast-groups=%u and mcast-qps=%u lowered to "
+                   "%d and %d, what host RDMA device %s has\n",
+                   cfg->mcast_groups, cfg->mcast_qps,
+                   MIN((int)cfg->mcast_groups, MAX(a->max_mcast_grp, 0)),
+                   MIN((int)cfg->mcast_qps, MAX(a->max_mcast_qp_attach, 1)),
+                   ibv->name);
+        cfg->mcast_groups = MIN(cfg->mcast_groups,
+                                (uint32_t)MAX(a->max_mcast_grp, 0));
+        cfg->mcast_qps = MIN(cfg->mcast_qps,
+                             (uint32_t)MAX(a->max_mcast_qp_attach, 1));
     }
     if (a->max_mr_size && cfg->max_mr_size > a->max_mr_size) {
         g_printerr("pvrdma: max-mr-size=%" G_GUINT64_FORMAT " lowered to %"

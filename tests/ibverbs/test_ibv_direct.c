@@ -659,6 +659,79 @@ static void test_ud(void **state)
     pair_free(p);
 }
 
+
+/*
+ * Multicast on the host device: B's UD QP joins ::ffff:239.5.6.7 on the
+ * host (ATTACH_MCAST), A sends to the group (QPN 0xFFFFFF) and B's QP
+ * gets it, data checked and the IPv4 destination the group's; after
+ * DETACH_MCAST the next one is lost. The device's multicast limits are
+ * the host's at most.
+ */
+static void test_mcast(void **state)
+{
+    static const uint8_t mgid[16] = { [10] = 0xff, [11] = 0xff,
+                                      239, 5, 6, 7 };
+    Pair *p = pair_new();
+    FvQp *ua = fv_qp_new(p->a.fg, PVRDMA_QPT_UD, p->a.pd, p->a.cq, p->a.cq,
+                         NULL, 16, 2, false);
+    FvQp *ub = fv_qp_new(p->b.fg, PVRDMA_QPT_UD, p->b.pd, p->b.cq, p->b.cq,
+                         NULL, 16, 2, false);
+    struct pvrdma_cmd_mcast m = { .hdr.cmd = PVRDMA_CMD_ATTACH_MCAST };
+    struct pvrdma_sge sa = sge(p->ma, VA_A, 500);
+    struct pvrdma_sge sb = sge(p->mb, VA_B, 40 + 500);
+    struct pvrdma_sq_wqe_hdr h = wqe(1, PVRDMA_WR_SEND, 1);
+    struct pvrdma_cqe c;
+    uint8_t sent[500], got[500];
+    gint64 end;
+
+    (void)state;
+    assert_true(fg_caps(p->b.fg)->ex_comp_mask & PVRDMA_EX_CAP_MCAST);
+    assert_true(fg_caps(p->b.fg)->max_mcast_grp > 0);
+    assert_int_equal(fg_qp_to_rts(p->a.fg, ua->handle, PVRDMA_QPT_UD), 0);
+    assert_int_equal(fg_qp_to_rts(p->b.fg, ub->handle, PVRDMA_QPT_UD), 0);
+    m.qp_handle = ub->handle;
+    memcpy(m.mgid, mgid, 16);
+    assert_int_equal(fg_cmd(p->b.fg, &m, sizeof(m), NULL), 0);
+    fv_mr_fill(p->ma, VA_A, 500, 0x27);
+    fv_mr_zero(p->mb);
+    fv_post_recv(ub, 7, &sb, 1);
+    fv_post_recv(ub, 8, &sb, 1);
+    fv_ring_rq(ub);
+    h.wr.ud.remote_qpn = PVRDMA_QPN_MULTICAST;
+    h.wr.ud.remote_qkey = 0x11111111;
+    h.wr.ud.av.hop_limit = 1;
+    h.wr.ud.av.port_pd = 1;
+    memcpy(h.wr.ud.av.dgid, mgid, 16);
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    wait_cqe(p, p->b.cq, &c);
+    assert_int_equal(c.wr_id, 7);
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.byte_len, 40 + 500);
+    assert_int_equal(c.src_qp, ua->qpn);
+    assert_memory_equal(fv_mr_ptr(p->mb, VA_B + 36), mgid + 12, 4);
+    mr_read(p->ma, VA_A, sent, 500);
+    mr_read(p->mb, VA_B + 40, got, 500);
+    assert_memory_equal(sent, got, 500);
+    expect_cqe(p, p->a.cq, 1, PVRDMA_WC_SUCCESS);
+
+    m.hdr.cmd = PVRDMA_CMD_DETACH_MCAST;
+    assert_int_equal(fg_cmd(p->b.fg, &m, sizeof(m), NULL), 0);
+    h.wr_id = 2;
+    fv_post_send(ua, &h, &sa, 1);
+    fv_ring_sq(ua);
+    expect_cqe(p, p->a.cq, 2, PVRDMA_WC_SUCCESS);
+    end = g_get_monotonic_time() + 200000;
+    while (g_get_monotonic_time() < end) {
+        pvrdma_ibv_process(p->b.ibv);
+        assert_false(fv_cq_poll(p->b.cq, &c));
+        g_usleep(1000);
+    }
+    g_free(ua);
+    g_free(ub);
+    pair_free(p);
+}
+
 /*
  * An SRQ on the host: two QPs of B share it; SENDs on both land in its
  * WQEs (each CQE names its QP, data checked) and when fewer than the
@@ -2030,6 +2103,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_remote_access_error),
         cmocka_unit_test(test_send_stream),
         cmocka_unit_test(test_ud),
+        cmocka_unit_test(test_mcast),
         cmocka_unit_test(test_srq),
         cmocka_unit_test(test_dma_mr),
         cmocka_unit_test(test_host_refuses),

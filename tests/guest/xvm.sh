@@ -26,7 +26,8 @@
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
 # ib_send_lat -c UD, ib_send_bw -c UD; rc_verify across the VMs where the
-# test adds the program (--arg --add --arg PATH); RDMA CM (rping -V, ucmatose, udaddy, rdma_server /
+# test adds the program (--arg --add --arg PATH); RDMA CM (rping -V, ucmatose, udaddy, multicast with
+# mckey (a receiver in each VM, the sender in B), rdma_server /
 # rdma_client, ib_send_lat -R, ib_write_bw -R); UCX (ucx_perftest tag_lat, tag_bw 64 KiB,
 # ucp_am_lat, ucp_put_bw, ucp_get over rc_verbs/ud_verbs); NVMe over RDMA (A the target, B the host; xvm_check compares the
 # MD5 of what B wrote with what A's RAM disk holds); NFS over RDMA (A the
@@ -100,6 +101,39 @@ if [ -x ./rc_verify ]; then
 fi
 xcm ucmatose 120 "ucmatose" "ucmatose -s"
 xcm udaddy 120 "udaddy" "udaddy -s"
+# Multicast (RDMA CM's mckey): a receiver in each VM joins 239.7.8.9 (the
+# IGMP join shows in /proc/net/igmp), B sends it 20 datagrams of 1000
+# bytes, and both receivers get all 20: B's from a process of its own VM,
+# A's over the fabric link. The device reports its multicast limits.
+[ "$VMPAIR_ROLE" = a ] ||
+    ibv_devinfo -v -d pvrdma0 | grep -qE "max_mcast_grp:[[:space:]]+64$" ||
+    fail "ibv_devinfo: max_mcast_grp is not the device's 64"
+gone() { ! kill -0 "$1" 2>/dev/null; }
+mckey -m 239.7.8.9 -b "$SELF_IP" -C 20 -S 1000 > /tmp/mckey.rcv 2>&1 &
+mpid=$!
+wait_for 60 grep -q "mckey: joined dgid" /tmp/mckey.rcv ||
+    { cat /tmp/mckey.rcv; fail "mckey: the receiver did not join"; }
+grep -q "090807EF" /proc/net/igmp ||
+    fail "mckey: 239.7.8.9 not joined on eth0 (/proc/net/igmp)"
+if [ "$VMPAIR_ROLE" = a ]; then
+    sync_signal mckey-joined 120
+else
+    sync_wait "$PEER_IP" mckey-joined 120
+    timeout 120 mckey -m 239.7.8.9 -b "$SELF_IP" -s -C 20 -S 1000 \
+        > /tmp/mckey.snd 2>&1 ||
+        { cat /tmp/mckey.snd; fail "mckey: the sender failed"; }
+fi
+wait_for 120 gone $mpid || kill $mpid
+rc=0
+wait $mpid || rc=$?
+sed 's/^/[mckey receiver] /' /tmp/mckey.rcv
+[ $rc -eq 0 ] && grep -q "data transfers complete" /tmp/mckey.rcv ||
+    fail "mckey: the receiver did not get all 20 datagrams (exit $rc)"
+if [ "$VMPAIR_ROLE" = a ]; then
+    sync_signal mckey-done 120
+else
+    sync_wait "$PEER_IP" mckey-done 120
+fi
 xcm rdma_server 120 "rdma_server" "rdma_client -s"
 AGAIN_RE=$CM_RACE_RE     # (pair.sh: perftest's own race)
 xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"

@@ -46,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <infiniband/verbs.h>
 
 #define PORT		1
@@ -1823,7 +1825,8 @@ static int t_mcast(struct dev *da, struct dev *db)
 	union ibv_gid g;
 	struct side s = {}, r1 = {}, r2 = {}, r3 = {};
 	struct ibv_ah *ah = NULL;
-	int rc = -1;
+	struct ip_mreqn mr = { .imr_ifindex = 0 };
+	int rc = -1, fd;
 
 	if (!db->attr.max_mcast_grp) {
 		if (is_pvrdma(db))
@@ -1833,6 +1836,16 @@ static int t_mcast(struct dev *da, struct dev *db)
 	}
 	memcpy(g.raw, mcast_gid, 16);
 	memcpy(aa.grh.dgid.raw, mcast_gid, 16);
+	/*
+	 * The host joins the IP group, as RDMA CM's rdma_join_multicast does
+	 * on RoCE: Soft-RoCE's datagrams are UDP over IP and need it (our
+	 * device does not).
+	 */
+	memcpy(&mr.imr_multiaddr, mcast_gid + 12, 4);
+	fd = socket(AF_INET, SOCK_DGRAM, 0);
+	if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
+				 sizeof(mr)))
+		return bad("IP_ADD_MEMBERSHIP: %s", strerror(errno));
 	if (side_create(&s, da, IBV_QPT_UD, 0, NULL) ||
 	    side_create(&r1, db, IBV_QPT_UD, 0, NULL) ||
 	    side_create(&r2, da, IBV_QPT_UD, 0, NULL) ||
@@ -1885,6 +1898,7 @@ out:
 	side_destroy(&r1);
 	side_destroy(&r2);
 	side_destroy(&r3);
+	close(fd);
 	return rc;
 }
 

@@ -1842,6 +1842,12 @@ static int t_mcast(struct dev *da, struct dev *db)
 	 * device does not).
 	 */
 	memcpy(&mr.imr_multiaddr, mcast_gid + 12, 4);
+	{
+		struct ibv_gid_entry ge;
+
+		if (!ibv_query_gid_ex(db->ctx, PORT, db->gid_index, &ge, 0))
+			mr.imr_ifindex = ge.ndev_ifindex;
+	}
 	fd = socket(AF_INET, SOCK_DGRAM, 0);
 	if (fd < 0 || setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr,
 				 sizeof(mr)))

@@ -108,13 +108,15 @@ xcm udaddy 120 "udaddy" "udaddy -s"
 [ "$VMPAIR_ROLE" = a ] ||
     ibv_devinfo -v -d pvrdma0 | grep -qE "max_mcast_grp:[[:space:]]+64$" ||
     fail "ibv_devinfo: max_mcast_grp is not the device's 64"
+# (mckey's output is block-buffered into the file: the kernel's IGMP
+# join says that the receiver joined; its QP is attached as the join's
+# event comes, well within the 2 s here and the sender's own 3 s pause.)
 gone() { ! kill -0 "$1" 2>/dev/null; }
 mckey -m 239.7.8.9 -b "$SELF_IP" -C 20 -S 1000 > /tmp/mckey.rcv 2>&1 &
 mpid=$!
-wait_for 60 grep -q "mckey: joined dgid" /tmp/mckey.rcv ||
-    { cat /tmp/mckey.rcv; fail "mckey: the receiver did not join"; }
-grep -q "090807EF" /proc/net/igmp ||
+wait_for 60 grep -q "090807EF" /proc/net/igmp ||
     fail "mckey: 239.7.8.9 not joined on eth0 (/proc/net/igmp)"
+sleep 2
 if [ "$VMPAIR_ROLE" = a ]; then
     sync_signal mckey-joined 120
 else

@@ -10,13 +10,26 @@
         N connections that send nothing, and one more that sends a HELLO's
         header a byte a second; holds them SECONDS, then exits.
 """
+import os
+import re
 import socket
 import struct
 import sys
 import time
 
 MAGIC = 0x46525650          # "PVRF"
-VERSION = 6                 # PVRDMA_LINK_VERSION (hw/pvrdma/pvrdma_link.h)
+
+
+def link_version():
+    """PVRDMA_LINK_VERSION, read from the header it is defined in."""
+    h = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                     "../../hw/pvrdma/pvrdma_link.h")
+    with open(h) as f:
+        return int(re.search(r"#define PVRDMA_LINK_VERSION\s+(\d+)",
+                             f.read()).group(1))
+
+
+VERSION = link_version()
 HELLO = 1
 HELLO_SIZE = 24
 

@@ -405,42 +405,68 @@ static void pvrdma_fabric_end_write(PvrdmaFabricExec *ex)
 }
 
 /*
- * CMP_AND_SWP / FETCH_AND_ADD on 8 aligned bytes, atomic with respect to
- * the guest's vCPUs: the target is mapped and changed with __atomic
- * builtins.  A target that cannot be mapped as RAM is refused as an
- * R_Key violation rather than emulated non-atomically.
+ * The 8 aligned bytes an atomic request names, mapped (its length in
+ * *@len, for the unmap), with @access on the QP and the rkey; NULL once
+ * answered: misaligned (invalid request), no access (R_Key violation),
+ * or a target that cannot be mapped as RAM (refused as an R_Key
+ * violation rather than emulated non-atomically).
  */
-static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
+static uint64_t *pvrdma_fabric_atomic_target(PvrdmaFabricExec *ex,
+                                             uint32_t access, uint64_t *len)
 {
     PvrdmaCore *core = ex->port->core;
     const PvrdmaFabricMsg *msg = &ex->msg;
-    uint64_t bus, run, len = sizeof(uint64_t);
+    uint64_t bus, run;
     PvrdmaSeg seg;
     uint64_t *p;
 
     if (msg->remote_addr & (sizeof(uint64_t) - 1)) {
         pvrdma_fabric_inv_req(ex);
-        return;
+        return NULL;
     }
-    if (!(ex->qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_ATOMIC) ||
+    if (!(ex->qp->attr.qp_access_flags & access) ||
         !pvrdma_core_rkey_seg(core, ex->qp, msg->rkey, msg->remote_addr,
-                              sizeof(uint64_t), PVRDMA_ACCESS_REMOTE_ATOMIC,
-                              &seg) ||
+                              sizeof(uint64_t), access, &seg) ||
         !pvrdma_seg_xlate(&seg, 0, &bus, &run) ||
         run < sizeof(uint64_t)) {
         pvrdma_fabric_access_err(ex);
-        return;
+        return NULL;
     }
-    p = pvrdma_core_dma_map(core, bus, &len, true);
-    if (!p || len < sizeof(uint64_t) || ((uintptr_t)p & 7)) {
-        pvrdma_core_dma_unmap(core, p, len, true, 0);
+    *len = sizeof(uint64_t);
+    p = pvrdma_core_dma_map(core, bus, len, true);
+    if (!p || *len < sizeof(uint64_t) || ((uintptr_t)p & 7)) {
+        pvrdma_core_dma_unmap(core, p, *len, true, 0);
         GERR(core, QP_ATOMIC_TARGET_NOT_MAPPABLE_RAM,
              "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
              "mappable RAM", ex->qp->handle, bus);
         pvrdma_fabric_access_err(ex);
+        return NULL;
+    }
+    return p;
+}
+
+/*
+ * CMP_AND_SWP / FETCH_AND_ADD, and ATOMIC_WRITE (the request's 8 bytes in
+ * one store, after the QP's earlier requests, which the fabric executes
+ * in order; REMOTE_WRITE access as for an RDMA WRITE), atomic with
+ * respect to the guest's vCPUs: the target is changed with __atomic
+ * builtins.
+ */
+static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
+{
+    PvrdmaCore *core = ex->port->core;
+    const PvrdmaFabricMsg *msg = &ex->msg;
+    bool write = msg->opcode == PVRDMA_WR_ATOMIC_WRITE;
+    uint64_t len, *p;
+
+    p = pvrdma_fabric_atomic_target(ex, write ? PVRDMA_ACCESS_REMOTE_WRITE :
+                                    PVRDMA_ACCESS_REMOTE_ATOMIC, &len);
+    if (!p) {
         return;
     }
-    if (msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP) {
+    if (write) {
+        __atomic_store_n(p, GUINT64_TO_LE(msg->swap), __ATOMIC_SEQ_CST);
+    } else if (msg->opcode == PVRDMA_WR_ATOMIC_CMP_AND_SWP) {
         uint64_t expected = GUINT64_TO_LE(msg->compare_add);
 
         /* On failure 'expected' receives the current value. */
@@ -452,50 +478,6 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
         ex->ack.atomic_orig = __atomic_fetch_add(p, msg->compare_add,
                                                  __ATOMIC_SEQ_CST);
     }
-    pvrdma_core_dma_unmap(core, p, len, true, sizeof(uint64_t));
-    pvrdma_core_count(core, PVRDMA_CTR_ATOMICS_RCVD, 1);
-    pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS, 1);
-    pvrdma_fabric_answer(ex, PVRDMA_WC_SUCCESS);
-}
-
-/*
- * ATOMIC_WRITE: the request's 8 bytes stored on 8 aligned bytes in one
- * store (a vCPU never sees half of them), after the QP's earlier requests
- * (which the fabric executes in order). REMOTE_WRITE access, as for an
- * RDMA WRITE; a target that cannot be mapped as RAM is refused as for
- * the other atomics.
- */
-static void pvrdma_fabric_atomic_write(PvrdmaFabricExec *ex)
-{
-    PvrdmaCore *core = ex->port->core;
-    const PvrdmaFabricMsg *msg = &ex->msg;
-    uint64_t bus, run, len = sizeof(uint64_t);
-    PvrdmaSeg seg;
-    uint64_t *p;
-
-    if (msg->remote_addr & (sizeof(uint64_t) - 1)) {
-        pvrdma_fabric_inv_req(ex);
-        return;
-    }
-    if (!(ex->qp->attr.qp_access_flags & PVRDMA_ACCESS_REMOTE_WRITE) ||
-        !pvrdma_core_rkey_seg(core, ex->qp, msg->rkey, msg->remote_addr,
-                              sizeof(uint64_t), PVRDMA_ACCESS_REMOTE_WRITE,
-                              &seg) ||
-        !pvrdma_seg_xlate(&seg, 0, &bus, &run) ||
-        run < sizeof(uint64_t)) {
-        pvrdma_fabric_access_err(ex);
-        return;
-    }
-    p = pvrdma_core_dma_map(core, bus, &len, true);
-    if (!p || len < sizeof(uint64_t) || ((uintptr_t)p & 7)) {
-        pvrdma_core_dma_unmap(core, p, len, true, 0);
-        GERR(core, QP_ATOMIC_TARGET_NOT_MAPPABLE_RAM,
-             "QP %u: atomic target 0x%" G_GINT64_MODIFIER "x is not "
-             "mappable RAM", ex->qp->handle, bus);
-        pvrdma_fabric_access_err(ex);
-        return;
-    }
-    __atomic_store_n(p, GUINT64_TO_LE(msg->swap), __ATOMIC_SEQ_CST);
     pvrdma_core_dma_unmap(core, p, len, true, sizeof(uint64_t));
     pvrdma_core_count(core, PVRDMA_CTR_ATOMICS_RCVD, 1);
     pvrdma_core_count(core, PVRDMA_CTR_SENT_PKTS, 1);
@@ -669,10 +651,8 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
         return true;
     case PVRDMA_WR_ATOMIC_CMP_AND_SWP:
     case PVRDMA_WR_ATOMIC_FETCH_AND_ADD:
-        pvrdma_fabric_atomic(ex);
-        return false;
     case PVRDMA_WR_ATOMIC_WRITE:
-        pvrdma_fabric_atomic_write(ex);
+        pvrdma_fabric_atomic(ex);
         return false;
     default:
         pvrdma_fabric_inv_req(ex);

@@ -274,6 +274,20 @@ static void all_opcodes(unsigned da, unsigned qa, unsigned db, unsigned qb,
     consume(db);
 }
 
+/* One device, a UD QP 0 through RTS (Q_Key 0x11111111), an 8 KiB MR. */
+static void ud_self(void)
+{
+    begin(0);
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 4);
+    create_user_mr(0, 0, VA_A, 8192);
+    u8(FZ_OP_CREATE_QP); u8(0); u8(0xC0); u8(0); u8(0); u8(0);
+    u8(SEL_KERNEL); u8(3); u8(0); u8(1); u8(0);
+    connect_qp(0, 0, 0, 0, 0, 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -452,15 +466,7 @@ int main(int argc, char **argv)
      * connect action) sends to itself, with and without immediate, then
      * with a wrong Q_Key and beyond its receive buffer.
      */
-    begin(0);
-    load_dsr(0);
-    bind_gid(0, 0);
-    create_pd(0, SEL_KERNEL);
-    create_cq(0, SEL_KERNEL, 4);
-    create_user_mr(0, 0, VA_A, 8192);
-    u8(FZ_OP_CREATE_QP); u8(0); u8(0xC0); u8(0); u8(0); u8(0);
-    u8(SEL_KERNEL); u8(3); u8(0); u8(1); u8(0);
-    connect_qp(0, 0, 0, 0, 0, 0);
+    ud_self();
     post_recv(0, 0, 0, 4096, 40 + 100);
     post_recv(0, 0, 0, 4096, 40 + 100);
     post_recv(0, 0, 0, 4096, 40 + 100);
@@ -488,15 +494,7 @@ int main(int argc, char **argv)
      * no-op) and a unicast "group" (refused), receives its own SEND to
      * the group (QPN 0xFFFFFF), leaves, and sends again (to nobody).
      */
-    begin(0);
-    load_dsr(0);
-    bind_gid(0, 0);
-    create_pd(0, SEL_KERNEL);
-    create_cq(0, SEL_KERNEL, 4);
-    create_user_mr(0, 0, VA_A, 8192);
-    u8(FZ_OP_CREATE_QP); u8(0); u8(0xC0); u8(0); u8(0); u8(0);
-    u8(SEL_KERNEL); u8(3); u8(0); u8(1); u8(0);
-    connect_qp(0, 0, 0, 0, 0, 0);
+    ud_self();
     u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(0); u32(0);
     u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(0); u32(0);
     u8(FZ_OP_QUERY); u8(0); u8(0xF0); u8(0); u32(1); u32(3);

@@ -33,6 +33,9 @@
 . "$(dirname "$0")/lib.sh"
 # shellcheck source=scripts/kheaders.sh
 . "$(dirname "$0")/kheaders.sh"
+# The verdict reads kbuild's "LD [M]" lines: a -s of the make that ran
+# this (make -s driver-kernels) must not reach kbuild and silence them.
+unset MAKEFLAGS MFLAGS MAKELEVEL
 
 KERNEL_SERIES=${KERNEL_SERIES:-"6.1 6.12 7"}
 keep=

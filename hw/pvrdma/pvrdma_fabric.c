@@ -924,23 +924,24 @@ void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming, PvrdmaCq *cq)
     }
 }
 
-void pvrdma_fabric_port_mgids_changed(PvrdmaFabricPort *port)
+/* Tell every link what @port has now, with @send (GIDS, MGIDS). */
+static void pvrdma_fabric_port_tell(PvrdmaFabricPort *port,
+                                    void (*send)(PvrdmaLink *l,
+                                                 PvrdmaFabricPort *port,
+                                                 bool leaving))
 {
     g_autoptr(GList) links = NULL;
     GList *e;
 
     links = g_list_copy(port->fabric->links);
     for (e = links; e; e = e->next) {
-        pvrdma_link_send_mgids(e->data, port, false);
+        send(e->data, port, false);
     }
 }
 
-/* The datagram's bytes from a flat buffer (pvrdma_fabric_mcast_deliver). */
-static int pvrdma_fabric_buf_read(void *opaque, uint64_t off, void *buf,
-                                  uint64_t n)
+void pvrdma_fabric_port_mgids_changed(PvrdmaFabricPort *port)
 {
-    memcpy(buf, (const uint8_t *)opaque + off, n);
-    return 0;
+    pvrdma_fabric_port_tell(port, pvrdma_link_send_mgids);
 }
 
 void pvrdma_fabric_mcast_deliver(PvrdmaFabric *fab,
@@ -981,11 +982,5 @@ void pvrdma_fabric_mcast_deliver(PvrdmaFabric *fab,
 
 void pvrdma_fabric_port_gids_changed(PvrdmaFabricPort *port)
 {
-    g_autoptr(GList) links = NULL;
-    GList *e;
-
-    links = g_list_copy(port->fabric->links);
-    for (e = links; e; e = e->next) {
-        pvrdma_link_send_gids(e->data, port, false);
-    }
+    pvrdma_fabric_port_tell(port, pvrdma_link_send_gids);
 }

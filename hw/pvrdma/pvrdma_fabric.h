@@ -466,6 +466,10 @@ void pvrdma_fabric_rc_abort(PvrdmaFabricExec *ex);
 /* Does an async exec of @port hold the head of @qp's RQ or SRQ? */
 bool pvrdma_fabric_port_rq_busy(PvrdmaFabricPort *port, PvrdmaQp *qp);
 
+/* A PvrdmaPeerCopy that reads bytes from the flat buffer @opaque. */
+int pvrdma_fabric_buf_read(void *opaque, uint64_t off, void *buf,
+                           uint64_t n);
+
 /* Responder: execute @msg on @qp of @port's core. */
 void pvrdma_fabric_rc_respond(PvrdmaFabricPort *port, PvrdmaQp *qp,
                               const PvrdmaFabricMsg *msg,

@@ -486,8 +486,8 @@ static void pvrdma_fabric_atomic(PvrdmaFabricExec *ex)
 
 /* ---- datagrams (UD, GSI) ------------------------------------------------- */
 
-static int pvrdma_fabric_grh_read(void *opaque, uint64_t off, void *buf,
-                                  uint64_t n)
+int pvrdma_fabric_buf_read(void *opaque, uint64_t off, void *buf,
+                           uint64_t n)
 {
     memcpy(buf, (const uint8_t *)opaque + off, n);
     return 0;
@@ -542,7 +542,7 @@ static bool pvrdma_fabric_begin_ud(PvrdmaFabricExec *ex)
     pvrdma_grh_build(grh, msg->sgid, msg->dgid, msg->tclass, msg->flow_label,
                      msg->hop_limit, msg->length);
     ret = pvrdma_sgl_xfer(&ex->rwr.sgl, 0, PVRDMA_GRH_SIZE, true,
-                          pvrdma_fabric_grh_read, grh);
+                          pvrdma_fabric_buf_read, grh);
     if (ret != PVRDMA_COPY_OK) {
         pvrdma_fabric_recv_fail(ex, PVRDMA_WC_LOC_PROT_ERR,
                                 PVRDMA_WC_SUCCESS, -1);

@@ -275,6 +275,16 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
  * max_total_mcast_qp_attach are the device's limits. A UD SEND to a
  * multicast GID reaches every QP attached to that group on the fabric. */
 #define PVRDMA_EX_CAP_MCAST             (1u << 19)
+/*
+ * XRC (docs/abi.md §15): commands CREATE_XRCD and DESTROY_XRCD (struct
+ * pvrdma_cmd_create_xrcd, _destroy_xrcd), CREATE_SRQ of srq_type
+ * PVRDMA_SRQT_XRC (struct pvrdma_cmd_create_srq_ex), CREATE_QP of
+ * qp_type PVRDMA_QPT_XRC_INI and PVRDMA_QPT_XRC_TGT (struct
+ * pvrdma_cmd_create_qp_ex), the remote SRQ number in a send WQE of an
+ * XRC_INI QP (PVRDMA_SQ_WQE_XRC_SRQN_OFF) and receive CQEs of XRC SRQs
+ * marked PVRDMA_CQE_QP_XRC.
+ */
+#define PVRDMA_EX_CAP_XRC               (1u << 18)
 /* In pvrdma_alloc_ucontext_resp.reserved (driver to provider). */
 #define PVRDMA_UCTX_CQ_POLL_HINT        (1u << 0)
 #define PVRDMA_UCTX_MW                  (1u << 1)   /* PVRDMA_EX_CAP_MW */
@@ -283,6 +293,7 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
 #define PVRDMA_UCTX_SQ_DB_HINT          (1u << 4)   /* ..._SQ_DB_HINT */
 #define PVRDMA_UCTX_CLOCK               (1u << 5)   /* ..._CLOCK */
 #define PVRDMA_UCTX_ATOMIC_WRITE        (1u << 6)   /* ..._ATOMIC_WRITE */
+#define PVRDMA_UCTX_XRC                 (1u << 7)   /* ..._XRC */
 
 /* Capabilities, written by the device on the DSRHIGH write. */
 struct pvrdma_device_caps {
@@ -409,7 +420,13 @@ enum pvrdma_qp_type {
     PVRDMA_QPT_RC = 2,
     PVRDMA_QPT_UC = 3,
     PVRDMA_QPT_UD = 4,
+    PVRDMA_QPT_XRC_INI = 9,     /* PVRDMA_EX_CAP_XRC: send side */
+    PVRDMA_QPT_XRC_TGT = 10,    /* PVRDMA_EX_CAP_XRC: receive side */
 };
+
+/* CREATE_SRQ srq_type. */
+#define PVRDMA_SRQT_BASIC               0
+#define PVRDMA_SRQT_XRC                 1   /* PVRDMA_EX_CAP_XRC */
 
 /* MR and QP access flags (IB values). */
 #define PVRDMA_ACCESS_LOCAL_WRITE       (1u << 0)
@@ -587,7 +604,9 @@ enum pvrdma_cmd_code {
     PVRDMA_CMD_QUERY_COUNTERS = 22,     /* PVRDMA_EX_CAP_COUNTERS */
     PVRDMA_CMD_ATTACH_MCAST = 23,       /* PVRDMA_EX_CAP_MCAST */
     PVRDMA_CMD_DETACH_MCAST = 24,       /* PVRDMA_EX_CAP_MCAST */
-    PVRDMA_CMD_MAX = 25,
+    PVRDMA_CMD_CREATE_XRCD = 25,        /* PVRDMA_EX_CAP_XRC */
+    PVRDMA_CMD_DESTROY_XRCD = 26,       /* PVRDMA_EX_CAP_XRC */
+    PVRDMA_CMD_MAX = 27,
 };
 
 /* Response code of command c. */
@@ -783,6 +802,31 @@ struct pvrdma_cmd_mcast {
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_mcast, 40);
 
+/*
+ * Project extension PVRDMA_EX_CAP_XRC: an XRC domain.  It belongs to the
+ * device, not to a user context (processes share it); at most caps.max_pd
+ * of them.  DESTROY_XRCD fails with EBUSY while an SRQ or QP uses it.
+ */
+struct pvrdma_cmd_create_xrcd {
+    struct pvrdma_cmd_hdr hdr;
+    uint8_t reserved[8];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_xrcd, 24);
+
+struct pvrdma_cmd_create_xrcd_resp {
+    struct pvrdma_cmd_resp_hdr hdr;
+    uint32_t xrcd_handle;       /* != 0 */
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_xrcd_resp, 24);
+
+struct pvrdma_cmd_destroy_xrcd {
+    struct pvrdma_cmd_hdr hdr;
+    uint32_t xrcd_handle;
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_destroy_xrcd, 24);
+
 struct pvrdma_cmd_create_cq {
     struct pvrdma_cmd_hdr hdr;
     uint64_t pdir_dma;          /* page 0 = ring state */
@@ -862,6 +906,23 @@ struct pvrdma_cmd_create_qp {
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_qp, 80);
 PVRDMA_ABI_OFF(struct pvrdma_cmd_create_qp, total_chunks, 68);
+
+/*
+ * Project extension PVRDMA_EX_CAP_XRC: CREATE_QP with the XRC domain of
+ * an XRC_TGT QP.  The first 80 bytes are the VMware request.
+ *  - XRC_INI: as an RC QP with no receive side: max_recv_wr,
+ *    max_recv_sge, is_srq, srq_handle and recv_cq_handle 0, the pages
+ *    the ring state and the SQ (total_chunks = 1 + send_chunks).
+ *  - XRC_TGT: no queue, no CQ, no PD: pdir_dma, pd_handle, the CQ and
+ *    SRQ handles, every max_* and both chunk counts 0; xrcd_handle names
+ *    its domain.  Its messages go to the XRC SRQ each one names.
+ */
+struct pvrdma_cmd_create_qp_ex {
+    struct pvrdma_cmd_create_qp qp;
+    uint32_t xrcd_handle;       /* XRC_TGT only, else 0 */
+    uint8_t reserved[4];
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_qp_ex, 88);
 
 /* Interface version < 20: the QP number is also the handle. */
 struct pvrdma_cmd_create_qp_resp {
@@ -954,6 +1015,19 @@ struct pvrdma_cmd_create_srq {
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_srq, 56);
 
+/*
+ * Project extension PVRDMA_EX_CAP_XRC: CREATE_SRQ of srq_type
+ * PVRDMA_SRQT_XRC with its XRC domain and the CQ its receive completions
+ * go to (an SRQ of srq_type 0 leaves both 0).  The response's srqn is
+ * also the SRQ number XRC senders name (PVRDMA_SQ_WQE_XRC_SRQN_OFF).
+ */
+struct pvrdma_cmd_create_srq_ex {
+    struct pvrdma_cmd_create_srq srq;
+    uint32_t xrcd_handle;
+    uint32_t cq_handle;
+};
+PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_srq_ex, 64);
+
 struct pvrdma_cmd_create_srq_resp {
     struct pvrdma_cmd_resp_hdr hdr;
     uint32_t srqn;              /* SRQ handle, < max_srq */
@@ -1019,17 +1093,21 @@ union pvrdma_cmd_req {
     struct pvrdma_cmd_modify_mr modify_mr;
     struct pvrdma_cmd_query_counters query_counters;
     struct pvrdma_cmd_mcast mcast;
+    struct pvrdma_cmd_create_xrcd create_xrcd;
+    struct pvrdma_cmd_destroy_xrcd destroy_xrcd;
     struct pvrdma_cmd_create_cq create_cq;
     struct pvrdma_cmd_resize_cq resize_cq;
     struct pvrdma_cmd_resize_cq_ex resize_cq_ex;
     struct pvrdma_cmd_destroy_cq destroy_cq;
     struct pvrdma_cmd_create_qp create_qp;
+    struct pvrdma_cmd_create_qp_ex create_qp_ex;
     struct pvrdma_cmd_modify_qp modify_qp;
     struct pvrdma_cmd_query_qp query_qp;
     struct pvrdma_cmd_destroy_qp destroy_qp;
     struct pvrdma_cmd_create_bind create_bind;
     struct pvrdma_cmd_destroy_bind destroy_bind;
     struct pvrdma_cmd_create_srq create_srq;
+    struct pvrdma_cmd_create_srq_ex create_srq_ex;
     struct pvrdma_cmd_modify_srq modify_srq;
     struct pvrdma_cmd_modify_srq_ex modify_srq_ex;
     struct pvrdma_cmd_query_srq query_srq;
@@ -1053,6 +1131,7 @@ union pvrdma_cmd_resp {
     struct pvrdma_cmd_create_srq_resp create_srq_resp;
     struct pvrdma_cmd_query_srq_resp query_srq_resp;
     struct pvrdma_cmd_query_counters_resp query_counters_resp;
+    struct pvrdma_cmd_create_xrcd_resp create_xrcd_resp;
 };
 PVRDMA_ABI_SIZE(union pvrdma_cmd_resp, PVRDMA_RESP_SLOT_SIZE);
 
@@ -1102,5 +1181,19 @@ PVRDMA_ABI_SIZE(struct pvrdma_cqe, PVRDMA_CQE_SIZE);
 #define PVRDMA_CQE_TS_BITS              48
 #define PVRDMA_CQE_TS_KHZ               1000000u    /* 1 GHz: ns */
 PVRDMA_ABI_OFF(struct pvrdma_cqe, reserved2, PVRDMA_CQE_TS_OFF);
+
+/*
+ * Project extension PVRDMA_EX_CAP_XRC.  A send WQE of an XRC_INI QP
+ * names the XRC SRQ of the responder in the low 24 bits of struct
+ * pvrdma_sq_wqe_hdr.reserved (offset 28; the upper bits MBZ); other QPs
+ * ignore the word.  A receive CQE of an XRC SRQ is written to the SRQ's
+ * CQ with qp = the XRC_TGT QP's handle | its wire QP number << 32 |
+ * PVRDMA_CQE_QP_XRC: a process polls it without knowing that QP.
+ */
+#define PVRDMA_SQ_WQE_XRC_SRQN_OFF      28
+#define PVRDMA_XRC_SRQN_MASK            0xFFFFFFu
+#define PVRDMA_CQE_QP_XRC               (1ull << 63)
+#define PVRDMA_CQE_QP_XRC_QPN_SHIFT     32
+PVRDMA_ABI_OFF(struct pvrdma_sq_wqe_hdr, reserved, PVRDMA_SQ_WQE_XRC_SRQN_OFF);
 
 #endif /* PVRDMA_DEV_ABI_H */

@@ -247,6 +247,19 @@ static void pvrdma_le_cmd_mcast(struct pvrdma_cmd_mcast *p)
     p->qp_handle = PVRDMA_LE32(p->qp_handle);
 }
 
+static void pvrdma_le_cmd_destroy_xrcd(struct pvrdma_cmd_destroy_xrcd *p)
+{
+    pvrdma_le_cmd_hdr(&p->hdr);
+    p->xrcd_handle = PVRDMA_LE32(p->xrcd_handle);
+}
+
+static void pvrdma_le_cmd_create_xrcd_resp(
+    struct pvrdma_cmd_create_xrcd_resp *p)
+{
+    pvrdma_le_cmd_resp_hdr(&p->hdr);
+    p->xrcd_handle = PVRDMA_LE32(p->xrcd_handle);
+}
+
 static void pvrdma_le_cmd_modify_mr(struct pvrdma_cmd_modify_mr *p)
 {
     pvrdma_le_cmd_hdr(&p->hdr);
@@ -313,8 +326,11 @@ static void pvrdma_le_cmd_destroy_cq(struct pvrdma_cmd_destroy_cq *p)
     p->cq_handle = PVRDMA_LE32(p->cq_handle);
 }
 
-static void pvrdma_le_cmd_create_qp(struct pvrdma_cmd_create_qp *p)
+static void pvrdma_le_cmd_create_qp(struct pvrdma_cmd_create_qp_ex *x)
 {
+    struct pvrdma_cmd_create_qp *p = &x->qp;
+
+    x->xrcd_handle = PVRDMA_LE32(x->xrcd_handle);
     pvrdma_le_cmd_hdr(&p->hdr);
     p->pdir_dma = PVRDMA_LE64(p->pdir_dma);
     p->pd_handle = PVRDMA_LE32(p->pd_handle);
@@ -405,8 +421,12 @@ static void pvrdma_le_cmd_destroy_bind(struct pvrdma_cmd_destroy_bind *p)
     p->index = PVRDMA_LE32(p->index);
 }
 
-static void pvrdma_le_cmd_create_srq(struct pvrdma_cmd_create_srq *p)
+static void pvrdma_le_cmd_create_srq(struct pvrdma_cmd_create_srq_ex *x)
 {
+    struct pvrdma_cmd_create_srq *p = &x->srq;
+
+    x->xrcd_handle = PVRDMA_LE32(x->xrcd_handle);
+    x->cq_handle = PVRDMA_LE32(x->cq_handle);
     pvrdma_le_cmd_hdr(&p->hdr);
     p->pdir_dma = PVRDMA_LE64(p->pdir_dma);
     p->pd_handle = PVRDMA_LE32(p->pd_handle);
@@ -488,6 +508,9 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
     case PVRDMA_CMD_DETACH_MCAST:
         pvrdma_le_cmd_mcast(&req->mcast);
         break;
+    case PVRDMA_CMD_DESTROY_XRCD:
+        pvrdma_le_cmd_destroy_xrcd(&req->destroy_xrcd);
+        break;
     case PVRDMA_CMD_CREATE_CQ:
         pvrdma_le_cmd_create_cq(&req->create_cq);
         break;
@@ -498,7 +521,7 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         pvrdma_le_cmd_destroy_cq(&req->destroy_cq);
         break;
     case PVRDMA_CMD_CREATE_QP:
-        pvrdma_le_cmd_create_qp(&req->create_qp);
+        pvrdma_le_cmd_create_qp(&req->create_qp_ex);
         break;
     case PVRDMA_CMD_MODIFY_QP:
         pvrdma_le_cmd_modify_qp(&req->modify_qp);
@@ -516,7 +539,7 @@ void pvrdma_cmd_req_le(union pvrdma_cmd_req *req, bool to_host)
         pvrdma_le_cmd_destroy_bind(&req->destroy_bind);
         break;
     case PVRDMA_CMD_CREATE_SRQ:
-        pvrdma_le_cmd_create_srq(&req->create_srq);
+        pvrdma_le_cmd_create_srq(&req->create_srq_ex);
         break;
     case PVRDMA_CMD_MODIFY_SRQ:
         pvrdma_le_cmd_modify_srq(&req->modify_srq_ex);
@@ -572,6 +595,9 @@ void pvrdma_cmd_resp_le(union pvrdma_cmd_resp *resp, uint32_t cmd,
         return;
     case PVRDMA_CMD_QUERY_COUNTERS:
         pvrdma_le_cmd_query_counters_resp(&resp->query_counters_resp);
+        return;
+    case PVRDMA_CMD_CREATE_XRCD:
+        pvrdma_le_cmd_create_xrcd_resp(&resp->create_xrcd_resp);
         return;
     case PVRDMA_CMD_CREATE_QP:
         if (resp_len == sizeof(struct pvrdma_cmd_create_qp_resp_v2)) {

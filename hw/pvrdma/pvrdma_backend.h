@@ -111,6 +111,9 @@ typedef struct PvrdmaSendWr {
     uint8_t dgid[16];
     uint8_t sl;
     bool uc;                    /* from a UC QP: no answer is awaited */
+    /* From an XRC_INI QP: to the responder's XRC SRQ number @xrc_srqn. */
+    bool xrc;
+    uint32_t xrc_srqn;
     /* UD and GSI: datagram fields (the GRH the receiver sees). */
     bool ud;
     uint32_t qkey;              /* the WR's, or the QP's if bit 31 set */
@@ -219,6 +222,13 @@ typedef struct PvrdmaBackendOps {
      */
     bool mcast;
     void (*mcast_changed)(void *be);
+    /*
+     * The backend carries XRC: requests of XRC_INI QPs (PvrdmaSendWr
+     * xrc, xrc_srqn) to XRC_TGT QPs, which take their receive WQEs from
+     * the SRQ each message names (pvrdma_core_xrc_bind()).  The core then
+     * offers PVRDMA_EX_CAP_XRC.
+     */
+    bool xrc;
     /*
      * A backend whose device keeps groups itself (a host device): @qp
      * joins (@join) or leaves @mgid there; a negative errno refuses the
@@ -424,6 +434,13 @@ void pvrdma_core_rq_doorbell_wanted(PvrdmaCore *core, PvrdmaQp *qp);
 void pvrdma_core_qp_error(PvrdmaCore *core, PvrdmaQp *qp, int event);
 /* The backend's count of @srq's WQEs fell below its limit: the one event. */
 void pvrdma_core_srq_limit_reached(PvrdmaCore *core, PvrdmaSrq *srq);
+/*
+ * XRC_TGT @qp takes a message for XRC SRQ number @srqn: true, with @qp's
+ * receive side pointed at that SRQ (receive WQEs, PD for keys, CQ), if
+ * @srqn is an XRC SRQ of @qp's domain; false (a NAK: invalid request)
+ * otherwise.
+ */
+bool pvrdma_core_xrc_bind(PvrdmaCore *core, PvrdmaQp *qp, uint32_t srqn);
 /* First message received in RTR: COMM_EST, once. */
 void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp);
 /* @qp's SQ head waits on an RNR NAK: retry it now. */

@@ -166,8 +166,39 @@ static void pvrdma_cq_free(PvrdmaCore *core, PvrdmaCq *cq)
     g_free(cq);
 }
 
+static void pvrdma_xrcd_free(PvrdmaCore *core, PvrdmaXrcd *xrcd)
+{
+    pvrdma_table_remove(&core->xrcd_tbl, xrcd->handle);
+    g_free(xrcd);
+}
+
+static PvrdmaXrcd *pvrdma_xrcd_of(PvrdmaCore *core, uint32_t handle)
+{
+    return pvrdma_table_lookup(&core->xrcd_tbl, handle);
+}
+
+/* XRC_TGT QPs bound to @srq (pvrdma_core_xrc_bind()) forget it. */
+static void pvrdma_srq_unbind_xrc(PvrdmaCore *core, PvrdmaSrq *srq)
+{
+    PvrdmaQp *qp;
+    uint32_t h;
+
+    PVRDMA_TABLE_FOREACH(&core->qp_tbl, h, qp) {
+        if (qp->type == PVRDMA_QPT_XRC_TGT && qp->has_srq &&
+            qp->srq_handle == srq->handle) {
+            pvrdma_core_xrc_bind(core, qp, UINT32_MAX);
+        }
+    }
+}
+
 static void pvrdma_srq_free(PvrdmaCore *core, PvrdmaSrq *srq)
 {
+    if (srq->xrc) {
+        pvrdma_srq_unbind_xrc(core, srq);
+        pvrdma_xrcd_of(core, srq->xrcd_handle)->refs--;
+        ((PvrdmaCq *)pvrdma_table_lookup(&core->cq_tbl,
+                                         srq->cq_handle))->refs--;
+    }
     if (core->be_ops->srq_destroy) {
         core->be_ops->srq_destroy(core->be, srq);
     }
@@ -190,11 +221,16 @@ static void pvrdma_qp_free(PvrdmaCore *core, PvrdmaQp *qp)
         core->be_ops->qp_destroy(core->be, qp);
     }
     pvrdma_core_uncharge_pages(core, qp->npages);
-    pvrdma_pd_of(core, qp->pd_handle)->refs--;
-    pvrdma_qp_send_cq(core, qp)->refs--;
-    pvrdma_qp_recv_cq(core, qp)->refs--;
-    if (qp->has_srq) {
-        pvrdma_qp_srq(core, qp)->refs--;
+    if (qp->type == PVRDMA_QPT_XRC_TGT) {
+        /* No PD, CQ or SRQ of its own: its binding counts nothing. */
+        pvrdma_xrcd_of(core, qp->xrcd_handle)->refs--;
+    } else {
+        pvrdma_pd_of(core, qp->pd_handle)->refs--;
+        pvrdma_qp_send_cq(core, qp)->refs--;
+        pvrdma_qp_recv_cq(core, qp)->refs--;
+        if (qp->has_srq) {
+            pvrdma_qp_srq(core, qp)->refs--;
+        }
     }
     pvrdma_table_remove(&core->qp_tbl, qp->handle);
     g_free(qp->pages);
@@ -220,6 +256,9 @@ void pvrdma_cmd_destroy_all(PvrdmaCore *core)
     }
     PVRDMA_TABLE_FOREACH(&core->srq_tbl, h, obj) {
         pvrdma_srq_free(core, obj);
+    }
+    PVRDMA_TABLE_FOREACH(&core->xrcd_tbl, h, obj) {
+        pvrdma_xrcd_free(core, obj);
     }
     PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, obj) {
         pvrdma_mr_free(core, obj);
@@ -946,6 +985,70 @@ static int pvrdma_cmd_query_counters(PvrdmaCore *core,
  * to the pinned-pages quota and read into *@pages.  On an error nothing
  * stays charged or allocated.
  */
+/* ---- XRC domains (project extension PVRDMA_EX_CAP_XRC) ------------------ */
+
+static bool pvrdma_xrc_offered(PvrdmaCore *core)
+{
+    return core->caps.ex_comp_mask & PVRDMA_EX_CAP_XRC;
+}
+
+static int pvrdma_cmd_create_xrcd(PvrdmaCore *core,
+                                  const union pvrdma_cmd_req *req,
+                                  union pvrdma_cmd_resp *resp)
+{
+    const struct pvrdma_cmd_create_xrcd *c = &req->create_xrcd;
+    PvrdmaXrcd *xrcd;
+    uint32_t handle;
+    int ret;
+
+    if (!pvrdma_xrc_offered(core)) {
+        GERR(core, UNKNOWN_COMMAND, "unknown command %u",
+             PVRDMA_CMD_CREATE_XRCD);
+        return -EINVAL;
+    }
+    if (!MBZ(c->reserved)) {
+        GERR(core, CREATE_XRCD_RESERVED_BYTES,
+             "CREATE_XRCD: reserved bytes not zero");
+        return -EINVAL;
+    }
+    xrcd = g_new0(PvrdmaXrcd, 1);
+    ret = pvrdma_table_insert(&core->xrcd_tbl, xrcd, &handle);
+    if (ret < 0) {
+        g_free(xrcd);
+        return ret;
+    }
+    xrcd->handle = handle;
+    resp->create_xrcd_resp.xrcd_handle = handle;
+    return 0;
+}
+
+static int pvrdma_cmd_destroy_xrcd(PvrdmaCore *core,
+                                   const union pvrdma_cmd_req *req,
+                                   union pvrdma_cmd_resp *resp G_GNUC_UNUSED)
+{
+    const struct pvrdma_cmd_destroy_xrcd *c = &req->destroy_xrcd;
+    PvrdmaXrcd *xrcd = pvrdma_xrcd_of(core, c->xrcd_handle);
+
+    if (!pvrdma_xrc_offered(core)) {
+        GERR(core, UNKNOWN_COMMAND, "unknown command %u",
+             PVRDMA_CMD_DESTROY_XRCD);
+        return -EINVAL;
+    }
+    if (!xrcd || !MBZ(c->reserved)) {
+        GERR(core, DESTROY_XRCD_BAD_XRCD,
+             "DESTROY_XRCD: bad XRC domain %u", c->xrcd_handle);
+        return -EINVAL;
+    }
+    if (xrcd->refs) {
+        GERR(core, DESTROY_XRCD_STILL_USED,
+             "DESTROY_XRCD: XRC domain %u still has %u SRQs and QPs",
+             xrcd->handle, xrcd->refs);
+        return -EBUSY;
+    }
+    pvrdma_xrcd_free(core, xrcd);
+    return 0;
+}
+
 static int pvrdma_ring_pages_take(PvrdmaCore *core, uint64_t pdir_dma,
                                   uint32_t nchunks, uint64_t **pages)
 {
@@ -1227,15 +1330,17 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
                                   PvrdmaCq **rcq, PvrdmaSrq **srq)
 {
     const PvrdmaCoreConfig *cfg = &core->cfg;
+    bool ini = c->qp_type == PVRDMA_QPT_XRC_INI;
 
     if (!MBZ(c->reserved) || c->sq_sig_all > 1 || c->is_srq > 1) {
         GERR(core, CREATE_QP_BAD_SQ_SIG_SRQ,
              "CREATE_QP: bad sq_sig_all/is_srq or reserved bytes");
         return -EINVAL;
     }
-    /* UC: a project extension (PVRDMA_EX_CAP_UC). */
+    /* UC and XRC_INI: project extensions (PVRDMA_EX_CAP_UC, _XRC). */
     if (c->qp_type != PVRDMA_QPT_RC && c->qp_type != PVRDMA_QPT_UC &&
-        c->qp_type != PVRDMA_QPT_UD && c->qp_type != PVRDMA_QPT_GSI) {
+        c->qp_type != PVRDMA_QPT_UD && c->qp_type != PVRDMA_QPT_GSI &&
+        !(ini && pvrdma_xrc_offered(core))) {
         GERR(core, CREATE_QP_QP_TYPE_NOT_SUPPORTED,
              "CREATE_QP: QP type %u not supported", c->qp_type);
         return -EINVAL;
@@ -1247,9 +1352,19 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
              c->max_inline_data, c->access_flags);
         return -EINVAL;
     }
+    if (ini && (c->recv_cq_handle || c->is_srq || c->srq_handle ||
+                c->max_recv_wr || c->max_recv_sge)) {
+        GERR(core, CREATE_QP_XRC_INI_RECEIVE_SIDE,
+             "CREATE_QP: an XRC_INI QP with a receive side (recv CQ %u, "
+             "SRQ %u, max_recv_wr %u)", c->recv_cq_handle, c->srq_handle,
+             c->max_recv_wr);
+        return -EINVAL;
+    }
     *pd = pvrdma_table_lookup(&core->pd_tbl, c->pd_handle);
     *scq = pvrdma_table_lookup(&core->cq_tbl, c->send_cq_handle);
-    *rcq = pvrdma_table_lookup(&core->cq_tbl, c->recv_cq_handle);
+    /* XRC_INI: no receive CQ; its send CQ stands in (counted twice). */
+    *rcq = ini ? *scq : pvrdma_table_lookup(&core->cq_tbl,
+                                             c->recv_cq_handle);
     if (!*pd || !*scq || !*rcq) {
         GERR(core, CREATE_QP_BAD_PD_SEND_CQ,
              "CREATE_QP: bad PD %u / send CQ %u / recv CQ %u",
@@ -1270,10 +1385,13 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
         return -EINVAL;
     }
     *srq = NULL;
+    if (ini) {
+        return 0;
+    }
     if (c->is_srq) {
         *srq = pvrdma_table_lookup(&core->srq_tbl, c->srq_handle);
         if (!*srq || (*srq)->ctx_handle != (*pd)->ctx_handle ||
-            c->max_recv_wr != 0 || c->max_recv_sge != 0) {
+            (*srq)->xrc || c->max_recv_wr != 0 || c->max_recv_sge != 0) {
             GERR(core, CREATE_QP_BAD_SRQ_RECEIVE_QUEUE,
                  "CREATE_QP: bad SRQ %u or receive queue with an SRQ",
                  c->srq_handle);
@@ -1291,6 +1409,85 @@ static int pvrdma_qp_check_create(PvrdmaCore *core,
     return 0;
 }
 
+/* The response to a CREATE_QP of @c that made @qp. */
+static void pvrdma_create_qp_resp(PvrdmaCore *core,
+                                  const struct pvrdma_cmd_create_qp *c,
+                                  PvrdmaQp *qp, union pvrdma_cmd_resp *resp)
+{
+    if (core->driver_version >= PVRDMA_VERSION_QPHANDLE) {
+        struct pvrdma_cmd_create_qp_resp_v2 *r = &resp->create_qp_resp_v2;
+
+        r->qpn = qp->qpn;
+        r->qp_handle = qp->handle;
+        r->max_send_wr = c->max_send_wr;
+        r->max_recv_wr = c->max_recv_wr;
+        r->max_send_sge = c->max_send_sge;
+        r->max_recv_sge = c->max_recv_sge;
+        r->max_inline_data = PVRDMA_MAX_INLINE_DATA;
+    } else {
+        struct pvrdma_cmd_create_qp_resp *r = &resp->create_qp_resp;
+
+        /* v1: the driver uses the qpn as the handle; they are equal. */
+        r->qpn = qp->handle;
+        r->max_send_wr = c->max_send_wr;
+        r->max_recv_wr = c->max_recv_wr;
+        r->max_send_sge = c->max_send_sge;
+        r->max_recv_sge = c->max_recv_sge;
+        r->max_inline_data = PVRDMA_MAX_INLINE_DATA;
+    }
+}
+
+/*
+ * An XRC_TGT QP (PVRDMA_EX_CAP_XRC): no queue, no CQ, no PD, only its
+ * domain; every other field of the request is 0.
+ */
+static int pvrdma_cmd_create_xrc_tgt(PvrdmaCore *core,
+                                     const struct pvrdma_cmd_create_qp_ex *x,
+                                     union pvrdma_cmd_resp *resp)
+{
+    const struct pvrdma_cmd_create_qp *c = &x->qp;
+    struct pvrdma_cmd_create_qp zero = {
+        .hdr = c->hdr, .qp_type = c->qp_type,
+        .access_flags = c->access_flags, .sq_sig_all = c->sq_sig_all,
+    };
+    PvrdmaXrcd *xrcd = pvrdma_xrcd_of(core, x->xrcd_handle);
+    uint32_t handle;
+    PvrdmaQp *qp;
+    int ret;
+
+    if (!xrcd || memcmp(c, &zero, sizeof(zero)) != 0 || !MBZ(x->reserved) ||
+        c->sq_sig_all > 1 ||
+        !pvrdma_access_ok(c->access_flags, PVRDMA_QP_ACCESS_VALID)) {
+        GERR(core, CREATE_QP_XRC_TGT_FIELDS,
+             "CREATE_QP: bad XRC domain %u, or an XRC_TGT QP with queues, "
+             "CQs, a PD or reserved bytes", x->xrcd_handle);
+        return -EINVAL;
+    }
+    qp = g_new0(PvrdmaQp, 1);
+    ret = pvrdma_table_insert(&core->qp_tbl, qp, &handle);
+    if (ret < 0) {
+        g_free(qp);
+        return ret;
+    }
+    qp->handle = handle;
+    qp->qpn = handle;
+    qp->type = c->qp_type;
+    qp->xrcd_handle = xrcd->handle;
+    qp->state = PVRDMA_QPS_RESET;
+    qp->max_outstanding = 1;
+    if (core->be_ops->qp_create) {
+        ret = core->be_ops->qp_create(core->be, qp);
+        if (ret < 0) {
+            pvrdma_table_remove(&core->qp_tbl, handle);
+            g_free(qp);
+            return ret;
+        }
+    }
+    xrcd->refs++;
+    pvrdma_create_qp_resp(core, c, qp, resp);
+    return 0;
+}
+
 static int pvrdma_cmd_create_qp(PvrdmaCore *core,
                                 const union pvrdma_cmd_req *req,
                                 union pvrdma_cmd_resp *resp)
@@ -1304,8 +1501,12 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     uint32_t sq_wqe, rq_wqe = 0, rq_pages, handle;
     uint64_t need;
     bool gsi = c->qp_type == PVRDMA_QPT_GSI;
+    bool ini = c->qp_type == PVRDMA_QPT_XRC_INI;
     int ret;
 
+    if (c->qp_type == PVRDMA_QPT_XRC_TGT && pvrdma_xrc_offered(core)) {
+        return pvrdma_cmd_create_xrc_tgt(core, &req->create_qp_ex, resp);
+    }
     ret = pvrdma_qp_check_create(core, c, &pd, &scq, &rcq, &srq);
     if (ret < 0) {
         return ret;
@@ -1323,7 +1524,7 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
         return -EINVAL;
     }
     rq_pages = c->total_chunks - 1u - c->send_chunks;
-    if (srq) {
+    if (srq || ini) {
         if (rq_pages != 0) {
             GERR(core, CREATE_QP_RECEIVE_PAGES_SRQ,
                  "CREATE_QP: %u receive pages with an SRQ", rq_pages);
@@ -1358,7 +1559,7 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     if (!pvrdma_ring_init(&qp->sq, pages, qp->npages, 1, c->send_chunks,
                           c->max_send_wr, sq_wqe,
                           PVRDMA_RING_STATE_TX_OFFSET) ||
-        (!srq && !pvrdma_ring_init(&qp->rq, pages, qp->npages,
+        (!srq && !ini && !pvrdma_ring_init(&qp->rq, pages, qp->npages,
                                    1 + c->send_chunks, rq_pages,
                                    c->max_recv_wr, rq_wqe,
                                    PVRDMA_RING_STATE_RX_OFFSET))) {
@@ -1409,27 +1610,7 @@ static int pvrdma_cmd_create_qp(PvrdmaCore *core,
     if (srq) {
         srq->refs++;
     }
-    if (core->driver_version >= PVRDMA_VERSION_QPHANDLE) {
-        struct pvrdma_cmd_create_qp_resp_v2 *r = &resp->create_qp_resp_v2;
-
-        r->qpn = qp->qpn;
-        r->qp_handle = qp->handle;
-        r->max_send_wr = c->max_send_wr;
-        r->max_recv_wr = c->max_recv_wr;
-        r->max_send_sge = c->max_send_sge;
-        r->max_recv_sge = c->max_recv_sge;
-        r->max_inline_data = PVRDMA_MAX_INLINE_DATA;
-    } else {
-        struct pvrdma_cmd_create_qp_resp *r = &resp->create_qp_resp;
-
-        /* v1: the driver uses the qpn as the handle; they are equal. */
-        r->qpn = qp->handle;
-        r->max_send_wr = c->max_send_wr;
-        r->max_recv_wr = c->max_recv_wr;
-        r->max_send_sge = c->max_send_sge;
-        r->max_recv_sge = c->max_recv_sge;
-        r->max_inline_data = PVRDMA_MAX_INLINE_DATA;
-    }
+    pvrdma_create_qp_resp(core, c, qp, resp);
     return 0;
 
 fail_free:
@@ -1748,19 +1929,35 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
                                  const union pvrdma_cmd_req *req,
                                  union pvrdma_cmd_resp *resp)
 {
+    const struct pvrdma_cmd_create_srq_ex *x = &req->create_srq_ex;
     const struct pvrdma_cmd_create_srq *c = &req->create_srq;
     const struct pvrdma_srq_attr *a = &c->attrs;
     PvrdmaPd *pd = pvrdma_table_lookup(&core->pd_tbl, c->pd_handle);
+    bool xrc = c->srq_type == PVRDMA_SRQT_XRC && pvrdma_xrc_offered(core);
+    PvrdmaXrcd *xrcd = NULL;
+    PvrdmaCq *cq = NULL;
     uint32_t wqe, handle;
     uint64_t need, *pages;
     PvrdmaSrq *srq;
     int ret;
 
-    if (!pd || !MBZ(c->reserved) || a->reserved != 0 || c->srq_type != 0) {
+    if (!pd || !MBZ(c->reserved) || a->reserved != 0 ||
+        (c->srq_type != PVRDMA_SRQT_BASIC && !xrc)) {
         GERR(core, CREATE_SRQ_BAD_PD_TYPE_RESERVED,
              "CREATE_SRQ: bad PD %u / type %u or reserved bytes",
              c->pd_handle, c->srq_type);
         return -EINVAL;
+    }
+    /* XRC (extension): bytes 56..63 name the domain and the CQ. */
+    if (xrc) {
+        xrcd = pvrdma_xrcd_of(core, x->xrcd_handle);
+        cq = pvrdma_table_lookup(&core->cq_tbl, x->cq_handle);
+        if (!xrcd || !cq || cq->ctx_handle != pd->ctx_handle) {
+            GERR(core, CREATE_SRQ_BAD_XRCD_CQ,
+                 "CREATE_SRQ: bad XRC domain %u or CQ %u (of the PD's "
+                 "context)", x->xrcd_handle, x->cq_handle);
+            return -EINVAL;
+        }
     }
     if (!pvrdma_wr_ok(a->max_wr, core->cfg.max_srq_wr) || a->max_sge < 1 ||
         a->max_sge > core->cfg.max_srq_sge || a->srq_limit > a->max_wr) {
@@ -1804,6 +2001,9 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
     srq->max_sge = a->max_sge;
     srq->srq_limit = a->srq_limit;
     srq->wqe_size = wqe;
+    srq->xrc = xrc;
+    srq->xrcd_handle = xrc ? xrcd->handle : 0;
+    srq->cq_handle = xrc ? cq->handle : 0;
     pvrdma_wq_srq_limit_set(srq);
     if (core->be_ops->srq_create) {
         ret = core->be_ops->srq_create(core->be, srq);
@@ -1813,6 +2013,10 @@ static int pvrdma_cmd_create_srq(PvrdmaCore *core,
         }
     }
     pd->refs++;
+    if (xrc) {
+        xrcd->refs++;
+        cq->refs++;
+    }
     resp->create_srq_resp.srqn = handle;
     return 0;
 
@@ -2056,6 +2260,9 @@ static const PvrdmaCmdDesc pvrdma_cmd_table[PVRDMA_CMD_MAX] = {
         sizeof(struct pvrdma_cmd_query_counters_resp) },
     [PVRDMA_CMD_ATTACH_MCAST] = { pvrdma_cmd_attach_mcast, RESP_HDR },
     [PVRDMA_CMD_DETACH_MCAST] = { pvrdma_cmd_detach_mcast, RESP_HDR },
+    [PVRDMA_CMD_CREATE_XRCD] = {
+        pvrdma_cmd_create_xrcd, sizeof(struct pvrdma_cmd_create_xrcd_resp) },
+    [PVRDMA_CMD_DESTROY_XRCD] = { pvrdma_cmd_destroy_xrcd, RESP_HDR },
 };
 
 /* The response header for @req, and how many bytes its response has. */
@@ -2168,6 +2375,12 @@ void pvrdma_cmd_rollback(PvrdmaCore *core, const union pvrdma_cmd_req *req,
                                   resp->create_srq_resp.srqn);
         if (obj) {
             pvrdma_srq_free(core, obj);
+        }
+        break;
+    case PVRDMA_CMD_CREATE_XRCD:
+        obj = pvrdma_xrcd_of(core, resp->create_xrcd_resp.xrcd_handle);
+        if (obj && !((PvrdmaXrcd *)obj)->refs) {
+            pvrdma_xrcd_free(core, obj);
         }
         break;
     case PVRDMA_CMD_CREATE_BIND:

@@ -590,6 +590,8 @@ static void pvrdma_core_init_tables(PvrdmaCore *core)
     core->qp_tbl.insert_first = 2;
     core->qp_tbl.next_fit = true;
     pvrdma_table_init(&core->srq_tbl, 0, cfg->max_srq, cfg->max_srq);
+    /* XRC domains (extension): handles 1.., as many as PDs. */
+    pvrdma_table_init(&core->xrcd_tbl, 1, cfg->max_pd + 1, cfg->max_pd);
 }
 
 static void pvrdma_core_free_dsr_rings(PvrdmaCore *core)
@@ -667,6 +669,7 @@ void pvrdma_core_free(PvrdmaCore *core)
     pvrdma_table_destroy(&core->cq_tbl);
     pvrdma_table_destroy(&core->qp_tbl);
     pvrdma_table_destroy(&core->srq_tbl);
+    pvrdma_table_destroy(&core->xrcd_tbl);
     g_free(core->uar_owner);
     g_free(core->gids);
     for (uint32_t i = 0; i < core->cfg.mcast_groups; i++) {
@@ -797,6 +800,9 @@ void pvrdma_core_fill_caps(PvrdmaCore *core, struct pvrdma_device_caps *c)
                        PVRDMA_EX_CAP_ATOMIC_WRITE : 0) |
                       (core->be_ops->mcast && cfg->mcast_groups ?
                        PVRDMA_EX_CAP_MCAST : 0) |
+                      /* Not in device_cap_flags: a stock driver has none. */
+                      (core->be_ops->xrc && cfg->max_srq ?
+                       PVRDMA_EX_CAP_XRC : 0) |
                       PVRDMA_EX_CAP_COUNTERS;
     c->max_qp = cfg->max_qp;
     c->max_qp_wr = cfg->max_qp_wr;
@@ -1256,7 +1262,8 @@ void pvrdma_core_uar_write(PvrdmaCore *core, uint64_t offset, uint32_t val)
         uint32_t ok = PVRDMA_DB_QP_SEND | PVRDMA_DB_QP_RECV;
 
         if (!qp || qp->ctx_handle != ctx || !flags || (flags & ~ok) ||
-            ((flags & PVRDMA_DB_QP_RECV) && qp->has_srq)) {
+            ((flags & PVRDMA_DB_QP_RECV) && !pvrdma_qp_has_rq(qp)) ||
+            ((flags & PVRDMA_DB_QP_SEND) && !pvrdma_qp_has_sq(qp))) {
             GERR(core, BAD_QP_DOORBELL_UAR_PAGE,
                  "bad QP doorbell 0x%x on UAR page "
                  "%u", val, (unsigned)page);

@@ -223,10 +223,23 @@ struct PvrdmaCq {
     void *be;
 };
 
+/*
+ * An XRC domain (PVRDMA_EX_CAP_XRC): the device's, shared by the guest's
+ * processes; its XRC SRQs and XRC_TGT QPs count in @refs.
+ */
+typedef struct PvrdmaXrcd {
+    uint32_t handle;            /* 1.. */
+    uint32_t refs;
+} PvrdmaXrcd;
+
 struct PvrdmaSrq {
     uint32_t handle;
     uint32_t ctx_handle;
     uint32_t pd_handle;
+    /* An XRC SRQ: its domain and the CQ its receives complete on. */
+    bool xrc;
+    uint32_t xrcd_handle;
+    uint32_t cq_handle;
     uint64_t *pages;
     uint32_t npages;
     PvrdmaRing ring;            /* receive WQEs, state "rx" at +8 */
@@ -294,6 +307,14 @@ struct PvrdmaQp {
     uint32_t recv_cq_handle;
     bool has_srq;               /* created with is_srq */
     uint32_t srq_handle;
+    /*
+     * XRC_TGT QPs: their domain.  Such a QP has no queue, no CQ and no PD
+     * of its own: each message names an XRC SRQ of the domain, and
+     * pvrdma_core_xrc_bind() points has_srq/srq_handle, pd_handle and
+     * recv_cq_handle at it (no reference counted; an SRQ going away
+     * unbinds the QPs bound to it).
+     */
+    uint32_t xrcd_handle;
     uint64_t *pages;            /* ring state, SQ pages, RQ pages */
     uint32_t npages;
     PvrdmaRing sq;              /* state "tx" at +0 */
@@ -386,6 +407,7 @@ struct PvrdmaCore {
     PvrdmaTable cq_tbl;
     PvrdmaTable qp_tbl;
     PvrdmaTable srq_tbl;
+    PvrdmaTable xrcd_tbl;       /* PVRDMA_EX_CAP_XRC; max_pd of them */
     uint32_t *uar_owner;        /* UC handle per UAR page, 0 = none */
     PvrdmaGid *gids;
     PvrdmaMcast *mcast;         /* cfg.mcast_groups slots */
@@ -436,11 +458,42 @@ static inline PvrdmaCq *pvrdma_qp_recv_cq(PvrdmaCore *core, PvrdmaQp *qp)
     return pvrdma_table_lookup(&core->cq_tbl, qp->recv_cq_handle);
 }
 
-/* NULL unless the QP was created with an SRQ. */
+/* NULL unless the QP was created with an SRQ (or XRC_TGT: is bound). */
 static inline PvrdmaSrq *pvrdma_qp_srq(PvrdmaCore *core, PvrdmaQp *qp)
 {
     return qp->has_srq ? pvrdma_table_lookup(&core->srq_tbl, qp->srq_handle)
                        : NULL;
+}
+
+/* XRC QPs (PVRDMA_EX_CAP_XRC): the send side and the receive side. */
+static inline bool pvrdma_qp_is_xrc(const PvrdmaQp *qp)
+{
+    return qp->type == PVRDMA_QPT_XRC_INI || qp->type == PVRDMA_QPT_XRC_TGT;
+}
+
+/* Has @qp a send queue (all but XRC_TGT)? */
+static inline bool pvrdma_qp_has_sq(const PvrdmaQp *qp)
+{
+    return qp->type != PVRDMA_QPT_XRC_TGT;
+}
+
+/* Has @qp a receive queue of its own (no SRQ, not XRC)? */
+static inline bool pvrdma_qp_has_rq(const PvrdmaQp *qp)
+{
+    return !qp->has_srq && !pvrdma_qp_is_xrc(qp);
+}
+
+/* A connected QP (RC, UC, XRC): its requests follow its attributes. */
+static inline bool pvrdma_qp_connected(const PvrdmaQp *qp)
+{
+    return qp->type == PVRDMA_QPT_RC || qp->type == PVRDMA_QPT_UC ||
+           pvrdma_qp_is_xrc(qp);
+}
+
+/* A reliable connected QP (RC, XRC): ACKs, NAKs, READs and atomics. */
+static inline bool pvrdma_qp_reliable(const PvrdmaQp *qp)
+{
+    return qp->type == PVRDMA_QPT_RC || pvrdma_qp_is_xrc(qp);
 }
 
 static inline PvrdmaPd *pvrdma_pd_of(PvrdmaCore *core, uint32_t handle)

@@ -66,6 +66,9 @@ typedef struct PvrdmaFabricMsg {
     uint64_t swap;
     uint64_t length;            /* payload bytes (8 for atomics) */
     bool uc;                    /* from a UC QP: SEND or WRITE only */
+    /* From an XRC_INI QP, to the responder's XRC SRQ @xrc_srqn. */
+    bool xrc;
+    uint32_t xrc_srqn;
     /* A datagram (UD or GSI SEND): no connection, no NAK. */
     bool ud;
     uint32_t qkey;

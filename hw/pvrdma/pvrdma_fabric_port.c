@@ -146,7 +146,7 @@ static void pvrdma_fabric_recv_posted_op(void *be, PvrdmaQp *qp)
     g_autoptr(GList) links = NULL;
     GList *e;
 
-    if (qp->type != PVRDMA_QPT_RC ||
+    if ((qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_XRC_TGT) ||
         (!fqp->rnr_link && !pvrdma_fabric_rnr_any(port->fabric))) {
         return;                 /* nobody to wake: no lookup at all */
     }
@@ -238,6 +238,7 @@ const PvrdmaBackendOps pvrdma_fabric_backend_ops = {
     .sq_read_on_answer = true,
     .atomic_write = true,
     .mcast = true,
+    .xrc = true,
     .mcast_changed = pvrdma_fabric_mcast_changed,
     .reset = pvrdma_fabric_reset,
     .free = pvrdma_fabric_port_op_free,

@@ -93,6 +93,8 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .swap = wr->swap,
         .length = wr->length,
         .uc = wr->uc,
+        .xrc = wr->xrc,
+        .xrc_srqn = wr->xrc_srqn,
         .ud = wr->ud,
         .qkey = wr->qkey,
         .flow_label = wr->flow_label,
@@ -619,7 +621,8 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
      * retries.
      */
     pvrdma_fabric_answer(ex, PVRDMA_WC_RETRY_EXC_ERR);
-    if (qp->type != (msg->uc ? PVRDMA_QPT_UC : PVRDMA_QPT_RC) ||
+    if (qp->type != (msg->uc ? PVRDMA_QPT_UC :
+                     msg->xrc ? PVRDMA_QPT_XRC_TGT : PVRDMA_QPT_RC) ||
         qp->state < PVRDMA_QPS_RTR ||
         qp->state > PVRDMA_QPS_SQD || qp->attr.dest_qp_num != msg->src_qpn ||
         memcmp(qp->attr.ah_attr.grh.dgid, msg->sgid, 16) != 0) {
@@ -631,6 +634,11 @@ bool pvrdma_fabric_rc_begin(PvrdmaFabricPort *port, PvrdmaQp *qp,
     }
     ex->done = false;
     pvrdma_core_qp_comm_est(core, qp);
+    if (msg->xrc && !pvrdma_core_xrc_bind(core, qp, msg->xrc_srqn)) {
+        /* No XRC SRQ of the QP's domain: an XRC domain violation. */
+        pvrdma_fabric_inv_req(ex);
+        return false;
+    }
     switch (msg->opcode) {
     case PVRDMA_WR_SEND:
     case PVRDMA_WR_SEND_WITH_IMM:
@@ -676,7 +684,9 @@ static bool pvrdma_fabric_exec_valid(PvrdmaFabricExec *ex)
     PvrdmaRecvWr rwr PVRDMA_UNINIT;    /* (recv_peek sets what is read) */
 
     if (!ex->qp || ex->qp->state < PVRDMA_QPS_RTR ||
-        ex->qp->state > PVRDMA_QPS_SQD) {
+        ex->qp->state > PVRDMA_QPS_SQD ||
+        (ex->msg.xrc &&
+         !pvrdma_core_xrc_bind(ex->port->core, ex->qp, ex->msg.xrc_srqn))) {
         return false;
     }
     return !ex->recv ||

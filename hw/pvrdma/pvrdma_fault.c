@@ -66,6 +66,8 @@ static const char *const pvrdma_fault_cmd_names[PVRDMA_CMD_MAX] = {
     [PVRDMA_CMD_QUERY_COUNTERS] = "query_counters",
     [PVRDMA_CMD_ATTACH_MCAST] = "attach_mcast",
     [PVRDMA_CMD_DETACH_MCAST] = "detach_mcast",
+    [PVRDMA_CMD_CREATE_XRCD] = "create_xrcd",
+    [PVRDMA_CMD_DESTROY_XRCD] = "destroy_xrcd",
 };
 
 static const char *const pvrdma_fault_async_names[PVRDMA_FAULT_ASYNC_KINDS] = {
@@ -86,6 +88,7 @@ static bool pvrdma_fault_is_destroy(uint32_t cmd)
     case PVRDMA_CMD_DESTROY_BIND:
     case PVRDMA_CMD_DESTROY_SRQ:
     case PVRDMA_CMD_DETACH_MCAST:
+    case PVRDMA_CMD_DESTROY_XRCD:
         return true;
     default:
         return false;

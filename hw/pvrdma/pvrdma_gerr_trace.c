@@ -110,6 +110,15 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
     case PVRDMA_GERR_DETACH_MCAST_NOT_ATTACHED:
         trace_pvrdma_err_detach_mcast_not_attached(a[0].u);
         break;
+    case PVRDMA_GERR_CREATE_XRCD_RESERVED_BYTES:
+        trace_pvrdma_err_create_xrcd_reserved_bytes();
+        break;
+    case PVRDMA_GERR_DESTROY_XRCD_BAD_XRCD:
+        trace_pvrdma_err_destroy_xrcd_bad_xrcd(a[0].u);
+        break;
+    case PVRDMA_GERR_DESTROY_XRCD_STILL_USED:
+        trace_pvrdma_err_destroy_xrcd_still_used(a[0].u, a[1].u);
+        break;
     case PVRDMA_GERR_CREATE_CQ_BAD_CONTEXT:
         trace_pvrdma_err_create_cq_bad_context(a[0].u, a[1].u);
         break;
@@ -143,6 +152,12 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
         break;
     case PVRDMA_GERR_CREATE_QP_BAD_SQ_SIG_SRQ:
         trace_pvrdma_err_create_qp_bad_sq_sig_srq();
+        break;
+    case PVRDMA_GERR_CREATE_QP_XRC_INI_RECEIVE_SIDE:
+        trace_pvrdma_err_create_qp_xrc_ini_receive_side(a[0].u, a[1].u, a[2].u);
+        break;
+    case PVRDMA_GERR_CREATE_QP_XRC_TGT_FIELDS:
+        trace_pvrdma_err_create_qp_xrc_tgt_fields(a[0].u);
         break;
     case PVRDMA_GERR_CREATE_QP_QP_TYPE_NOT_SUPPORTED:
         trace_pvrdma_err_create_qp_qp_type_not_supported(a[0].u);
@@ -213,6 +228,9 @@ void pvrdma_trace_guest_error(PvrdmaGerr kind, const PvrdmaGerrArg *a)
         break;
     case PVRDMA_GERR_CREATE_SRQ_BAD_PD_TYPE_RESERVED:
         trace_pvrdma_err_create_srq_bad_pd_type_reserved(a[0].u, a[1].u);
+        break;
+    case PVRDMA_GERR_CREATE_SRQ_BAD_XRCD_CQ:
+        trace_pvrdma_err_create_srq_bad_xrcd_cq(a[0].u, a[1].u);
         break;
     case PVRDMA_GERR_CREATE_SRQ_MAX_WR_MAX_SGE:
         trace_pvrdma_err_create_srq_max_wr_max_sge(a[0].u, a[1].u, a[2].u);

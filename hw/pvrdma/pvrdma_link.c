@@ -722,8 +722,11 @@ static void pvrdma_link_encode_req(uint8_t *b, const PvrdmaFabricReq *req)
     wr64(b + 72, wr->compare_add);
     wr64(b + 80, wr->swap);
     wr64(b + 88, wr->length);
-    /* The transport: 0 RC, 1 a datagram, 2 UC. */
-    b[106] = wr->ud ? 1 : wr->uc ? 2 : 0;
+    /* The transport: 0 RC, 1 a datagram, 2 UC, 3 XRC. */
+    b[106] = wr->ud ? 1 : wr->uc ? 2 : wr->xrc ? 3 : 0;
+    if (wr->xrc) {
+        wr32(b + 96, wr->xrc_srqn);     /* where a datagram's Q_Key is */
+    }
     if (wr->ud) {
         /* (only a datagram's are set: nothing else leaves the host) */
         wr32(b + 96, wr->qkey);
@@ -995,7 +998,7 @@ int64_t pvrdma_link_qp_timeout(PvrdmaQp *qp)
     uint32_t t = qp->attr.timeout & 31;
     int64_t ns;
 
-    if (qp->type != PVRDMA_QPT_RC) {
+    if (!pvrdma_qp_reliable(qp)) {
         /* A datagram is not retried: past this it counts as lost. */
         return PVRDMA_LINK_MIN_TIMEOUT_NS;
     }
@@ -1665,6 +1668,8 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
     msg->hop_limit = b[105];
     msg->ud = b[106] == 1;
     msg->uc = b[106] == 2;
+    msg->xrc = b[106] == 3;
+    msg->xrc_srqn = msg->xrc ? msg->qkey : 0;
     msg->src_life = rd64(b + 112);
     msg->dst_life = rd64(b + 120);
     if (b[107] || b[108] || b[109] || b[110] || b[111]) {
@@ -1678,7 +1683,7 @@ static bool pvrdma_link_decode_req(const uint8_t *b, PvrdmaFabricMsg *msg)
         return false;
     }
     /* A datagram: SEND or SEND_WITH_IMM of at most one MTU. */
-    if (b[106] > 2 || (msg->ud &&
+    if (b[106] > 3 || msg->xrc_srqn > PVRDMA_XRC_SRQN_MASK || (msg->ud &&
         ((msg->opcode != PVRDMA_WR_SEND &&
           msg->opcode != PVRDMA_WR_SEND_WITH_IMM) ||
          msg->length > PVRDMA_PORT_UD_MAX_MSG ||

@@ -15,7 +15,7 @@
 /* ---- wire format (little endian) ----------------------------------------- */
 
 #define PVRDMA_LINK_MAGIC           0x46525650u /* "PVRF" */
-#define PVRDMA_LINK_VERSION         7
+#define PVRDMA_LINK_VERSION         8
 #define PVRDMA_LINK_HDR_SIZE        16
 
 enum {

@@ -2,7 +2,7 @@
  * PVRDMA QP state machine: which MODIFY_QP transitions are legal and which
  * attributes each one requires or allows (IBA 10.3.1 / Linux
  * ib_modify_qp_is_ok(), restricted to the QP types the device supports:
- * RC, UC, UD and GSI).
+ * RC, UC, UD, GSI, and XRC_INI and XRC_TGT with PVRDMA_EX_CAP_XRC).
  *
  * Note for GSI: RESET->INIT requires PKEY_INDEX | QKEY and does NOT allow
  * PORT (QP1 is per port), exactly as Linux's table; the MAD layer's own
@@ -21,6 +21,8 @@ enum {
     PVRDMA_SM_UC,
     PVRDMA_SM_UD,               /* UD and GSI share everything but INIT */
     PVRDMA_SM_GSI,
+    PVRDMA_SM_XI,               /* XRC_INI */
+    PVRDMA_SM_XT,               /* XRC_TGT */
     PVRDMA_SM_NTYPES,
 };
 
@@ -45,6 +47,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_UC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+                [PVRDMA_SM_XI] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_XT] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
             },
         },
     },
@@ -58,6 +62,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_UC] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(PORT) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+                [PVRDMA_SM_XI] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
+                [PVRDMA_SM_XT] = S(PKEY_INDEX) | S(PORT) | S(ACCESS_FLAGS),
             },
         },
         [PVRDMA_QPS_RTR] = {
@@ -68,11 +74,20 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(MIN_RNR_TIMER),
                 [PVRDMA_SM_UC] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
                                  S(RQ_PSN),
+                [PVRDMA_SM_XI] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
+                                 S(RQ_PSN),
+                [PVRDMA_SM_XT] = S(AV) | S(PATH_MTU) | S(DEST_QPN) |
+                                 S(RQ_PSN) | S(MAX_DEST_RD_ATOMIC) |
+                                 S(MIN_RNR_TIMER),
             },
             .opt = {
                 [PVRDMA_SM_RC] = S(ALT_PATH) | S(ACCESS_FLAGS) |
                                  S(PKEY_INDEX),
                 [PVRDMA_SM_UC] = S(ALT_PATH) | S(ACCESS_FLAGS) |
+                                 S(PKEY_INDEX),
+                [PVRDMA_SM_XI] = S(ALT_PATH) | S(ACCESS_FLAGS) |
+                                 S(PKEY_INDEX),
+                [PVRDMA_SM_XT] = S(ALT_PATH) | S(ACCESS_FLAGS) |
                                  S(PKEY_INDEX),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
@@ -90,6 +105,9 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_UC] = S(SQ_PSN),
                 [PVRDMA_SM_UD] = S(SQ_PSN),
                 [PVRDMA_SM_GSI] = S(SQ_PSN),
+                [PVRDMA_SM_XI] = S(TIMEOUT) | S(RETRY_CNT) | S(RNR_RETRY) |
+                                 S(SQ_PSN) | S(MAX_QP_RD_ATOMIC),
+                [PVRDMA_SM_XT] = S(TIMEOUT) | S(SQ_PSN),
             },
             .opt = {
                 [PVRDMA_SM_RC] = S(CUR_STATE) | S(ALT_PATH) |
@@ -97,6 +115,11 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(PATH_MIG_STATE),
                 [PVRDMA_SM_UC] = S(CUR_STATE) | S(ALT_PATH) |
                                  S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_XI] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_XT] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
+                                 S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
             },
@@ -115,6 +138,11 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(ALT_PATH) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_XI] = S(CUR_STATE) | S(ACCESS_FLAGS) |
+                                 S(ALT_PATH) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_XT] = S(CUR_STATE) | S(ACCESS_FLAGS) |
+                                 S(ALT_PATH) | S(PATH_MIG_STATE) |
+                                 S(MIN_RNR_TIMER),
             },
         },
         [PVRDMA_QPS_SQD] = {
@@ -124,6 +152,8 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                 [PVRDMA_SM_UC] = S(EN_SQD_ASYNC_NOTIFY),
                 [PVRDMA_SM_UD] = S(EN_SQD_ASYNC_NOTIFY),
                 [PVRDMA_SM_GSI] = S(EN_SQD_ASYNC_NOTIFY),
+                [PVRDMA_SM_XI] = S(EN_SQD_ASYNC_NOTIFY),
+                [PVRDMA_SM_XT] = S(EN_SQD_ASYNC_NOTIFY),
             },
         },
     },
@@ -140,6 +170,11 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(CUR_STATE) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(CUR_STATE) | S(QKEY),
+                [PVRDMA_SM_XI] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PATH_MIG_STATE),
+                [PVRDMA_SM_XT] = S(CUR_STATE) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(MIN_RNR_TIMER) |
+                                 S(PATH_MIG_STATE),
             },
         },
         [PVRDMA_QPS_SQD] = {
@@ -155,6 +190,15 @@ static const PvrdmaQpTransition pvrdma_qp_sm[NQPS][NQPS] = {
                                  S(PKEY_INDEX) | S(PATH_MIG_STATE),
                 [PVRDMA_SM_UD] = S(PKEY_INDEX) | S(QKEY),
                 [PVRDMA_SM_GSI] = S(PKEY_INDEX) | S(QKEY),
+                [PVRDMA_SM_XI] = S(PORT) | S(AV) | S(TIMEOUT) |
+                                 S(RETRY_CNT) | S(RNR_RETRY) |
+                                 S(MAX_QP_RD_ATOMIC) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PKEY_INDEX) |
+                                 S(PATH_MIG_STATE),
+                [PVRDMA_SM_XT] = S(PORT) | S(AV) | S(TIMEOUT) |
+                                 S(MAX_DEST_RD_ATOMIC) | S(ALT_PATH) |
+                                 S(ACCESS_FLAGS) | S(PKEY_INDEX) |
+                                 S(MIN_RNR_TIMER) | S(PATH_MIG_STATE),
             },
         },
     },
@@ -190,6 +234,10 @@ static int pvrdma_qp_sm_type(uint8_t type)
         return PVRDMA_SM_UD;
     case PVRDMA_QPT_GSI:
         return PVRDMA_SM_GSI;
+    case PVRDMA_QPT_XRC_INI:
+        return PVRDMA_SM_XI;
+    case PVRDMA_QPT_XRC_TGT:
+        return PVRDMA_SM_XT;
     default:
         return -1;
     }
@@ -220,20 +268,8 @@ bool pvrdma_qp_transition_ok(uint32_t cur, uint32_t next, uint8_t type,
     if (cur >= NQPS || next >= NQPS) {
         return false;
     }
-    switch (type) {
-    case PVRDMA_QPT_RC:
-        t = PVRDMA_SM_RC;
-        break;
-    case PVRDMA_QPT_UC:
-        t = PVRDMA_SM_UC;
-        break;
-    case PVRDMA_QPT_UD:
-        t = PVRDMA_SM_UD;
-        break;
-    case PVRDMA_QPT_GSI:
-        t = PVRDMA_SM_GSI;
-        break;
-    default:
+    t = pvrdma_qp_sm_type(type);
+    if (t < 0) {
         return false;
     }
     if ((mask & PVRDMA_QP_CUR_STATE) &&

@@ -35,9 +35,9 @@
 /*
  * 2: lives (QP partner, MOVE); 3: x-sq-db-hint in the configuration;
  * 4: the port's counters; 5: multicast groups, and their limits in the
- * configuration
+ * configuration; 6: XRC domains (records renumbered), XRC SRQs and QPs
  */
-#define ST_VERSION          5
+#define ST_VERSION          6
 
 enum {
     ST_CONFIG = 1,
@@ -45,15 +45,16 @@ enum {
     ST_GID = 3,                 /* before QPs: their AVs name GID indexes */
     ST_UC = 4,
     ST_PD = 5,
-    ST_CQ = 6,
-    ST_SRQ = 7,
-    ST_MR = 8,
-    ST_QP = 9,
-    ST_MW = 10,
-    ST_MR_GEN = 11,
-    ST_MOVE = 12,               /* the backend's token for peers */
-    ST_COUNTERS = 13,           /* the port's (PVRDMA_EX_CAP_COUNTERS) */
-    ST_MCAST = 14,              /* a QP in a group, in attach order */
+    ST_XRCD = 6,                /* before SRQs and QPs, which name them */
+    ST_CQ = 7,
+    ST_SRQ = 8,
+    ST_MR = 9,
+    ST_QP = 10,
+    ST_MW = 11,
+    ST_MR_GEN = 12,
+    ST_MOVE = 13,               /* the backend's token for peers */
+    ST_COUNTERS = 14,           /* the port's (PVRDMA_EX_CAP_COUNTERS) */
+    ST_MCAST = 15,              /* a QP in a group, in attach order */
     ST_END = 0xffff,
 };
 
@@ -233,6 +234,11 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         put32(b, pd->ctx_handle);
         st_end(b, at);
     }
+    PVRDMA_TABLE_FOREACH(&core->xrcd_tbl, h, o) {
+        at = st_begin(b, ST_XRCD);
+        put32(b, ((PvrdmaXrcd *)o)->handle);
+        st_end(b, at);
+    }
     PVRDMA_TABLE_FOREACH(&core->cq_tbl, h, o) {
         PvrdmaCq *cq = o;
 
@@ -262,6 +268,9 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         put32(b, srq->cons);
         put32(b, srq->npages);
         put_pages(b, srq->pages, srq->npages);
+        put8(b, srq->xrc);
+        put32(b, srq->xrcd_handle);
+        put32(b, srq->cq_handle);
         st_end(b, at);
     }
     PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, o) {
@@ -318,6 +327,7 @@ static void st_save_objects(PvrdmaCore *core, GByteArray *b)
         put8(b, qp->wq.rnr_left);
         put64(b, qp->wq.rnr_pending ? qp->wq.rnr_deadline : 0);
         put64(b, qp->peer_life);
+        put32(b, qp->xrcd_handle);
         st_end(b, at);
     }
     PVRDMA_TABLE_FOREACH(&core->mr_tbl, h, o) {
@@ -706,6 +716,18 @@ static bool st_load_pd(StLoad *ld, StR *r)
            st_cmd(ld, &req, "PD", handle, &ld->core->pd_tbl, 0, NULL, 0);
 }
 
+static bool st_load_xrcd(StLoad *ld, StR *r)
+{
+    uint32_t handle = get32(r);
+    union pvrdma_cmd_req req;
+
+    memset(&req, 0, sizeof(req));
+    req.hdr.cmd = PVRDMA_CMD_CREATE_XRCD;
+    return !r->bad &&
+           st_cmd(ld, &req, "XRC domain", handle, &ld->core->xrcd_tbl, 0,
+                  NULL, 0);
+}
+
 static bool st_load_cq(StLoad *ld, StR *r)
 {
     PvrdmaCore *core = ld->core;
@@ -754,7 +776,7 @@ static bool st_load_srq(StLoad *ld, StR *r)
     PvrdmaCore *core = ld->core;
     uint32_t handle = get32(r), pd = get32(r), max_wr = get32(r);
     uint32_t max_sge = get32(r), limit = get32(r), cons, npages;
-    bool armed, failed;
+    bool armed, failed, xrc;
     g_autofree uint64_t *pages = NULL;
     union pvrdma_cmd_req req;
     PvrdmaSrq *srq;
@@ -769,6 +791,12 @@ static bool st_load_srq(StLoad *ld, StR *r)
         return false;
     }
     memset(&req, 0, sizeof(req));
+    if (!get_bool(r, &xrc)) {
+        return st_fail(ld, "SRQ %u: bad flags", handle);
+    }
+    req.create_srq_ex.xrcd_handle = get32(r);
+    req.create_srq_ex.cq_handle = get32(r);
+    req.create_srq.srq_type = xrc ? PVRDMA_SRQT_XRC : PVRDMA_SRQT_BASIC;
     req.hdr.cmd = PVRDMA_CMD_CREATE_SRQ;
     req.create_srq.pd_handle = pd;
     req.create_srq.nchunks = npages;
@@ -960,7 +988,7 @@ static bool st_load_qp(StLoad *ld, StR *r)
     uint32_t pd = get32(r), scq = get32(r), rcq = get32(r);
     bool has_srq, sig_all, db_skip, comm_est, sqd_notify, rnr;
     uint32_t srq, swr, rwr, ssge, rsge, send_chunks, npages, state;
-    uint32_t sq_cons, rq_cons;
+    uint32_t sq_cons, rq_cons, xrcd;
     uint8_t rnr_left;
     int64_t rnr_deadline, now;
     uint64_t peer_life;
@@ -1005,6 +1033,7 @@ static bool st_load_qp(StLoad *ld, StR *r)
     rnr_left = get8(r);
     rnr_deadline = (int64_t)get64(r);
     peer_life = get64(r);
+    xrcd = get32(r);
     if (r->bad) {
         return false;
     }
@@ -1029,6 +1058,16 @@ static bool st_load_qp(StLoad *ld, StR *r)
     req.create_qp.sq_sig_all = sig_all;
     req.create_qp.qp_type = type;
     req.create_qp.pdir_dma = PVRDMA_PAGE_SIZE;
+    if (type == PVRDMA_QPT_XRC_INI) {
+        req.create_qp.recv_cq_handle = 0;   /* its send CQ stands in */
+    } else if (type == PVRDMA_QPT_XRC_TGT) {
+        /* Only its domain: the rest is the binding of its last message. */
+        memset(&req.create_qp, 0, sizeof(req.create_qp));
+        req.hdr.cmd = PVRDMA_CMD_CREATE_QP;
+        req.create_qp.qp_type = type;
+        req.create_qp.sq_sig_all = sig_all;
+        req.create_qp_ex.xrcd_handle = xrcd;
+    }
     if (!st_cmd(ld, &req, "QP", handle,
                 type == PVRDMA_QPT_GSI ? NULL : &core->qp_tbl, 0,
                 pages, npages)) {
@@ -1043,11 +1082,23 @@ static bool st_load_qp(StLoad *ld, StR *r)
     if (!st_load_qp_state(ld, qp, &attr, state)) {
         return false;
     }
+    if (type == PVRDMA_QPT_XRC_TGT) {
+        /* Bound as its last message left it, or not at all. */
+        if (qp->state != state ||
+            (has_srq && !pvrdma_core_xrc_bind(core, qp, srq)) ||
+            sq_cons || rq_cons || rnr || db_skip) {
+            return st_fail(ld, "XRC_TGT QP %u: SRQ %u, or queue state",
+                           handle, srq);
+        }
+        qp->wq.comm_est = comm_est;
+        qp->peer_life = peer_life;
+        return true;
+    }
     if (qp->state != state ||
         !pvrdma_ring_idx_valid(sq_cons, qp->sq.n) ||
-        (!has_srq && !pvrdma_ring_idx_valid(rq_cons, qp->rq.n)) ||
-        (has_srq && rq_cons) || (rnr && state != PVRDMA_QPS_RTS &&
-                                 state != PVRDMA_QPS_SQD)) {
+        (pvrdma_qp_has_rq(qp) && !pvrdma_ring_idx_valid(rq_cons, qp->rq.n)) ||
+        (!pvrdma_qp_has_rq(qp) && rq_cons) ||
+        (rnr && state != PVRDMA_QPS_RTS && state != PVRDMA_QPS_SQD)) {
         return st_fail(ld, "QP %u: state %u or ring indexes %u/%u", handle,
                        state, sq_cons, rq_cons);
     }
@@ -1241,6 +1292,8 @@ static bool st_load_record(StLoad *ld, uint16_t type, StR *r)
         return st_load_uc(ld, r);
     case ST_PD:
         return st_load_pd(ld, r);
+    case ST_XRCD:
+        return st_load_xrcd(ld, r);
     case ST_CQ:
         return st_load_cq(ld, r);
     case ST_SRQ:

@@ -319,6 +319,11 @@ void pvrdma_core_cqe_init(struct pvrdma_cqe *cqe, PvrdmaQp *qp,
     memset(cqe, 0, sizeof(*cqe));
     cqe->wr_id = wr_id;
     cqe->qp = qp->handle;
+    if (qp->type == PVRDMA_QPT_XRC_TGT) {
+        /* Polled by processes that may not know the QP (docs/abi.md). */
+        cqe->qp |= PVRDMA_CQE_QP_XRC |
+                   (uint64_t)qp->qpn << PVRDMA_CQE_QP_XRC_QPN_SHIFT;
+    }
     cqe->opcode = opcode;
     cqe->status = status;
     cqe->port_num = 1;
@@ -424,11 +429,14 @@ static void pvrdma_wq_flush(PvrdmaCore *core, PvrdmaQp *qp)
     }
     pvrdma_wq_rnr_clear(core, qp);
     pvrdma_wq_cancel(core, qp);
+    if (!pvrdma_qp_has_sq(qp)) {
+        return;                 /* XRC_TGT: no queue of its own */
+    }
     pvrdma_wq_flush_ring(core, qp, &qp->sq, &qp->wq.sq_cons,
                          pvrdma_qp_send_cq(core, qp), true);
     qp->wq.sq_next = qp->wq.sq_cons;
     /* SQE (UD, GSI): only the send queue stops; receives go on. */
-    if (qp->state == PVRDMA_QPS_ERR && !qp->has_srq) {
+    if (qp->state == PVRDMA_QPS_ERR && pvrdma_qp_has_rq(qp)) {
         pvrdma_wq_flush_ring(core, qp, &qp->rq, &qp->wq.rq_cons,
                              pvrdma_qp_recv_cq(core, qp), false);
     }
@@ -555,7 +563,8 @@ bool pvrdma_core_rkey_seg(PvrdmaCore *core, PvrdmaQp *qp, uint32_t rkey,
     PvrdmaMr *mr = pvrdma_wq_key_mr(core, rkey);
 
     if (!mr || mr->pd_handle != qp->pd_handle || !(mr->access & access) ||
-        !(qp->attr.qp_access_flags & access)) {
+        !(qp->attr.qp_access_flags & access) ||
+        (qp->type == PVRDMA_QPT_XRC_TGT && !qp->has_srq)) {
         return false;
     }
     if (pvrdma_mr_is_mw(mr)) {
@@ -1141,6 +1150,27 @@ void pvrdma_core_recv_complete(PvrdmaCore *core, PvrdmaQp *qp,
                        false);
 }
 
+bool pvrdma_core_xrc_bind(PvrdmaCore *core, PvrdmaQp *qp, uint32_t srqn)
+{
+    PvrdmaSrq *srq = srqn <= PVRDMA_XRC_SRQN_MASK ?
+                     pvrdma_table_lookup(&core->srq_tbl, srqn) : NULL;
+
+    g_assert(qp->type == PVRDMA_QPT_XRC_TGT);
+    if (!srq || !srq->xrc || srq->xrcd_handle != qp->xrcd_handle) {
+        qp->has_srq = false;
+        qp->srq_handle = 0;
+        qp->pd_handle = 0;
+        qp->recv_cq_handle = 0;
+        return false;
+    }
+    /* IBA 11.5.4: keys are checked against the SRQ's PD. */
+    qp->has_srq = true;
+    qp->srq_handle = srq->handle;
+    qp->pd_handle = srq->pd_handle;
+    qp->recv_cq_handle = srq->cq_handle;
+    return true;
+}
+
 void pvrdma_core_qp_comm_est(PvrdmaCore *core, PvrdmaQp *qp)
 {
     if (qp->state == PVRDMA_QPS_RTR && !qp->wq.comm_est) {
@@ -1332,7 +1362,7 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     uint8_t gid_type;
     uint32_t st;
 
-    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UC) {
+    if (!pvrdma_qp_connected(qp)) {
         return pvrdma_wq_prepare_ud(core, qp, wqe, wr, status);
     }
     if (op == PVRDMA_WR_LOCAL_INV) {
@@ -1416,6 +1446,9 @@ static bool pvrdma_wq_prepare(PvrdmaCore *core, PvrdmaQp *qp,
     wr->sl = qp->attr.ah_attr.sl;
     wr->ud = false;
     wr->uc = qp->type == PVRDMA_QPT_UC;
+    wr->xrc = qp->type == PVRDMA_QPT_XRC_INI;
+    /* The upper bits are MBZ, and no SRQ number has them: refused there. */
+    wr->xrc_srqn = wr->xrc ? GUINT32_FROM_LE(hdr->reserved) : 0;
     return true;
 }
 
@@ -1456,7 +1489,7 @@ static void pvrdma_wq_sq_finish(PvrdmaCore *core, PvrdmaQp *qp,
     if (cqe->status == PVRDMA_WC_SUCCESS) {
         return;
     }
-    if (qp->type == PVRDMA_QPT_RC) {
+    if (pvrdma_qp_reliable(qp)) {
         /* IBA 10.8.3.3: a requester error moves the QP to ERR. */
         pvrdma_core_qp_error(core, qp, -1);
     } else if (qp->state == PVRDMA_QPS_RTS || qp->state == PVRDMA_QPS_SQD) {
@@ -1614,7 +1647,7 @@ uint64_t pvrdma_core_pkts(PvrdmaQp *qp, uint64_t len)
     uint64_t mtu = m >= PVRDMA_MTU_256 && m <= PVRDMA_MTU_4096 ?
                    128u << m : PVRDMA_PORT_UD_MAX_MSG;
 
-    if (qp->type != PVRDMA_QPT_RC && qp->type != PVRDMA_QPT_UC) {
+    if (!pvrdma_qp_connected(qp)) {
         return 1;               /* datagrams fit one packet */
     }
     return len ? (len + mtu - 1) / mtu : 1;
@@ -1824,12 +1857,12 @@ static void pvrdma_wq_skip_del(PvrdmaCore *core, PvrdmaQp *qp)
 
 bool pvrdma_wq_sq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool init)
 {
-    bool skip = !init && qp->type == PVRDMA_QPT_RC && qp->wq.nout &&
+    bool skip = !init && pvrdma_qp_reliable(qp) && qp->wq.nout &&
                 (qp->state == PVRDMA_QPS_RTS || qp->state == PVRDMA_QPS_SQD);
     uint32_t v = GUINT32_TO_LE(skip ? PVRDMA_SQ_DB_SKIP : 0);
 
     if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_SQ_DB_HINT) ||
-        (!init && qp->sq_db_skip == skip)) {
+        !pvrdma_qp_has_sq(qp) || (!init && qp->sq_db_skip == skip)) {
         return false;
     }
     qp->sq_db_skip = skip;
@@ -1863,6 +1896,9 @@ static bool pvrdma_wq_sq_unread(PvrdmaCore *core, PvrdmaQp *qp)
  */
 static void pvrdma_wq_process_sq(PvrdmaCore *core, PvrdmaQp *qp)
 {
+    if (!pvrdma_qp_has_sq(qp)) {
+        return;
+    }
     do {
         pvrdma_wq_run_sq(core, qp);
         if (qp->wq.busy || core->paused) {
@@ -1904,7 +1940,7 @@ void pvrdma_wq_rq_hint(PvrdmaCore *core, PvrdmaQp *qp, bool skip, bool init)
     uint32_t v = GUINT32_TO_LE(skip ? PVRDMA_RQ_DB_SKIP : 0);
 
     if (!(core->caps.ex_comp_mask & PVRDMA_EX_CAP_RQ_DB_HINT) ||
-        qp->has_srq || (!init && qp->rq_db_skip == skip)) {
+        !pvrdma_qp_has_rq(qp) || (!init && qp->rq_db_skip == skip)) {
         return;
     }
     qp->rq_db_skip = skip;

@@ -574,7 +574,7 @@ static void test_state_refusals(void **state)
         expect_refused(dst, s, len, bare, bare_len, "bad counters record");
         s[ctr]--;
         /* A multicast record naming another QP, or a unicast group. */
-        assert_int_equal(s[mc], 14);
+        assert_int_equal(s[mc], 15);
         s[mc + 8] ^= 0x40;
         expect_refused(dst, s, len, bare, bare_len,
                        "multicast membership of QP");

@@ -99,6 +99,15 @@ struct pvrdma_pd {
 	u32 pd_handle;
 };
 
+/*
+ * An XRC domain (extension PVRDMA_EX_CAP_XRC, spec §15): a device object
+ * of no user context; the IB core shares it between processes.
+ */
+struct pvrdma_xrcd {
+	struct ib_xrcd ibxrcd;
+	u32 xrcd_handle;
+};
+
 /**
  * struct pvrdma_cq - completion queue
  * @ibcq: IB core object
@@ -144,7 +153,7 @@ struct pvrdma_wq {
 };
 
 /**
- * struct pvrdma_qp - queue pair (RC, UD or GSI)
+ * struct pvrdma_qp - queue pair (RC, UC, UD, GSI, XRC_INI or XRC_TGT)
  * @ibqp: IB core object
  * @qp_handle: device handle (< caps.max_qp, spec §5.6)
  * @refcnt: held by the async event path while it uses the QP
@@ -153,10 +162,12 @@ struct pvrdma_wq {
  * @state: the QP state as last set or queried (enum ib_qp_state)
  * @qkey: Q_Key substituted in UD sends whose WR Q_Key has bit 31 set
  * @sq_sig_all: every send WR completes (IB_SIGNAL_ALL_WR)
- * @pdir: ring-state page, SQ pages, then RQ pages (spec §4)
+ * @pdir: ring-state page, SQ pages, then RQ pages (spec §4); none for
+ *	  an XRC_TGT QP, which has no queue
  * @sumem: pinned user SQ buffer (ring-state page first), NULL for kernel
- * @rumem: pinned user RQ buffer, NULL for kernel QPs or with an SRQ
- * @sq: kernel send queue
+ * @rumem: pinned user RQ buffer, NULL for kernel QPs, with an SRQ and
+ *	   for XRC_INI QPs
+ * @sq: kernel send queue (ring NULL for user and XRC_TGT QPs)
  * @rq: kernel receive queue (unused with an SRQ)
  * @max_send_wr: values given to CREATE_QP, reported by query_qp
  * @max_recv_wr: see @max_send_wr
@@ -184,7 +195,7 @@ struct pvrdma_qp {
 };
 
 /**
- * struct pvrdma_srq - shared receive queue
+ * struct pvrdma_srq - shared receive queue, basic or (user only) XRC
  * @ibsrq: IB core object
  * @srq_handle: device handle (< caps.max_srq)
  * @refcnt: held by the async event path while it uses the SRQ
@@ -302,6 +313,7 @@ struct pvrdma_sgid {
  * @qp_tbl: QPs indexed by device handle, caps.max_qp entries
  * @srq_tbl: SRQs indexed by device handle, caps.max_srq entries or NULL
  * @num_pds: PDs allocated, against caps.max_pd
+ * @num_xrcds: XRC domains allocated, against caps.max_pd (spec §15)
  * @num_cqs: CQs allocated, against caps.max_cq
  * @num_mrs: MRs allocated, against caps.max_mr
  * @num_qps: QPs allocated, against caps.max_qp
@@ -355,6 +367,7 @@ struct pvrdma_dev {
 	struct pvrdma_srq **srq_tbl;
 
 	atomic_t num_pds;
+	atomic_t num_xrcds;
 	atomic_t num_cqs;
 	atomic_t num_mrs;
 	atomic_t num_qps;
@@ -387,6 +400,11 @@ static inline struct pvrdma_pd *to_ppd(struct ib_pd *ibpd)
 	return container_of(ibpd, struct pvrdma_pd, ibpd);
 }
 
+static inline struct pvrdma_xrcd *to_pxrcd(struct ib_xrcd *ibxrcd)
+{
+	return container_of(ibxrcd, struct pvrdma_xrcd, ibxrcd);
+}
+
 static inline struct pvrdma_cq *to_pcq(struct ib_cq *ibcq)
 {
 	return container_of(ibcq, struct pvrdma_cq, ibcq);
@@ -415,6 +433,16 @@ static inline struct pvrdma_srq *to_psrq(struct ib_srq *ibsrq)
 static inline struct pvrdma_ah *to_pah(struct ib_ah *ibah)
 {
 	return container_of(ibah, struct pvrdma_ah, ibah);
+}
+
+/*
+ * XRC (extension PVRDMA_EX_CAP_XRC, spec §15): its receives go to SRQs,
+ * so a device without SRQs has no use for it.
+ */
+static inline bool pvrdma_has_xrc(const struct pvrdma_dev *dev)
+{
+	return (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_XRC) &&
+	       dev->caps.max_srq;
 }
 
 static inline void pvrdma_stat_inc(struct pvrdma_dev *dev, enum pvrdma_stat s)
@@ -543,6 +571,7 @@ extern const struct ib_device_ops pvrdma_dev_srq_ops;
 extern const struct ib_device_ops pvrdma_dev_mw_ops;
 extern const struct ib_device_ops pvrdma_dev_mcast_ops;
 extern const struct ib_device_ops pvrdma_dev_counter_ops;
+extern const struct ib_device_ops pvrdma_dev_xrc_ops;
 int pvrdma_query_port_attr(struct pvrdma_dev *dev,
 			   struct pvrdma_port_attr *attr);
 

@@ -55,6 +55,8 @@ static const char *pvrdma_cmd_name(u32 cmd)
 		[PVRDMA_CMD_QUERY_COUNTERS] = "QUERY_COUNTERS",
 		[PVRDMA_CMD_ATTACH_MCAST] = "ATTACH_MCAST",
 		[PVRDMA_CMD_DETACH_MCAST] = "DETACH_MCAST",
+		[PVRDMA_CMD_CREATE_XRCD] = "CREATE_XRCD",
+		[PVRDMA_CMD_DESTROY_XRCD] = "DESTROY_XRCD",
 	};
 
 	return cmd < PVRDMA_CMD_MAX && names[cmd] ? names[cmd] : "UNKNOWN";

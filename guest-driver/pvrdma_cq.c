@@ -178,6 +178,11 @@ static u8 pvrdma_network_type_to_ib(u8 type)
  * Translate one CQE (already copied out of the ring) into @wc.
  * Return: 0, or -ENOENT if the CQE names no live QP (a CQE of a QP being
  * destroyed, or a bad handle): the caller drops it.
+ *
+ * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §15) names an XRC_TGT
+ * QP, which no kernel consumer has: XRC SRQs are created for user space
+ * only, whose CQs the provider polls.  Such a CQE in a kernel CQ is the
+ * device's error and is dropped too, without a look at its low bits.
  */
 static int pvrdma_cqe_to_wc(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
 			    const struct pvrdma_cqe *cqe, struct ib_wc *wc)
@@ -186,6 +191,12 @@ static int pvrdma_cqe_to_wc(struct pvrdma_dev *dev, struct pvrdma_cq *cq,
 	u64 handle = cqe->qp;
 	unsigned long flags;
 	u32 wc_flags;
+
+	if (handle & PVRDMA_CQE_QP_XRC) {
+		pvrdma_stat_inc(dev, PVRDMA_STAT_CQE_BAD);
+		pvrdma_dbg_cq(cq, "dropped XRC CQE %#llx\n", handle);
+		return -ENOENT;
+	}
 
 	spin_lock_irqsave(&dev->tbl_lock, flags);
 	if (handle < dev->caps.max_qp)
@@ -357,7 +368,8 @@ int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
  * The entries between cons_head and prod_tail are compacted towards
  * prod_tail, keeping their order, and cons_head skips the freed slots
  * (spec §12 item 9).  The device only ever writes at prod_tail, so it
- * cannot race with this.
+ * cannot race with this.  The whole 64-bit qp field is compared: an XRC
+ * CQE (PVRDMA_CQE_QP_XRC, spec §15) never matches a handle.
  */
 void pvrdma_cq_purge_qp(struct pvrdma_cq *cq, u32 qp_handle)
 {

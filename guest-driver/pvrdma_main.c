@@ -711,6 +711,8 @@ static int pvrdma_ib_device_add(struct pvrdma_dev *dev)
 		ib_set_device_ops(ibdev, &pvrdma_dev_mcast_ops);
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_COUNTERS)
 		ib_set_device_ops(ibdev, &pvrdma_dev_counter_ops);
+	if (pvrdma_has_xrc(dev))
+		ib_set_device_ops(ibdev, &pvrdma_dev_xrc_ops);
 
 	/* Pair first, so that registration builds the GID table from it. */
 	rtnl_lock();
@@ -952,6 +954,7 @@ static void pvrdma_check_leaks(struct pvrdma_dev *dev)
 		{ "PDs", &dev->num_pds }, { "CQs", &dev->num_cqs },
 		{ "MRs", &dev->num_mrs }, { "QPs", &dev->num_qps },
 		{ "SRQs", &dev->num_srqs }, { "AHs", &dev->num_ahs },
+		{ "XRC domains", &dev->num_xrcds },
 	};
 	int i, n;
 

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Queue pairs: create/modify/query/destroy for RC, UD and GSI QPs, kernel
- * and user (spec §5.3 CREATE_QP..DESTROY_QP, §8.1, §9), and the kernel
- * data path: post_send and post_recv (spec §7, §8.2, §8.3).
+ * Queue pairs: create/modify/query/destroy for RC, UC, UD and GSI QPs,
+ * kernel and user (spec §5.3 CREATE_QP..DESTROY_QP, §8.1, §9), and XRC_INI
+ * and XRC_TGT QPs (spec §15); and the kernel data path: post_send and
+ * post_recv (spec §7, §8.2, §8.3).
  *
  * A QP's memory is one page directory: the ring-state page (SQ indices at
  * +0, RQ indices at +8), the SQ pages, then the RQ pages.  Kernel QPs own
  * their pages; user QPs hand in two buffers (SQ with the ring-state page
- * first, then RQ) that are pinned and described page by page.
+ * first, then RQ) that are pinned and described page by page.  An XRC_INI
+ * QP (user space only) has no RQ buffer; an XRC_TGT QP has no memory at
+ * all: its receives take WQEs from the XRC SRQ each message names.
  */
 #include <linux/log2.h>
 #include <rdma/ib_cache.h>
@@ -22,6 +25,8 @@ static_assert(PVRDMA_QPT_GSI == (int)IB_QPT_GSI);
 static_assert(PVRDMA_QPT_RC == (int)IB_QPT_RC);
 static_assert(PVRDMA_QPT_UC == (int)IB_QPT_UC);
 static_assert(PVRDMA_QPT_UD == (int)IB_QPT_UD);
+static_assert(PVRDMA_QPT_XRC_INI == (int)IB_QPT_XRC_INI);
+static_assert(PVRDMA_QPT_XRC_TGT == (int)IB_QPT_XRC_TGT);
 static_assert(PVRDMA_QPS_ERR == (int)IB_QPS_ERR);
 static_assert(PVRDMA_QP_DEST_QPN == (u32)IB_QP_DEST_QPN);
 static_assert(PVRDMA_QP_CAP == (u32)IB_QP_CAP);
@@ -277,6 +282,23 @@ static int pvrdma_qp_check_init(struct pvrdma_dev *dev,
 		if (udata)
 			return -EOPNOTSUPP;
 		break;
+	case IB_QPT_XRC_INI:
+		/* Kernel ULPs have no XRC send WRs: user space only. */
+		if (!pvrdma_has_xrc(dev) || !udata)
+			return -EOPNOTSUPP;
+		if (init->srq)
+			return -EINVAL;
+		break;
+	case IB_QPT_XRC_TGT:
+		/*
+		 * The IB core creates it without udata, also for user space,
+		 * and with a domain in place of a PD and CQs.
+		 */
+		if (!pvrdma_has_xrc(dev))
+			return -EOPNOTSUPP;
+		if (!init->xrcd || udata)
+			return -EINVAL;
+		break;
 	default:
 		return -EOPNOTSUPP;
 	}
@@ -289,11 +311,53 @@ static int pvrdma_qp_check_init(struct pvrdma_dev *dev,
 	return 0;
 }
 
+/* CREATE_QP of a QP with queues, sized and in memory (spec §5.3). */
+static void pvrdma_qp_cmd_queues(struct pvrdma_cmd_create_qp *cmd,
+				 struct pvrdma_qp *qp,
+				 struct ib_qp_init_attr *init, u16 total_chunks,
+				 u16 send_chunks)
+{
+	cmd->hdr.cmd = PVRDMA_CMD_CREATE_QP;
+	cmd->pdir_dma = qp->pdir.dir_dma;
+	cmd->pd_handle = to_ppd(qp->ibqp.pd)->pd_handle;
+	cmd->send_cq_handle = to_pcq(init->send_cq)->cq_handle;
+	/* An XRC_INI QP receives nothing: no receive CQ (spec §15). */
+	if (init->qp_type != IB_QPT_XRC_INI)
+		cmd->recv_cq_handle = to_pcq(init->recv_cq)->cq_handle;
+	if (init->srq) {
+		cmd->srq_handle = to_psrq(init->srq)->srq_handle;
+		cmd->is_srq = 1;
+	}
+	cmd->max_send_wr = qp->max_send_wr;
+	cmd->max_recv_wr = qp->max_recv_wr;
+	cmd->max_send_sge = qp->max_send_sge;
+	cmd->max_recv_sge = qp->max_recv_sge;
+	cmd->max_inline_data = 0;
+	cmd->access_flags = IB_ACCESS_LOCAL_WRITE;
+	cmd->total_chunks = total_chunks;
+	cmd->send_chunks = send_chunks;
+	cmd->sq_sig_all = qp->sq_sig_all;
+	cmd->qp_type = init->qp_type;
+}
+
+/*
+ * CREATE_QP of an XRC_TGT QP (spec §15): the extended request naming the
+ * domain, and nothing else: no PD, CQ, SRQ, queue or page.
+ */
+static void pvrdma_qp_cmd_xrc_tgt(union pvrdma_cmd_req *req,
+				  struct ib_qp_init_attr *init)
+{
+	req->create_qp_ex.qp.hdr.cmd = PVRDMA_CMD_CREATE_QP;
+	req->create_qp_ex.qp.qp_type = PVRDMA_QPT_XRC_TGT;
+	req->create_qp_ex.xrcd_handle = to_pxrcd(init->xrcd)->xrcd_handle;
+}
+
 /**
- * pvrdma_create_qp() - create an RC, UC, UD or GSI QP
+ * pvrdma_create_qp() - create an RC, UC, UD, GSI, XRC_INI or XRC_TGT QP
  * @ibqp: QP allocated by the IB core
  * @init: attributes; for kernel QPs the capabilities are written back
- * @udata: user data (struct pvrdma_create_qp), NULL for kernel QPs
+ * @udata: user data (struct pvrdma_create_qp), NULL for kernel QPs and
+ *	   for XRC_TGT QPs
  *
  * Return: 0 or a negative errno.
  */
@@ -304,10 +368,10 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	struct pvrdma_qp *qp = to_pqp(ibqp);
 	struct pvrdma_create_qp_resp uresp = {};
 	union pvrdma_cmd_req req = {};
-	struct pvrdma_cmd_create_qp *cmd = &req.create_qp;
 	union pvrdma_cmd_resp resp;
-	bool has_rq = !init->srq;
-	u16 total_chunks, send_chunks;
+	bool xrc_tgt = init->qp_type == IB_QPT_XRC_TGT;
+	bool has_rq = !init->srq && init->qp_type != IB_QPT_XRC_INI;
+	u16 total_chunks = 0, send_chunks = 0;
 	unsigned long flags;
 	u32 qpn;
 	int ret;
@@ -329,6 +393,7 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	qp->state = IB_QPS_RESET;
 	qp->sq_sig_all = init->sq_sig_type == IB_SIGNAL_ALL_WR;
 
+	/* An XRC_TGT QP has no memory (and never udata). */
 	if (udata) {
 		/* The provider sized its rings; the device checks them. */
 		qp->max_send_wr = init->cap.max_send_wr;
@@ -339,7 +404,7 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 		init->cap.max_inline_data = 0;
 		ret = pvrdma_qp_pin_user(dev, qp, udata, has_rq, &total_chunks,
 					 &send_chunks);
-	} else {
+	} else if (!xrc_tgt) {
 		ret = pvrdma_qp_size_kernel(dev, qp, &init->cap, has_rq);
 		if (!ret)
 			ret = pvrdma_qp_alloc_kernel(dev, qp, has_rq,
@@ -349,25 +414,11 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 	if (ret)
 		goto err_dec_count;
 
-	cmd->hdr.cmd = PVRDMA_CMD_CREATE_QP;
-	cmd->pdir_dma = qp->pdir.dir_dma;
-	cmd->pd_handle = to_ppd(ibqp->pd)->pd_handle;
-	cmd->send_cq_handle = to_pcq(init->send_cq)->cq_handle;
-	cmd->recv_cq_handle = to_pcq(init->recv_cq)->cq_handle;
-	if (init->srq) {
-		cmd->srq_handle = to_psrq(init->srq)->srq_handle;
-		cmd->is_srq = 1;
-	}
-	cmd->max_send_wr = qp->max_send_wr;
-	cmd->max_recv_wr = qp->max_recv_wr;
-	cmd->max_send_sge = qp->max_send_sge;
-	cmd->max_recv_sge = qp->max_recv_sge;
-	cmd->max_inline_data = 0;
-	cmd->access_flags = IB_ACCESS_LOCAL_WRITE;
-	cmd->total_chunks = total_chunks;
-	cmd->send_chunks = send_chunks;
-	cmd->sq_sig_all = qp->sq_sig_all;
-	cmd->qp_type = init->qp_type;
+	if (xrc_tgt)
+		pvrdma_qp_cmd_xrc_tgt(&req, init);
+	else
+		pvrdma_qp_cmd_queues(&req.create_qp, qp, init, total_chunks,
+				     send_chunks);
 
 	/* A handle DESTROY_QP frees is reused only once its CQEs are gone. */
 	mutex_lock(&dev->qp_handle_lock);
@@ -429,7 +480,7 @@ int pvrdma_create_qp(struct ib_qp *ibqp, struct ib_qp_init_attr *init,
 
 	pvrdma_dbg_qp(qp, "type %u qpn %u, %u pages (%u SQ), %s\n",
 		      init->qp_type, qpn, total_chunks, send_chunks,
-		      udata ? "user" : "kernel");
+		      udata || xrc_tgt ? "user" : "kernel");
 	return 0;
 
 err_remove_qp:
@@ -550,7 +601,8 @@ static void pvrdma_qp_attr_to_dev(struct pvrdma_qp_attr *dst,
 /*
  * After a transition to RESET the QP's queues are empty (spec §5.3
  * MODIFY_QP): the completions it left in kernel CQs go, and the indices
- * of a kernel QP's rings restart at zero.
+ * of a kernel QP's rings restart at zero.  A user QP's rings are the
+ * provider's; an XRC_TGT QP has none (nor CQs).
  */
 static void pvrdma_qp_reset_rings(struct pvrdma_qp *qp)
 {
@@ -563,7 +615,7 @@ static void pvrdma_qp_reset_rings(struct pvrdma_qp *qp)
 	if (qp->ibqp.recv_cq && qp->ibqp.recv_cq != qp->ibqp.send_cq)
 		pvrdma_cq_purge_qp(to_pcq(qp->ibqp.recv_cq), qp->qp_handle);
 
-	if (qp->sumem)
+	if (!qp->sq.ring)
 		return;
 	for (i = 0; i < ARRAY_SIZE(wqs); i++) {
 		spin_lock_irqsave(&wqs[i]->lock, flags);
@@ -745,6 +797,7 @@ int pvrdma_query_qp(struct ib_qp *ibqp, struct ib_qp_attr *attr,
 	init->send_cq = ibqp->send_cq;
 	init->recv_cq = ibqp->recv_cq;
 	init->srq = ibqp->srq;
+	init->xrcd = ibqp->xrcd;
 	init->cap = attr->cap;
 	init->sq_sig_type = qp->sq_sig_all ? IB_SIGNAL_ALL_WR :
 					     IB_SIGNAL_REQ_WR;
@@ -963,7 +1016,8 @@ int pvrdma_post_send(struct ib_qp *ibqp, const struct ib_send_wr *wr,
 	int ret = 0;
 	u32 slot;
 
-	if (qp->sumem) {
+	/* User QPs post through the provider; XRC_TGT QPs do not send. */
+	if (!sq->ring) {
 		if (bad_wr)
 			*bad_wr = wr;
 		return -EOPNOTSUPP;
@@ -1069,7 +1123,8 @@ int pvrdma_post_recv(struct ib_qp *ibqp, const struct ib_recv_wr *wr,
 	unsigned long flags;
 	int ret;
 
-	if (qp->sumem || ibqp->srq) {
+	/* Also no RQ: user QPs (the provider's), XRC QPs. */
+	if (!rq->ring || ibqp->srq) {
 		if (bad_wr)
 			*bad_wr = wr;
 		return -EINVAL;

@@ -2,7 +2,8 @@
 /*
  * Shared receive queues (spec §5.3 CREATE_SRQ..DESTROY_SRQ, §9): user
  * SRQs over the provider's pinned ring, and kernel SRQs over driver-owned
- * pages with post_srq_recv.  Exposed only when caps.max_srq != 0.
+ * pages with post_srq_recv.  Exposed only when caps.max_srq != 0.  User
+ * SRQs may also be XRC SRQs (spec §15).
  *
  * The ring is one page directory: the ring-state page (indices at +8),
  * then the receive WQEs.
@@ -12,6 +13,9 @@
 
 #include "pvrdma.h"
 #include "pvrdma_ring.h"
+
+static_assert(PVRDMA_SRQT_BASIC == (int)IB_SRQT_BASIC);
+static_assert(PVRDMA_SRQT_XRC == (int)IB_SRQT_XRC);
 
 /* Sizing as for a kernel RQ (spec §8.1); rounded values written back. */
 static int pvrdma_srq_alloc_kernel(struct pvrdma_dev *dev,
@@ -77,11 +81,30 @@ static void pvrdma_srq_tbl_remove(struct pvrdma_dev *dev,
 	wait_for_completion(&srq->free);
 }
 
+/*
+ * An XRC SRQ (spec §15): of user space only (no kernel consumer has XRC
+ * domains), with the domain and CQ the IB core checked and holds.
+ */
+static int pvrdma_srq_check_xrc(struct pvrdma_dev *dev,
+				struct ib_srq_init_attr *init,
+				struct ib_udata *udata)
+{
+	if (!pvrdma_has_xrc(dev) || !udata)
+		return -EOPNOTSUPP;
+	if (!init->ext.xrc.xrcd || !init->ext.cq)
+		return -EINVAL;
+	return 0;
+}
+
 /**
- * pvrdma_create_srq() - create a basic SRQ
+ * pvrdma_create_srq() - create a basic SRQ, or a user XRC SRQ
  * @ibsrq: SRQ allocated by the IB core
  * @init: attributes; for kernel SRQs the sizes are written back
  * @udata: user data (struct pvrdma_create_srq), NULL for kernel SRQs
+ *
+ * An XRC SRQ goes to the device in the extended CREATE_SRQ with its
+ * domain and CQ; its handle is also the SRQ number XRC senders name,
+ * which uverbs returns to user space from ibsrq->ext.xrc.srq_num.
  *
  * Return: 0 or a negative errno.
  */
@@ -93,14 +116,23 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	struct ib_srq_attr *attr = &init->attr;
 	struct pvrdma_create_srq_resp uresp = {};
 	union pvrdma_cmd_req req = {};
-	struct pvrdma_cmd_create_srq *cmd = &req.create_srq;
+	struct pvrdma_cmd_create_srq *cmd = &req.create_srq_ex.srq;
 	union pvrdma_cmd_resp resp;
 	unsigned long flags;
 	unsigned int npages;
 	int ret;
 
-	if (init->srq_type != IB_SRQT_BASIC)
+	switch (init->srq_type) {
+	case IB_SRQT_BASIC:
+		break;
+	case IB_SRQT_XRC:
+		ret = pvrdma_srq_check_xrc(dev, init, udata);
+		if (ret)
+			return ret;
+		break;
+	default:
 		return -EOPNOTSUPP;
+	}
 	if (!attr->max_wr || attr->max_wr > dev->caps.max_srq_wr ||
 	    attr->max_sge > dev->caps.max_srq_sge ||
 	    attr->srq_limit > attr->max_wr)
@@ -140,7 +172,12 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 	cmd->attrs.max_wr = srq->max_wr;
 	cmd->attrs.max_sge = srq->max_sge;
 	cmd->attrs.srq_limit = attr->srq_limit;
-	cmd->srq_type = 0;
+	cmd->srq_type = init->srq_type;
+	if (init->srq_type == IB_SRQT_XRC) {
+		req.create_srq_ex.xrcd_handle =
+			to_pxrcd(init->ext.xrc.xrcd)->xrcd_handle;
+		req.create_srq_ex.cq_handle = to_pcq(init->ext.cq)->cq_handle;
+	}
 	ret = pvrdma_cmd_post(dev, &req, &resp);
 	if (ret)
 		goto err_free_ring;
@@ -151,6 +188,8 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 		ret = -EIO;
 		goto err_destroy_srq;
 	}
+	if (init->srq_type == IB_SRQT_XRC)
+		ibsrq->ext.xrc.srq_num = srq->srq_handle;
 
 	spin_lock_irqsave(&dev->tbl_lock, flags);
 	if (dev->srq_tbl[srq->srq_handle]) {
@@ -174,8 +213,10 @@ int pvrdma_create_srq(struct ib_srq *ibsrq, struct ib_srq_init_attr *init,
 			goto err_remove_srq;
 	}
 
-	pvrdma_dbg_srq(srq, "%u WRs x %u SGEs, %u pages (%s)\n", srq->max_wr,
-		       srq->max_sge, npages, udata ? "user" : "kernel");
+	pvrdma_dbg_srq(srq, "%s, %u WRs x %u SGEs, %u pages (%s)\n",
+		       init->srq_type == IB_SRQT_XRC ? "XRC" : "basic",
+		       srq->max_wr, srq->max_sge, npages,
+		       udata ? "user" : "kernel");
 	return 0;
 
 err_remove_srq:

@@ -117,6 +117,9 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 					   IB_DEVICE_MEM_WINDOW_TYPE_2B;
 		props->max_mw = props->max_mr;
 	}
+	/* XRC domains, SRQs and QPs (spec §15). */
+	if (pvrdma_has_xrc(dev))
+		props->device_cap_flags |= IB_DEVICE_XRC;
 	return 0;
 }
 
@@ -531,6 +534,8 @@ static int pvrdma_alloc_ucontext(struct ib_ucontext *ibuctx,
 		uresp.reserved |= PVRDMA_UCTX_CLOCK;
 	if (dev->caps.ex_comp_mask & PVRDMA_EX_CAP_ATOMIC_WRITE)
 		uresp.reserved |= PVRDMA_UCTX_ATOMIC_WRITE;
+	if (pvrdma_has_xrc(dev))
+		uresp.reserved |= PVRDMA_UCTX_XRC;
 	ret = ib_copy_to_udata(udata, &uresp,
 			       min_t(size_t, udata->outlen, sizeof(uresp)));
 	if (ret)
@@ -655,6 +660,72 @@ static int pvrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 	/* A device failure is logged; the PD is gone for the guest anyway. */
 	pvrdma_destroy_pd_cmd(dev, pd->pd_handle);
 	atomic_dec(&dev->num_pds);
+	return 0;
+}
+
+/* -------------------------------------------------------------------- */
+/* XRC domains (spec §15) */
+
+static void pvrdma_destroy_xrcd_cmd(struct pvrdma_dev *dev, u32 xrcd_handle)
+{
+	union pvrdma_cmd_req req = {};
+
+	req.destroy_xrcd.hdr.cmd = PVRDMA_CMD_DESTROY_XRCD;
+	req.destroy_xrcd.xrcd_handle = xrcd_handle;
+	pvrdma_cmd_post(dev, &req, NULL);
+}
+
+/*
+ * The IB core calls this once per domain, for the first process that
+ * opens it (ibv_open_xrcd by file); the others share the ib_xrcd.  The
+ * device's domain belongs to no user context, so CREATE_XRCD names none.
+ */
+static int pvrdma_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibxrcd->device);
+	struct pvrdma_xrcd *xrcd = to_pxrcd(ibxrcd);
+	union pvrdma_cmd_req req = {};
+	union pvrdma_cmd_resp resp;
+	int ret;
+
+	if (!pvrdma_has_xrc(dev))
+		return -EOPNOTSUPP;
+	if (udata && udata->inlen &&
+	    !ib_is_udata_cleared(udata, 0, udata->inlen))
+		return -EINVAL;
+
+	/* The device allows as many domains as PDs (spec §15). */
+	if ((u32)atomic_inc_return(&dev->num_xrcds) > dev->caps.max_pd) {
+		ret = -ENOMEM;
+		goto err_dec_count;
+	}
+
+	req.create_xrcd.hdr.cmd = PVRDMA_CMD_CREATE_XRCD;
+	ret = pvrdma_cmd_post(dev, &req, &resp);
+	if (ret)
+		goto err_dec_count;
+	xrcd->xrcd_handle = resp.create_xrcd_resp.xrcd_handle;
+
+	pvrdma_dbg(dev, "XRC domain %u allocated\n", xrcd->xrcd_handle);
+	return 0;
+
+err_dec_count:
+	atomic_dec(&dev->num_xrcds);
+	return ret;
+}
+
+static int pvrdma_dealloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
+{
+	struct pvrdma_dev *dev = to_pvdev(ibxrcd->device);
+	struct pvrdma_xrcd *xrcd = to_pxrcd(ibxrcd);
+
+	pvrdma_dbg(dev, "deallocating XRC domain %u\n", xrcd->xrcd_handle);
+	/*
+	 * The IB core destroys the domain's SRQs and QPs first.  A device
+	 * failure is logged; the domain is gone for the guest anyway.
+	 */
+	pvrdma_destroy_xrcd_cmd(dev, xrcd->xrcd_handle);
+	atomic_dec(&dev->num_xrcds);
 	return 0;
 }
 
@@ -801,6 +872,17 @@ const struct ib_device_ops pvrdma_dev_mw_ops = {
 /* Port counters, added only when the device keeps them (spec §14). */
 const struct ib_device_ops pvrdma_dev_counter_ops = {
 	.alloc_hw_port_stats = pvrdma_alloc_hw_port_stats,
+};
+
+/*
+ * XRC domains, added only when the device offers XRC and has SRQs (spec
+ * §15); XRC SRQs and QPs go through the SRQ and QP verbs.
+ */
+const struct ib_device_ops pvrdma_dev_xrc_ops = {
+	.alloc_xrcd = pvrdma_alloc_xrcd,
+	.dealloc_xrcd = pvrdma_dealloc_xrcd,
+
+	INIT_RDMA_OBJ_SIZE(ib_xrcd, pvrdma_xrcd, ibxrcd),
 };
 
 /* SRQ verbs, added only when the device has SRQs (caps.max_srq != 0). */

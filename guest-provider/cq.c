@@ -365,6 +365,10 @@ static struct pvrdma_qp *pvrdma_lookup_qp(struct pvrdma_context *ctx,
  * does not know is consumed and dropped: it can only belong to a QP that
  * is already gone. *drops_left bounds the drops of one call, so that a
  * device that keeps producing such CQEs cannot keep the caller spinning.
+ *
+ * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §15) names an XRC_RECV
+ * QP, which may be another process's, or one this process opened: it is
+ * taken with *qp NULL, and the CQE itself gives the QP number.
  */
 static int pvrdma_take_cqe(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 			   struct pvrdma_cqe *cqe, struct pvrdma_qp **qp,
@@ -384,6 +388,10 @@ static int pvrdma_take_cqe(struct pvrdma_context *ctx, struct pvrdma_cq *cq,
 		*cqe = cq->cqes[slot];
 		pvrdma_ring_consume(cq->ring, cq->nelems);
 
+		if (le64toh(cqe->qp) & PVRDMA_CQE_QP_XRC) {
+			*qp = NULL;
+			return 1;
+		}
 		*qp = pvrdma_lookup_qp(ctx, le64toh(cqe->qp));
 		if (*qp)
 			return 1;
@@ -406,6 +414,16 @@ static uint32_t pvrdma_cqe_inv_rkey(const struct pvrdma_cqe *cqe)
 	return le32toh((__force uint32_t)cqe->imm_data);
 }
 
+/* The CQE's QP number: its QP's, or the XRC_RECV QP's it carries. */
+static uint32_t pvrdma_cqe_qp_num(const struct pvrdma_cqe *cqe,
+				  const struct pvrdma_qp *qp)
+{
+	if (qp)
+		return qp->vqp.qp.qp_num;
+	return (le64toh(cqe->qp) >> PVRDMA_CQE_QP_XRC_QPN_SHIFT) &
+	       PVRDMA_QPN_MASK;
+}
+
 static void pvrdma_cqe_to_wc(const struct pvrdma_cqe *cqe,
 			     const struct pvrdma_qp *qp, struct ibv_wc *wc)
 {
@@ -414,7 +432,7 @@ static void pvrdma_cqe_to_wc(const struct pvrdma_cqe *cqe,
 	wc->opcode = pvrdma_to_ibv_wc_opcode(le32toh(cqe->opcode));
 	wc->vendor_err = le32toh(cqe->vendor_err);
 	wc->byte_len = le32toh(cqe->byte_len);
-	wc->qp_num = qp->vqp.qp.qp_num;
+	wc->qp_num = pvrdma_cqe_qp_num(cqe, qp);
 	wc->src_qp = le32toh(cqe->src_qp);
 	wc->wc_flags = pvrdma_to_ibv_wc_flags(le32toh(cqe->wc_flags));
 	if (wc->wc_flags & IBV_WC_WITH_INV)
@@ -606,7 +624,9 @@ static __be32 pvrdma_read_imm_data(struct ibv_cq_ex *cqx)
 
 static uint32_t pvrdma_read_qp_num(struct ibv_cq_ex *cqx)
 {
-	return cqx_to_cq(cqx)->cur_qp->vqp.qp.qp_num;
+	struct pvrdma_cq *cq = cqx_to_cq(cqx);
+
+	return pvrdma_cqe_qp_num(&cq->cur, cq->cur_qp);
 }
 
 static uint32_t pvrdma_read_src_qp(struct ibv_cq_ex *cqx)
@@ -701,7 +721,9 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
  * the occupied part of the ring from the newest entry back, drop the QP's
  * CQEs, slide the others toward the producer end, and hand the freed slots
  * at the consumer end back. The device only appends at prod_tail, beyond
- * the range walked here, and no longer completes work of this QP.
+ * the range walked here, and no longer completes work of this QP. The
+ * receives of XRC SRQs stay (spec §15): their handle bits are an XRC_RECV
+ * QP's, never those of the QP that goes.
  */
 void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle)
 {
@@ -716,7 +738,8 @@ void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle)
 	for (idx = prod; idx != cons;) {
 		idx = (idx - 1) & mask;
 		cqe = &cq->cqes[pvrdma_ring_slot(idx, cq->nelems)];
-		if ((le64toh(cqe->qp) & PVRDMA_QP_TABLE_INDEX_MASK) ==
+		if (!(le64toh(cqe->qp) & PVRDMA_CQE_QP_XRC) &&
+		    (le64toh(cqe->qp) & PVRDMA_QP_TABLE_INDEX_MASK) ==
 		    (qp_handle & PVRDMA_QP_TABLE_INDEX_MASK))
 			removed++;
 		else if (removed)

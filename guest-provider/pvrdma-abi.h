@@ -28,6 +28,9 @@ DECLARE_DRV_CMD(pvrdma_ucmd_create_qp, IB_USER_VERBS_CMD_CREATE_QP,
 		pvrdma_create_qp, pvrdma_create_qp_resp);
 DECLARE_DRV_CMD(pvrdma_ucmd_create_srq, IB_USER_VERBS_CMD_CREATE_SRQ,
 		pvrdma_create_srq, pvrdma_create_srq_resp);
+/* An XRC SRQ (project extension PVRDMA_EX_CAP_XRC): the same ring. */
+DECLARE_DRV_CMD(pvrdma_ucmd_create_xsrq, IB_USER_VERBS_CMD_CREATE_XSRQ,
+		pvrdma_create_srq, pvrdma_create_srq_resp);
 /* A resize (IBV_SRQ_MAX_WR, project extension PVRDMA_EX_CAP_RESIZE_SRQ)
  * names the new ring as a CQ resize does. */
 DECLARE_DRV_CMD(pvrdma_ucmd_modify_srq, IB_USER_VERBS_CMD_MODIFY_SRQ,

@@ -28,12 +28,14 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.alloc_td = pvrdma_alloc_td,
 	.attach_mcast = pvrdma_attach_mcast,
 	.bind_mw = pvrdma_bind_mw,
+	.close_xrcd = pvrdma_close_xrcd,
 	.create_ah = pvrdma_create_ah,
 	.create_cq = pvrdma_create_cq,
 	.create_cq_ex = pvrdma_create_cq_ex,
 	.create_qp = pvrdma_create_qp,
 	.create_qp_ex = pvrdma_create_qp_ex,
 	.create_srq = pvrdma_create_srq,
+	.create_srq_ex = pvrdma_create_srq_ex,
 	.dealloc_mw = pvrdma_dealloc_mw,
 	.dealloc_pd = pvrdma_dealloc_pd,
 	.dealloc_td = pvrdma_dealloc_td,
@@ -44,8 +46,11 @@ static const struct verbs_context_ops pvrdma_ctx_ops = {
 	.destroy_srq = pvrdma_destroy_srq,
 	.detach_mcast = pvrdma_detach_mcast,
 	.free_context = pvrdma_free_context,
+	.get_srq_num = pvrdma_get_srq_num,
 	.modify_qp = pvrdma_modify_qp,
 	.modify_srq = pvrdma_modify_srq,
+	.open_qp = pvrdma_open_qp,
+	.open_xrcd = pvrdma_open_xrcd,
 	.poll_cq = pvrdma_poll_cq,
 	.post_recv = pvrdma_post_recv,
 	.post_send = pvrdma_post_send,
@@ -169,6 +174,7 @@ static struct verbs_context *pvrdma_alloc_context(struct ibv_device *ibvdev,
 	ctx->rq_db_hint = resp.reserved & PVRDMA_UCTX_RQ_DB_HINT;
 	ctx->sq_db_hint = resp.reserved & PVRDMA_UCTX_SQ_DB_HINT;
 	ctx->has_atomic_write = resp.reserved & PVRDMA_UCTX_ATOMIC_WRITE;
+	ctx->has_xrc = resp.reserved & PVRDMA_UCTX_XRC;
 	verbs_set_ops(&ctx->ibvctx, &pvrdma_ctx_ops);
 
 	return &ctx->ibvctx;

@@ -61,6 +61,9 @@
 #define PVRDMA_QP_TABLE_INDEX_MASK	0xFFFFu
 #define PVRDMA_QP_TABLE_MAX		(PVRDMA_QP_TABLE_INDEX_MASK + 1)
 
+/* QP numbers have 24 bits (IBA 9.2). */
+#define PVRDMA_QPN_MASK			0xFFFFFFu
+
 struct pvrdma_device {
 	struct verbs_device ibvdev;
 	size_t pg_sz;
@@ -87,6 +90,7 @@ struct pvrdma_context {
 	/* The device clock reads from the UAR page (mapped readable too). */
 	bool has_clock;			/* PVRDMA_UCTX_CLOCK */
 	bool has_atomic_write;		/* PVRDMA_UCTX_ATOMIC_WRITE */
+	bool has_xrc;			/* PVRDMA_UCTX_XRC */
 };
 
 /*
@@ -195,7 +199,8 @@ struct pvrdma_cq {
 	uint32_t empty_polls;		/* in a row; paces CQ_POLL */
 	/*
 	 * ibv_start_poll .. ibv_end_poll (under lock): the CQE taken last,
-	 * copied out of the ring, and its QP; the ibv_wc_read_* calls read it.
+	 * copied out of the ring, and its QP (NULL for a receive of an XRC
+	 * SRQ); the ibv_wc_read_* calls read it.
 	 */
 	struct pvrdma_cqe cur;
 	struct pvrdma_qp *cur_qp;
@@ -231,6 +236,11 @@ struct pvrdma_wq {
  * slot is written under qp_table_lock and the locks of its CQs, and read by
  * poll_cq under the CQ lock. The cached state and Q_Key are written by
  * modify_qp under both WQ locks and read by the post verbs under theirs.
+ *
+ * XRC (spec §15): an XRC_SEND QP has the SQ buffer and no RQ, CQ or SRQ
+ * to receive with; an XRC_RECV QP (created or opened) is the kernel's
+ * alone: no buffer, no lock, no qp_table slot, no CQ (its receives
+ * complete on the CQs of the XRC SRQs they take WQEs from).
  */
 struct pvrdma_qp {
 	struct verbs_qp vqp;
@@ -262,7 +272,8 @@ struct pvrdma_qp {
 		uint32_t slot;		/* of the WQE being built */
 		int err;		/* first error; nothing is posted */
 		struct pvrdma_sq_wqe_hdr *cur;	/* NULL: none being built */
-		bool cur_has_addr;	/* UD: wr_set_ud_addr was called */
+		/* UD: wr_set_ud_addr, XRC_SEND: wr_set_xrc_srqn was called */
+		bool cur_has_addr;
 	} wr;
 };
 
@@ -271,10 +282,11 @@ struct pvrdma_qp {
 
 /*
  * An SRQ buffer is the ring-state page (indices at offset 8) followed by
- * the receive WQEs (spec §4, §8.1).
+ * the receive WQEs (spec §4, §8.1). A basic or an XRC SRQ (spec §15); the
+ * latter's SRQ number, which XRC senders name, is vsrq.srq_num.
  */
 struct pvrdma_srq {
-	struct ibv_srq ibvsrq;
+	struct verbs_srq vsrq;
 	struct pvrdma_wq wq;
 	struct pvrdma_buf buf;
 	struct pvrdma_pd *pad;		/* parent domain, or NULL */
@@ -314,7 +326,7 @@ static inline struct pvrdma_qp *to_pvrdma_qp(struct ibv_qp *ibvqp)
 
 static inline struct pvrdma_srq *to_pvrdma_srq(struct ibv_srq *ibvsrq)
 {
-	return container_of(ibvsrq, struct pvrdma_srq, ibvsrq);
+	return container_of(ibvsrq, struct pvrdma_srq, vsrq.srq);
 }
 
 static inline struct pvrdma_ah *to_pvrdma_ah(struct ibv_ah *ibvah)

@@ -3,6 +3,9 @@
  * Queue pairs and shared receive queues of the PVRDMA provider. The work
  * queues live in user memory: posting writes WQEs, publishes them with the
  * ring's producer index and rings one doorbell, without a system call.
+ * XRC (spec §15): XRC_SEND QPs post like RC QPs, naming the responder's
+ * XRC SRQ in each WQE; XRC_RECV QPs and XRC domains are the kernel's;
+ * XRC SRQs take receive WQEs like basic SRQs.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -55,13 +58,24 @@ static void *pvrdma_wq_get_wqe(struct pvrdma_wq *wq, uint32_t slot)
 }
 
 /*
+ * The receive CQ of a QP; an XRC_SEND QP, which receives nothing, has
+ * none, and its send CQ stands in.
+ */
+static struct pvrdma_cq *pvrdma_qp_rcq(struct pvrdma_qp *qp)
+{
+	struct ibv_qp *ibvqp = &qp->vqp.qp;
+
+	return to_pvrdma_cq(ibvqp->recv_cq ? ibvqp->recv_cq : ibvqp->send_cq);
+}
+
+/*
  * Both CQs of a QP, locked in cqn order so that two threads handling QPs
  * with swapped send and receive CQs cannot deadlock.
  */
 static void pvrdma_lock_cqs(struct pvrdma_qp *qp)
 {
 	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
-	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+	struct pvrdma_cq *rcq = pvrdma_qp_rcq(qp);
 
 	if (scq == rcq) {
 		pvrdma_lock(&scq->lock);
@@ -77,7 +91,7 @@ static void pvrdma_lock_cqs(struct pvrdma_qp *qp)
 static void pvrdma_unlock_cqs(struct pvrdma_qp *qp)
 {
 	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
-	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+	struct pvrdma_cq *rcq = pvrdma_qp_rcq(qp);
 
 	if (scq != rcq)
 		pvrdma_unlock(&rcq->lock);
@@ -88,7 +102,7 @@ static void pvrdma_unlock_cqs(struct pvrdma_qp *qp)
 static void pvrdma_clean_cqs_locked(struct pvrdma_qp *qp)
 {
 	struct pvrdma_cq *scq = to_pvrdma_cq(qp->vqp.qp.send_cq);
-	struct pvrdma_cq *rcq = to_pvrdma_cq(qp->vqp.qp.recv_cq);
+	struct pvrdma_cq *rcq = pvrdma_qp_rcq(qp);
 
 	pvrdma_cq_clean_locked(scq, qp->qp_handle);
 	if (rcq != scq)
@@ -136,13 +150,14 @@ static void pvrdma_qp_free_inline(struct pvrdma_qp *qp)
 
 /*
  * Size and allocate the SQ buffer (ring-state page, then the SQ) and,
- * without an SRQ, the RQ buffer (spec §8.1).
+ * without an SRQ, the RQ buffer (spec §8.1); an XRC_SEND QP has no RQ.
  */
 static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp,
 				struct pvrdma_device *dev,
 				const struct ibv_qp_init_attr *attr)
 {
 	bool need_lock = !pvrdma_pad_single_thread(qp->pad);
+	bool has_rq = !attr->srq && attr->qp_type != IBV_QPT_XRC_SEND;
 	struct pvrdma_ring_state *ring_state;
 	size_t pg_sz = dev->pg_sz;
 	int err;
@@ -152,9 +167,9 @@ static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp,
 			     need_lock);
 	if (err)
 		return err;
-	/* The RQ lock is taken on RESET even when an SRQ receives. */
-	err = pvrdma_wq_init(&qp->rq, attr->srq ? 1 : attr->cap.max_recv_wr,
-			     attr->srq ? 1 : attr->cap.max_recv_sge,
+	/* The RQ lock is taken on RESET even without an RQ. */
+	err = pvrdma_wq_init(&qp->rq, has_rq ? attr->cap.max_recv_wr : 1,
+			     has_rq ? attr->cap.max_recv_sge : 1,
 			     PVRDMA_RQ_WQE_HDR_SIZE, need_lock);
 	if (err)
 		goto err_destroy_sq_lock;
@@ -168,7 +183,7 @@ static int pvrdma_qp_alloc_bufs(struct pvrdma_qp *qp,
 	qp->sq.wqes = (uint8_t *)qp->sbuf.addr + pg_sz;
 	qp->rq.ring = &ring_state->rx;
 
-	if (!attr->srq) {
+	if (has_rq) {
 		err = pvrdma_buf_alloc(&qp->rbuf, dev, qp->pad,
 				       PVRDMA_RES_TYPE_RQ,
 				       align(pvrdma_wq_bytes(&qp->rq), pg_sz));
@@ -219,8 +234,55 @@ static int pvrdma_qp_table_insert(struct pvrdma_context *ctx,
 
 /* What ibv_create_qp_ex may ask of this device (create flags: none). */
 #define PVRDMA_QP_INIT_ATTR_MASK (IBV_QP_INIT_ATTR_PD | \
+				  IBV_QP_INIT_ATTR_XRCD | \
 				  IBV_QP_INIT_ATTR_CREATE_FLAGS | \
 				  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
+
+/*
+ * An XRC_RECV QP (spec §15) is created by the kernel in the domain,
+ * without the provider's udata (the IB core hands the driver none for
+ * it), and the device gives it no queue: the command is all there is.
+ */
+static struct ibv_qp *
+pvrdma_create_qp_xrc_recv(struct ibv_context *ibvctx,
+			  struct ibv_qp_init_attr_ex *attr)
+{
+	struct ib_uverbs_create_qp_resp resp = {};
+	struct ibv_qp_init_attr_ex attr_ex = {};
+	struct ibv_create_qp cmd = {};
+	struct pvrdma_qp *qp;
+	int err;
+
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd ||
+	    attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+
+	attr_ex.qp_context = attr->qp_context;
+	attr_ex.qp_type = IBV_QPT_XRC_RECV;
+	attr_ex.comp_mask = IBV_QP_INIT_ATTR_XRCD;
+	attr_ex.xrcd = attr->xrcd;
+	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &attr_ex, &cmd,
+				   sizeof(cmd), &resp, sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvctx), "CREATE_QP failed: %d\n",
+			  err);
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+
+	qp->state = IBV_QPS_RESET;
+	memset(&attr->cap, 0, sizeof(attr->cap));
+	return &qp->vqp.qp;
+}
 
 struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 				   struct ibv_qp_init_attr_ex *attr)
@@ -234,10 +296,6 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 	struct pvrdma_qp *qp;
 	int err;
 
-	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
-		errno = EINVAL;
-		return NULL;
-	}
 	if ((attr->comp_mask & ~PVRDMA_QP_INIT_ATTR_MASK) ||
 	    (attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS &&
 	     attr->create_flags)) {
@@ -245,12 +303,33 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 		return NULL;
 	}
 	/*
-	 * User space gets RC and UD QPs (spec §9), and UC where the device
-	 * has it (spec §14; the kernel refuses it otherwise).
+	 * User space gets RC and UD QPs (spec §9), UC where the device has
+	 * it (spec §14; the kernel refuses it otherwise), and the XRC QPs
+	 * where it has XRC (spec §15).
 	 */
-	if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UD &&
-	    attr->qp_type != IBV_QPT_UC) {
+	switch (attr->qp_type) {
+	case IBV_QPT_RC:
+	case IBV_QPT_UC:
+	case IBV_QPT_UD:
+		break;
+	case IBV_QPT_XRC_SEND:
+		if (!ctx->has_xrc) {
+			errno = EOPNOTSUPP;
+			return NULL;
+		}
+		break;
+	case IBV_QPT_XRC_RECV:
+		if (!ctx->has_xrc) {
+			errno = EOPNOTSUPP;
+			return NULL;
+		}
+		return pvrdma_create_qp_xrc_recv(ibvctx, attr);
+	default:
 		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+		errno = EINVAL;
 		return NULL;
 	}
 	if (attr->cap.max_inline_data > PVRDMA_MAX_INLINE) {
@@ -292,6 +371,11 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 	attr_ex.comp_mask = IBV_QP_INIT_ATTR_PD;
 	pvrdma_qp_caps(qp, &attr_ex.cap);
 	attr_ex.cap.max_inline_data = 0;
+	/* An XRC_SEND QP receives nothing: ibverbs ignores these. */
+	if (attr->qp_type == IBV_QPT_XRC_SEND) {
+		attr_ex.recv_cq = NULL;
+		attr_ex.srq = NULL;
+	}
 
 	err = ibv_cmd_create_qp_ex(ibvctx, &qp->vqp, &attr_ex, &cmd.ibv_cmd,
 				   sizeof(cmd), &resp.ibv_resp, sizeof(resp));
@@ -348,11 +432,57 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 	return qp;
 }
 
+/*
+ * Open an XRC_RECV QP that another process created in a domain this one
+ * opened too (spec §15): the kernel's, like one created here.
+ */
+struct ibv_qp *pvrdma_open_qp(struct ibv_context *ibvctx,
+			      struct ibv_qp_open_attr *attr)
+{
+	struct ib_uverbs_create_qp_resp resp = {};
+	struct ibv_open_qp cmd = {};
+	struct pvrdma_qp *qp;
+	int err;
+
+	if (!to_pvrdma_ctx(ibvctx)->has_xrc) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (attr->comp_mask & IBV_QP_OPEN_ATTR_TYPE &&
+	    attr->qp_type != IBV_QPT_XRC_RECV) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	qp = calloc(1, sizeof(*qp));
+	if (!qp) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = ibv_cmd_open_qp(ibvctx, &qp->vqp, sizeof(qp->vqp), attr, &cmd,
+			      sizeof(cmd), &resp, sizeof(resp));
+	if (err) {
+		free(qp);
+		errno = err;
+		return NULL;
+	}
+	return &qp->vqp.qp;
+}
+
 int pvrdma_destroy_qp(struct ibv_qp *ibvqp)
 {
 	struct pvrdma_context *ctx = to_pvrdma_ctx(ibvqp->context);
 	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
 	int err;
+
+	/* An XRC_RECV QP has nothing of the provider's but itself. */
+	if (ibvqp->qp_type == IBV_QPT_XRC_RECV) {
+		err = ibv_cmd_destroy_qp(ibvqp);
+		if (err)
+			return err;
+		free(qp);
+		return 0;
+	}
 
 	/*
 	 * Out of the table first: the handle may be reused as soon as the
@@ -396,7 +526,9 @@ int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 	err = ibv_cmd_modify_qp(ibvqp, attr, attr_mask, &cmd, sizeof(cmd));
 	if (err)
 		return err;
-	if (!(attr_mask & (IBV_QP_STATE | IBV_QP_QKEY)))
+	/* An XRC_RECV QP has no ring and no CQ of its own. */
+	if (!(attr_mask & (IBV_QP_STATE | IBV_QP_QKEY)) ||
+	    ibvqp->qp_type == IBV_QPT_XRC_RECV)
 		return 0;
 
 	/*
@@ -446,7 +578,7 @@ int pvrdma_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 /*
  * ibverbs opcodes to device opcodes (spec §8.3). The two enums agree only
  * up to 6, so every opcode is translated explicitly; UD QPs only send,
- * UC QPs send and write.
+ * UC QPs send and write, XRC_SEND QPs do what RC QPs do (spec §15).
  */
 static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
 			    enum ibv_wr_opcode opcode, uint32_t *wqe_opcode)
@@ -515,6 +647,10 @@ static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
 		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
+	/* SRQ numbers have 24 bits (spec §15). */
+	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND &&
+	    wr->qp_type.xrc.remote_srqn > PVRDMA_XRC_SRQN_MASK)
+		return EINVAL;
 
 	*num_sge = wr->num_sge;
 	if (wr->opcode == IBV_WR_LOCAL_INV)
@@ -573,6 +709,9 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 			htole32(pvrdma_ud_qkey(qp, wr->wr.ud.remote_qkey));
 		wqe->wr.ud.av = ah->av;
 	} else {
+		/* The responder's XRC SRQ (spec §15). */
+		if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
+			wqe->reserved = htole32(wr->qp_type.xrc.remote_srqn);
 		switch (wr->opcode) {
 		case IBV_WR_RDMA_WRITE:
 		case IBV_WR_RDMA_WRITE_WITH_IMM:
@@ -669,6 +808,12 @@ static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	uint32_t opcode, num_sge, slot;
 	unsigned int nposted = 0;
 	int ret, err = 0;
+
+	/* An XRC_RECV QP has no send queue (spec §15). */
+	if (ibvqp->qp_type == IBV_QPT_XRC_RECV) {
+		*bad_wr = wr;
+		return EINVAL;
+	}
 
 	pvrdma_lock(&qp->sq.lock);
 
@@ -806,7 +951,7 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 	struct pvrdma_qp *qp = to_pvrdma_qp(ibvqp);
 	int err;
 
-	/* A QP on an SRQ has no receive queue of its own. */
+	/* A QP on an SRQ, and an XRC QP, has no receive queue of its own. */
 	if (!qp->rbuf.addr) {
 		*bad_wr = wr;
 		return EINVAL;
@@ -828,13 +973,14 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 	return err;
 }
 
-struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
-				  struct ibv_srq_init_attr *attr)
+/*
+ * A new SRQ of @ibvpd (a PD or a parent domain) and its ring: @attr's
+ * sizes rounded up (spec §8.1), the ring-state page, then the WQEs.
+ */
+static struct pvrdma_srq *pvrdma_srq_alloc(struct ibv_pd *ibvpd,
+					   const struct ibv_srq_attr *attr)
 {
 	struct pvrdma_device *dev = to_pvrdma_dev(ibvpd->context->device);
-	struct pvrdma_ucmd_create_srq_resp resp = {};
-	struct pvrdma_ucmd_create_srq cmd = {};
-	struct ibv_srq_init_attr cmd_attr = *attr;
 	struct pvrdma_srq *srq;
 	int err;
 
@@ -845,13 +991,12 @@ struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 	}
 
 	srq->pad = pvrdma_parent_domain(ibvpd);
-	err = pvrdma_wq_init(&srq->wq, attr->attr.max_wr, attr->attr.max_sge,
+	err = pvrdma_wq_init(&srq->wq, attr->max_wr, attr->max_sge,
 			     PVRDMA_RQ_WQE_HDR_SIZE,
 			     !pvrdma_pad_single_thread(srq->pad));
 	if (err)
 		goto err_free_srq;
 
-	/* Ring-state page, then the WQEs (spec §8.1). */
 	err = pvrdma_buf_alloc(&srq->buf, dev, srq->pad, PVRDMA_RES_TYPE_SRQ,
 			       dev->pg_sz + align(pvrdma_wq_bytes(&srq->wq),
 						  dev->pg_sz));
@@ -859,33 +1004,155 @@ struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 		goto err_destroy_lock;
 	srq->wq.ring = &((struct pvrdma_ring_state *)srq->buf.addr)->rx;
 	srq->wq.wqes = (uint8_t *)srq->buf.addr + dev->pg_sz;
+	return srq;
 
-	cmd.buf_addr = (uintptr_t)srq->buf.addr;
-	cmd.buf_size = srq->buf.size;
-	cmd_attr.attr.max_wr = srq->wq.nelems;
-	cmd_attr.attr.max_sge = srq->wq.max_sge;
-	err = ibv_cmd_create_srq(ibvpd, &srq->ibvsrq, &cmd_attr, &cmd.ibv_cmd,
-				 sizeof(cmd), &resp.ibv_resp, sizeof(resp));
-	if (err) {
-		verbs_err(verbs_get_ctx(ibvpd->context),
-			  "CREATE_SRQ failed: %d\n", err);
-		goto err_free_buf;
-	}
-	srq->srqn = resp.srqn;
-
-	attr->attr.max_wr = srq->wq.nelems;
-	attr->attr.max_sge = srq->wq.max_sge;
-	pvrdma_pad_get(srq->pad);
-	return &srq->ibvsrq;
-
-err_free_buf:
-	pvrdma_buf_free(&srq->buf);
 err_destroy_lock:
 	pvrdma_lock_destroy(&srq->wq.lock);
 err_free_srq:
 	free(srq);
 	errno = err;
 	return NULL;
+}
+
+static void pvrdma_srq_free(struct pvrdma_srq *srq)
+{
+	pvrdma_buf_free(&srq->buf);
+	pvrdma_lock_destroy(&srq->wq.lock);
+	free(srq);
+}
+
+/*
+ * The kernel made the SRQ: the sizes it has, and its parent domain. The
+ * context and PD are what ibv_create_srq sets after us, and what the
+ * ibv_create_srq_ex paths have nobody else to set.
+ */
+static void pvrdma_srq_created(struct pvrdma_srq *srq, struct ibv_pd *ibvpd,
+			       void *srq_context, struct ibv_srq_attr *attr)
+{
+	srq->vsrq.srq.srq_context = srq_context;
+	srq->vsrq.srq.pd = ibvpd;
+	attr->max_wr = srq->wq.nelems;
+	attr->max_sge = srq->wq.max_sge;
+	pvrdma_pad_get(srq->pad);
+}
+
+struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
+				  struct ibv_srq_init_attr *attr)
+{
+	struct pvrdma_ucmd_create_srq_resp resp = {};
+	struct pvrdma_ucmd_create_srq cmd = {};
+	struct ibv_srq_init_attr cmd_attr = *attr;
+	struct pvrdma_srq *srq;
+	int err;
+
+	srq = pvrdma_srq_alloc(ibvpd, &attr->attr);
+	if (!srq)
+		return NULL;
+
+	cmd.buf_addr = (uintptr_t)srq->buf.addr;
+	cmd.buf_size = srq->buf.size;
+	cmd_attr.attr.max_wr = srq->wq.nelems;
+	cmd_attr.attr.max_sge = srq->wq.max_sge;
+	err = ibv_cmd_create_srq(ibvpd, &srq->vsrq.srq, &cmd_attr,
+				 &cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				 sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvpd->context),
+			  "CREATE_SRQ failed: %d\n", err);
+		pvrdma_srq_free(srq);
+		errno = err;
+		return NULL;
+	}
+	srq->srqn = resp.srqn;
+	pvrdma_srq_created(srq, ibvpd, attr->srq_context, &attr->attr);
+	return &srq->vsrq.srq;
+}
+
+/* What ibv_create_srq_ex may ask of this device. */
+#define PVRDMA_SRQ_INIT_ATTR_MASK (IBV_SRQ_INIT_ATTR_TYPE | \
+				   IBV_SRQ_INIT_ATTR_PD | \
+				   IBV_SRQ_INIT_ATTR_XRCD | \
+				   IBV_SRQ_INIT_ATTR_CQ)
+
+/*
+ * A basic SRQ, or an XRC SRQ where the device has XRC (spec §15): the
+ * same ring in user memory, plus the domain and the CQ its receives
+ * complete on. Its handle is also the SRQ number XRC senders name.
+ */
+struct ibv_srq *pvrdma_create_srq_ex(struct ibv_context *ibvctx,
+				     struct ibv_srq_init_attr_ex *attr)
+{
+	struct pvrdma_ucmd_create_xsrq_resp resp = {};
+	struct pvrdma_ucmd_create_xsrq cmd = {};
+	struct ibv_srq_init_attr_ex cmd_attr;
+	struct ibv_srq_init_attr basic;
+	enum ibv_srq_type type;
+	struct pvrdma_srq *srq;
+	struct ibv_srq *ibvsrq;
+	int err;
+
+	if (attr->comp_mask & ~PVRDMA_SRQ_INIT_ATTR_MASK) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd ||
+	    attr->pd->context != ibvctx) {
+		errno = EINVAL;
+		return NULL;
+	}
+	type = attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE ? attr->srq_type :
+							   IBV_SRQT_BASIC;
+	if (type == IBV_SRQT_BASIC) {
+		basic.srq_context = attr->srq_context;
+		basic.attr = attr->attr;
+		ibvsrq = pvrdma_create_srq(attr->pd, &basic);
+		if (ibvsrq)
+			attr->attr = basic.attr;
+		return ibvsrq;
+	}
+	if (type != IBV_SRQT_XRC || !to_pvrdma_ctx(ibvctx)->has_xrc) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || !attr->xrcd ||
+	    !(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || !attr->cq) {
+		errno = EINVAL;
+		return NULL;
+	}
+
+	srq = pvrdma_srq_alloc(attr->pd, &attr->attr);
+	if (!srq)
+		return NULL;
+
+	cmd.buf_addr = (uintptr_t)srq->buf.addr;
+	cmd.buf_size = srq->buf.size;
+	cmd_attr = *attr;
+	cmd_attr.attr.max_wr = srq->wq.nelems;
+	cmd_attr.attr.max_sge = srq->wq.max_sge;
+	err = ibv_cmd_create_srq_ex(ibvctx, &srq->vsrq, &cmd_attr,
+				    &cmd.ibv_cmd, sizeof(cmd), &resp.ibv_resp,
+				    sizeof(resp));
+	if (err) {
+		verbs_err(verbs_get_ctx(ibvctx), "CREATE_XSRQ failed: %d\n",
+			  err);
+		pvrdma_srq_free(srq);
+		errno = err;
+		return NULL;
+	}
+	srq->srqn = resp.srqn;
+	pvrdma_srq_created(srq, attr->pd, attr->srq_context, &attr->attr);
+	return &srq->vsrq.srq;
+}
+
+/* The number XRC senders name: an XRC SRQ's alone (spec §15). */
+int pvrdma_get_srq_num(struct ibv_srq *ibvsrq, uint32_t *srq_num)
+{
+	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);
+
+	if (srq->vsrq.srq_type != IBV_SRQT_XRC)
+		return EINVAL;
+	*srq_num = srq->vsrq.srq_num;
+	return 0;
 }
 
 int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
@@ -897,10 +1164,8 @@ int pvrdma_destroy_srq(struct ibv_srq *ibvsrq)
 	if (err)
 		return err;
 
-	pvrdma_buf_free(&srq->buf);
-	pvrdma_lock_destroy(&srq->wq.lock);
 	pvrdma_pad_put(srq->pad);
-	free(srq);
+	pvrdma_srq_free(srq);
 	return 0;
 }
 

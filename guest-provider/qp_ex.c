@@ -12,9 +12,10 @@
  *    prod_tail and rings one SEND doorbell; wr_abort publishes nothing,
  *    so the device never sees the WQEs written;
  *  - an error in any call (ring full, too many SGEs or inline bytes, an
- *    opcode the QP type does not have, a UD WR without an address, a QP
- *    not yet in RTS) is kept and returned by wr_complete, which then
- *    posts none of the batch, as ibverbs specifies.
+ *    opcode the QP type does not have, a UD WR without an address, an
+ *    XRC_SEND WR to the responder without an SRQ number, a QP not yet in
+ *    RTS) is kept and returned by wr_complete, which then posts none of
+ *    the batch, as ibverbs specifies.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -25,7 +26,10 @@
 #include "pvrdma.h"
 #include "verbs.h"
 
-/* The opcodes each QP type can build (RC, UC and UD in user space). */
+/*
+ * The opcodes each QP type can build (RC, UC and UD in user space;
+ * XRC_SEND as RC, spec §15).
+ */
 #define PVRDMA_RC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
 			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
 			    IBV_QP_EX_WITH_SEND | \
@@ -55,11 +59,26 @@ static void pvrdma_wr_fail(struct pvrdma_qp *qp, int err)
 	qp->wr.cur = NULL;
 }
 
-/* A UD WR must have had its address set before the next one starts. */
+/*
+ * A UD WR must have had its address set before the next one starts, an
+ * XRC_SEND WR its SRQ number, unless it stays local (LOCAL_INV, BIND_MW).
+ */
 static bool pvrdma_wr_addr_missing(struct pvrdma_qp *qp)
 {
-	return qp->wr.cur && qp->vqp.qp.qp_type == IBV_QPT_UD &&
-	       !qp->wr.cur_has_addr;
+	uint32_t opcode;
+
+	if (!qp->wr.cur || qp->wr.cur_has_addr)
+		return false;
+	switch (qp->vqp.qp.qp_type) {
+	case IBV_QPT_UD:
+		return true;
+	case IBV_QPT_XRC_SEND:
+		opcode = le32toh(qp->wr.cur->opcode);
+		return opcode != PVRDMA_WR_LOCAL_INV &&
+		       opcode != PVRDMA_WR_BIND_MW;
+	default:
+		return false;
+	}
 }
 
 /*
@@ -252,16 +271,31 @@ static void pvrdma_wr_bind_mw(struct ibv_qp_ex *qpx, struct ibv_mw *mw,
 		pvrdma_sq_wqe_bind_mw(wqe, rkey, bind_info);
 }
 
-/* Opcodes this device has no means for (TSO, XRC). */
+/* An opcode this device has no means for. */
 static void pvrdma_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr,
 			       uint16_t hdr_sz, uint16_t mss)
 {
 	pvrdma_wr_fail(qpx_to_qp(qpx), EOPNOTSUPP);
 }
 
+/*
+ * The responder's XRC SRQ, 24 bits, in the WQE's reserved word (spec
+ * §15).
+ */
 static void pvrdma_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
 {
-	pvrdma_wr_fail(qpx_to_qp(qpx), EOPNOTSUPP);
+	struct pvrdma_qp *qp = qpx_to_qp(qpx);
+	struct pvrdma_sq_wqe_hdr *wqe = qp->wr.cur;
+
+	if (!wqe)
+		return;
+	if (qp->vqp.qp.qp_type != IBV_QPT_XRC_SEND ||
+	    srqn > PVRDMA_XRC_SRQN_MASK) {
+		pvrdma_wr_fail(qp, EINVAL);
+		return;
+	}
+	wqe->reserved = htole32(srqn);
+	qp->wr.cur_has_addr = true;
 }
 
 static void pvrdma_wr_set_ud_addr(struct ibv_qp_ex *qpx, struct ibv_ah *ah,
@@ -425,7 +459,8 @@ int pvrdma_qp_ex_init(struct pvrdma_qp *qp, uint64_t send_ops_flags)
 	if (qp->vqp.qp.qp_type != IBV_QPT_UD &&
 	    to_pvrdma_ctx(qp->vqp.qp.context)->has_mw)
 		supported |= IBV_QP_EX_WITH_BIND_MW;
-	if (qp->vqp.qp.qp_type == IBV_QPT_RC &&
+	if ((qp->vqp.qp.qp_type == IBV_QPT_RC ||
+	     qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND) &&
 	    to_pvrdma_ctx(qp->vqp.qp.context)->has_atomic_write)
 		supported |= IBV_QP_EX_WITH_ATOMIC_WRITE;
 

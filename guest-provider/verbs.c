@@ -233,6 +233,51 @@ void pvrdma_pad_put(struct pvrdma_pd *pad)
 }
 
 /*
+ * XRC domains (spec §15): the kernel's, shared between processes through
+ * the file the application names; no provider state and no udata. Only
+ * where the device offers XRC (the stock driver has none either).
+ */
+struct ibv_xrcd *pvrdma_open_xrcd(struct ibv_context *ibvctx,
+				  struct ibv_xrcd_init_attr *attr)
+{
+	struct ib_uverbs_open_xrcd_resp resp;
+	struct ibv_open_xrcd cmd;
+	struct verbs_xrcd *xrcd;
+	int err;
+
+	if (!to_pvrdma_ctx(ibvctx)->has_xrc) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	xrcd = calloc(1, sizeof(*xrcd));
+	if (!xrcd) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	err = ibv_cmd_open_xrcd(ibvctx, xrcd, sizeof(*xrcd), attr, &cmd,
+				sizeof(cmd), &resp, sizeof(resp));
+	if (err) {
+		free(xrcd);
+		errno = err;
+		return NULL;
+	}
+	return &xrcd->xrcd;
+}
+
+int pvrdma_close_xrcd(struct ibv_xrcd *ibvxrcd)
+{
+	struct verbs_xrcd *xrcd = container_of(ibvxrcd, struct verbs_xrcd,
+					       xrcd);
+	int err;
+
+	err = ibv_cmd_close_xrcd(xrcd);
+	if (err)
+		return err;
+	free(xrcd);
+	return 0;
+}
+
+/*
  * Register user memory: the kernel pins it and hands the device a page
  * directory; the MR has no provider-private state and no udata (spec §9).
  */

@@ -20,6 +20,9 @@ struct ibv_td *pvrdma_alloc_td(struct ibv_context *ibvctx,
 int pvrdma_dealloc_td(struct ibv_td *ibvtd);
 struct ibv_pd *pvrdma_alloc_parent_domain(struct ibv_context *ibvctx,
 					  struct ibv_parent_domain_init_attr *attr);
+struct ibv_xrcd *pvrdma_open_xrcd(struct ibv_context *ibvctx,
+				  struct ibv_xrcd_init_attr *attr);
+int pvrdma_close_xrcd(struct ibv_xrcd *ibvxrcd);
 
 struct ibv_mr *pvrdma_reg_mr(struct ibv_pd *ibvpd, void *addr, size_t length,
 			     uint64_t hca_va, int access);
@@ -45,6 +48,8 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 				struct ibv_qp_init_attr *attr);
 struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 				   struct ibv_qp_init_attr_ex *attr);
+struct ibv_qp *pvrdma_open_qp(struct ibv_context *ibvctx,
+			      struct ibv_qp_open_attr *attr);
 int pvrdma_destroy_qp(struct ibv_qp *ibvqp);
 int pvrdma_modify_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 		     int attr_mask);
@@ -57,6 +62,9 @@ int pvrdma_post_recv(struct ibv_qp *ibvqp, struct ibv_recv_wr *wr,
 
 struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 				  struct ibv_srq_init_attr *attr);
+struct ibv_srq *pvrdma_create_srq_ex(struct ibv_context *ibvctx,
+				     struct ibv_srq_init_attr_ex *attr);
+int pvrdma_get_srq_num(struct ibv_srq *ibvsrq, uint32_t *srq_num);
 int pvrdma_destroy_srq(struct ibv_srq *ibvsrq);
 int pvrdma_modify_srq(struct ibv_srq *ibvsrq, struct ibv_srq_attr *attr,
 		      int attr_mask);

@@ -114,10 +114,12 @@ int fv_cq_resize(FvCq *cq, uint32_t cqe)
 
 /* ---- SRQ ----------------------------------------------------------------- */
 
-FvSrq *fv_srq_new(FakeGuest *fg, uint32_t pd, uint32_t max_wr,
-                  uint32_t max_sge, uint32_t limit)
+static FvSrq *fv_srq_make(FakeGuest *fg, uint32_t pd, uint32_t max_wr,
+                          uint32_t max_sge, uint32_t limit, uint32_t xrcd,
+                          FvCq *cq)
 {
-    struct pvrdma_cmd_create_srq c;
+    struct pvrdma_cmd_create_srq_ex x;
+    struct pvrdma_cmd_create_srq *c = &x.srq;
     union pvrdma_cmd_resp r;
     FvSrq *srq = g_new0(FvSrq, 1);
     uint32_t n;
@@ -127,17 +129,64 @@ FvSrq *fv_srq_new(FakeGuest *fg, uint32_t pd, uint32_t max_wr,
     srq->wqe = fv_pow2(16 + 16 * max_sge);
     n = 1 + fv_pages_for((uint64_t)max_wr * srq->wqe);
     assert_true(n <= FV_MAX_PAGES);
-    memset(&c, 0, sizeof(c));
-    c.hdr.cmd = PVRDMA_CMD_CREATE_SRQ;
-    c.pdir_dma = fg_alloc_paged(fg, n, srq->pages);
-    c.pd_handle = pd;
-    c.nchunks = n;
-    c.attrs.max_wr = max_wr;
-    c.attrs.max_sge = max_sge;
-    c.attrs.srq_limit = limit;
-    assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), 0);
+    memset(&x, 0, sizeof(x));
+    c->hdr.cmd = PVRDMA_CMD_CREATE_SRQ;
+    c->pdir_dma = fg_alloc_paged(fg, n, srq->pages);
+    c->pd_handle = pd;
+    c->nchunks = n;
+    c->attrs.max_wr = max_wr;
+    c->attrs.max_sge = max_sge;
+    c->attrs.srq_limit = limit;
+    if (cq) {
+        c->srq_type = PVRDMA_SRQT_XRC;
+        x.xrcd_handle = xrcd;
+        x.cq_handle = cq->handle;
+    }
+    assert_int_equal(fg_cmd(fg, &x, cq ? sizeof(x) : sizeof(*c), &r), 0);
     srq->handle = r.create_srq_resp.srqn;
     return srq;
+}
+
+FvSrq *fv_srq_new(FakeGuest *fg, uint32_t pd, uint32_t max_wr,
+                  uint32_t max_sge, uint32_t limit)
+{
+    return fv_srq_make(fg, pd, max_wr, max_sge, limit, 0, NULL);
+}
+
+uint32_t fv_xrcd_new(FakeGuest *fg)
+{
+    struct pvrdma_cmd_create_xrcd c = {
+        .hdr.cmd = PVRDMA_CMD_CREATE_XRCD,
+    };
+    union pvrdma_cmd_resp r;
+
+    assert_int_equal(fg_cmd(fg, &c, sizeof(c), &r), 0);
+    assert_int_not_equal(r.create_xrcd_resp.xrcd_handle, 0);
+    return r.create_xrcd_resp.xrcd_handle;
+}
+
+FvSrq *fv_xrc_srq_new(FakeGuest *fg, uint32_t pd, uint32_t xrcd, FvCq *cq,
+                      uint32_t max_wr, uint32_t max_sge)
+{
+    return fv_srq_make(fg, pd, max_wr, max_sge, 0, xrcd, cq);
+}
+
+FvQp *fv_xrc_tgt_new(FakeGuest *fg, uint32_t xrcd)
+{
+    struct pvrdma_cmd_create_qp_ex x;
+    union pvrdma_cmd_resp r;
+    FvQp *qp = g_new0(FvQp, 1);
+
+    memset(&x, 0, sizeof(x));
+    x.qp.hdr.cmd = PVRDMA_CMD_CREATE_QP;
+    x.qp.qp_type = PVRDMA_QPT_XRC_TGT;
+    x.xrcd_handle = xrcd;
+    assert_int_equal(fg_cmd(fg, &x, sizeof(x), &r), 0);
+    qp->fg = fg;
+    qp->type = PVRDMA_QPT_XRC_TGT;
+    qp->handle = r.create_qp_resp_v2.qp_handle;
+    qp->qpn = r.create_qp_resp_v2.qpn;
+    return qp;
 }
 
 static uint32_t fv_srq_prod(FvSrq *srq)
@@ -225,15 +274,20 @@ FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,
     union pvrdma_cmd_resp r;
     FvQp *qp = g_new0(FvQp, 1);
     uint32_t sq_pages, rq_pages, total;
+    bool ini = type == PVRDMA_QPT_XRC_INI;
 
+    if (ini) {
+        rcq = NULL;             /* no receive side */
+        srq = NULL;
+    }
     qp->fg = fg;
     qp->type = type;
     qp->sq_n = wr;
-    qp->rq_n = srq ? 0 : wr;
+    qp->rq_n = srq || ini ? 0 : wr;
     qp->sq_wqe = fv_pow2(80 + 16 * sge);
     qp->rq_wqe = fv_pow2(16 + 16 * sge);
     sq_pages = fv_pages_for((uint64_t)wr * qp->sq_wqe);
-    rq_pages = srq ? 0 : fv_pages_for((uint64_t)wr * qp->rq_wqe);
+    rq_pages = srq || ini ? 0 : fv_pages_for((uint64_t)wr * qp->rq_wqe);
     total = 1 + sq_pages + rq_pages;
     assert_true(total <= FV_MAX_PAGES);
     qp->send_chunks = sq_pages;
@@ -242,13 +296,13 @@ FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,
     c.pdir_dma = fg_alloc_paged(fg, total, qp->pages);
     c.pd_handle = pd;
     c.send_cq_handle = scq->handle;
-    c.recv_cq_handle = rcq->handle;
+    c.recv_cq_handle = rcq ? rcq->handle : 0;
     c.max_send_wr = wr;
     c.max_send_sge = sge;
     if (srq) {
         c.is_srq = 1;
         c.srq_handle = srq->handle;
-    } else {
+    } else if (!ini) {
         c.max_recv_wr = wr;
         c.max_recv_sge = sge;
     }
@@ -305,7 +359,8 @@ int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
     ret = fg_modify_qp(a->fg, a->handle, PVRDMA_QP_STATE | PVRDMA_QP_AV |
                        PVRDMA_QP_PATH_MTU | PVRDMA_QP_DEST_QPN |
                        PVRDMA_QP_RQ_PSN |
-                       (a->type == PVRDMA_QPT_UC ? 0 :
+                       (a->type == PVRDMA_QPT_UC ||
+                        a->type == PVRDMA_QPT_XRC_INI ? 0 :
                         PVRDMA_QP_MAX_DEST_RD_ATOMIC |
                         PVRDMA_QP_MIN_RNR_TIMER), &at);
     if (ret) {
@@ -321,6 +376,7 @@ int fv_qp_rts_gid(FvQp *a, uint32_t dqpn, const uint8_t dgid[16],
     return fg_modify_qp(a->fg, a->handle, PVRDMA_QP_STATE |
                         PVRDMA_QP_SQ_PSN |
                         (a->type == PVRDMA_QPT_UC ? 0 :
+                         a->type == PVRDMA_QPT_XRC_TGT ? PVRDMA_QP_TIMEOUT :
                          PVRDMA_QP_TIMEOUT | PVRDMA_QP_RETRY_CNT |
                          PVRDMA_QP_RNR_RETRY | PVRDMA_QP_MAX_QP_RD_ATOMIC),
                         &at);

@@ -91,6 +91,17 @@ int fv_srq_resize_nchunks(FvSrq *srq, uint32_t max_wr, uint32_t limit,
                           uint32_t mask, uint32_t nchunks);
 int fv_srq_resize(FvSrq *srq, uint32_t max_wr);
 
+/*
+ * XRC (PVRDMA_EX_CAP_XRC): a domain (its handle), an XRC SRQ of it whose
+ * receives complete on @cq, and an XRC_TGT QP of it (no queue: its
+ * handle and number only).  An XRC_INI QP is made by fv_qp_new()
+ * (@rcq and @srq ignored); its sends name the SRQ in hdr.reserved.
+ */
+uint32_t fv_xrcd_new(FakeGuest *fg);
+FvSrq *fv_xrc_srq_new(FakeGuest *fg, uint32_t pd, uint32_t xrcd, FvCq *cq,
+                      uint32_t max_wr, uint32_t max_sge);
+FvQp *fv_xrc_tgt_new(FakeGuest *fg, uint32_t xrcd);
+
 /* A QP; @srq may be NULL.  sq_sig_all as given. */
 FvQp *fv_qp_new(FakeGuest *fg, uint8_t type, uint32_t pd, FvCq *scq,
                 FvCq *rcq, FvSrq *srq, uint32_t wr, uint32_t sge,

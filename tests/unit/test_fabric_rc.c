@@ -3235,6 +3235,372 @@ static void test_mcast_deliver(void **state)
     ud_free(u);
 }
 
+
+/* ---- XRC (PVRDMA_EX_CAP_XRC) --------------------------------------------- */
+
+/*
+ * An XRC_INI QP on a, connected to an XRC_TGT QP on b (== a unless
+ * two); on b one domain with SRQs s1 (PD pdb, CQ cq1) and s2 (PD pdb2,
+ * CQ cq2), and an SRQ of another domain (other).
+ */
+typedef struct Xrc {
+    FakeGuest *fa, *fb;
+    uint32_t pda, pdb, pdb2, xrcd, xrcd2;
+    FvCq *cqa, *cq1, *cq2;
+    FvQp *ini, *tgt;
+    FvSrq *s1, *s2, *other;
+    FvMr *ma, *mb, *mb2;
+} Xrc;
+
+#define VA_B2       0x7d0000000200ull
+
+static Xrc *xrc_new(bool two)
+{
+    Xrc *x = g_new0(Xrc, 1);
+
+    x->fa = dev_new();
+    x->fb = two ? dev_new() : x->fa;
+    assert_true(fg_caps(x->fb)->ex_comp_mask & PVRDMA_EX_CAP_XRC);
+    assert_int_equal(fg_create_pd(x->fa, 0, &x->pda), 0);
+    assert_int_equal(fg_create_pd(x->fb, 0, &x->pdb), 0);
+    assert_int_equal(fg_create_pd(x->fb, 0, &x->pdb2), 0);
+    x->xrcd = fv_xrcd_new(x->fb);
+    x->xrcd2 = fv_xrcd_new(x->fb);
+    x->cqa = fv_cq_new(x->fa, 0, 64);
+    x->cq1 = fv_cq_new(x->fb, 0, 64);
+    x->cq2 = fv_cq_new(x->fb, 0, 64);
+    x->s1 = fv_xrc_srq_new(x->fb, x->pdb, x->xrcd, x->cq1, 8, 2);
+    x->s2 = fv_xrc_srq_new(x->fb, x->pdb2, x->xrcd, x->cq2, 8, 2);
+    x->other = fv_xrc_srq_new(x->fb, x->pdb, x->xrcd2, x->cq1, 8, 2);
+    x->tgt = fv_xrc_tgt_new(x->fb, x->xrcd);
+    x->ini = fv_qp_new(x->fa, PVRDMA_QPT_XRC_INI, x->pda, x->cqa, NULL,
+                       NULL, 16, 4, true);
+    x->ma = fv_mr_new(x->fa, x->pda, VA_A, MR_LEN, ALL_ACCESS);
+    x->mb = fv_mr_new(x->fb, x->pdb, VA_B, MR_LEN, ALL_ACCESS);
+    x->mb2 = fv_mr_new(x->fb, x->pdb2, VA_B2, MR_LEN, ALL_ACCESS);
+    assert_int_equal(fv_qp_rts(x->ini, x->tgt->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_rts(x->tgt, x->ini->qpn, 0, &default_opts), 0);
+    return x;
+}
+
+static void xrc_free(Xrc *x)
+{
+    fg_free(x->fa);
+    if (x->fb != x->fa) {
+        fg_free(x->fb);
+    }
+    g_free(x->cqa);
+    g_free(x->cq1);
+    g_free(x->cq2);
+    g_free(x->ini);
+    g_free(x->tgt);
+    g_free(x->s1);
+    g_free(x->s2);
+    g_free(x->other);
+    g_free(x->ma);
+    g_free(x->mb);
+    g_free(x->mb2);
+    g_free(x);
+}
+
+/* An XRC request of the INI QP to SRQ @srqn; rdma fields as given. */
+static void xrc_post(Xrc *x, uint64_t id, uint32_t op, uint32_t srqn,
+                     const struct pvrdma_sge *s, uint32_t nsge,
+                     uint64_t raddr, uint32_t rkey)
+{
+    struct pvrdma_sq_wqe_hdr h = wqe(id, op, 0, nsge);
+
+    h.reserved = srqn;
+    if (op == PVRDMA_WR_ATOMIC_FETCH_AND_ADD) {
+        h.wr.atomic.remote_addr = raddr;
+        h.wr.atomic.rkey = rkey;
+        h.wr.atomic.compare_add = 5;
+    } else {
+        h.wr.rdma.remote_addr = raddr;
+        h.wr.rdma.rkey = rkey;
+    }
+    if (op == PVRDMA_WR_SEND_WITH_IMM ||
+        op == PVRDMA_WR_RDMA_WRITE_WITH_IMM) {
+        h.ex.imm_data = 0x11223344;
+    }
+    fv_post_send(x->ini, &h, s, nsge);
+    fv_ring_sq(x->ini);
+}
+
+/* What an XRC receive CQE carries in its qp field. */
+static uint64_t xrc_cqe_qp(FvQp *tgt)
+{
+    return tgt->handle | (uint64_t)tgt->qpn << PVRDMA_CQE_QP_XRC_QPN_SHIFT |
+           PVRDMA_CQE_QP_XRC;
+}
+
+static void xrc_expect_recv(Xrc *x, FvCq *cq, uint64_t id, uint32_t opcode,
+                            uint32_t len)
+{
+    struct pvrdma_cqe c;
+
+    assert_true(fv_cq_poll(cq, &c));
+    assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    assert_int_equal(c.wr_id, id);
+    assert_int_equal(c.opcode, opcode);
+    assert_int_equal(c.byte_len, len);
+    assert_true(c.qp == xrc_cqe_qp(x->tgt));
+    assert_int_equal(c.src_qp, x->ini->qpn);
+}
+
+/* Every XRC opcode, each SRQ's PD and CQ; a migration in one process. */
+static void do_xrc(bool two)
+{
+    Xrc *x = xrc_new(two);
+    struct pvrdma_sge s, r;
+    struct pvrdma_cqe c;
+    uint64_t v;
+
+    r = sge(x->mb, VA_B + 4096, 100);
+    fv_srq_post(x->s1, 100, &r, 1);
+    r = sge(x->mb, VA_B + 4096 + 100, 100);
+    fv_srq_post(x->s1, 101, &r, 1);
+    fv_srq_ring(x->s1);
+    r = sge(x->mb2, VA_B2 + 4096, 100);
+    fv_srq_post(x->s2, 200, &r, 1);
+    fv_srq_ring(x->s2);
+
+    /* SEND to s1: its CQ, its buffer, marked for a process without TGT. */
+    fv_mr_fill(x->ma, VA_A, 50, 7);
+    s = sge(x->ma, VA_A, 50);
+    xrc_post(x, 1, PVRDMA_WR_SEND, x->s1->handle, &s, 1, 0, 0);
+    xrc_expect_recv(x, x->cq1, 100, PVRDMA_WC_RECV, 50);
+    assert_true(fv_mr_check(x->mb, VA_B + 4096, 50, 7));
+    expect_cqe(x->cqa, 1, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_SUCCESS, 50);
+    expect_empty(x->cq2);
+    /* SEND_WITH_IMM to s2 of the same TGT QP: the other CQ and PD. */
+    fv_mr_fill(x->ma, VA_A, 60, 9);
+    s = sge(x->ma, VA_A, 60);
+    xrc_post(x, 2, PVRDMA_WR_SEND_WITH_IMM, x->s2->handle, &s, 1, 0, 0);
+    xrc_expect_recv(x, x->cq2, 200, PVRDMA_WC_RECV, 60);
+    assert_true(fv_mr_check(x->mb2, VA_B2 + 4096, 60, 9));
+    expect_cqe(x->cqa, 2, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_SUCCESS, 60);
+    /* WRITE and READ with s1: keys of s1's PD. */
+    fv_mr_fill(x->ma, VA_A, 3000, 11);
+    s = sge(x->ma, VA_A, 3000);
+    xrc_post(x, 3, PVRDMA_WR_RDMA_WRITE, x->s1->handle, &s, 1,
+             VA_B + 8192, x->mb->rkey);
+    expect_cqe(x->cqa, 3, x->ini->handle, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 3000);
+    assert_true(fv_mr_check(x->mb, VA_B + 8192, 3000, 11));
+    fv_mr_fill(x->mb, VA_B + 12000, 2000, 13);
+    s = sge(x->ma, VA_A + 8192, 2000);
+    xrc_post(x, 4, PVRDMA_WR_RDMA_READ, x->s1->handle, &s, 1,
+             VA_B + 12000, x->mb->rkey);
+    expect_cqe(x->cqa, 4, x->ini->handle, PVRDMA_WC_RDMA_READ,
+               PVRDMA_WC_SUCCESS, 2000);
+    assert_true(fv_mr_check(x->ma, VA_A + 8192, 2000, 13));
+    /* FETCH_ADD on s1's PD; WRITE_WITH_IMM takes s1's next receive. */
+    memset(fv_mr_ptr(x->mb, VA_B + 64), 0, 8);
+    *fv_mr_ptr(x->mb, VA_B + 64) = 40;
+    s = sge(x->ma, VA_A + 16384, 8);
+    xrc_post(x, 5, PVRDMA_WR_ATOMIC_FETCH_AND_ADD, x->s1->handle, &s, 1,
+             VA_B + 64, x->mb->rkey);
+    expect_cqe(x->cqa, 5, x->ini->handle, PVRDMA_WC_FETCH_ADD,
+               PVRDMA_WC_SUCCESS, 8);
+    memcpy(&v, fv_mr_ptr(x->ma, VA_A + 16384), 8);
+    assert_int_equal(v, 40);
+    assert_int_equal(*fv_mr_ptr(x->mb, VA_B + 64), 45);
+    s = sge(x->ma, VA_A, 10);
+    xrc_post(x, 6, PVRDMA_WR_RDMA_WRITE_WITH_IMM, x->s1->handle, &s, 1,
+             VA_B + 100, x->mb->rkey);
+    xrc_expect_recv(x, x->cq1, 101, PVRDMA_WC_RECV_RDMA_WITH_IMM, 10);
+    expect_cqe(x->cqa, 6, x->ini->handle, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 10);
+
+    if (!two) {
+        /* Domains, XRC SRQs and both QPs come along; TGT stays bound. */
+        fg_migrate(x->fa, fg_join_fabric);
+        r = sge(x->mb, VA_B + 4096 + 200, 100);
+        fv_srq_post(x->s1, 102, &r, 1);
+        fv_srq_ring(x->s1);
+        fv_mr_fill(x->ma, VA_A, 70, 17);
+        s = sge(x->ma, VA_A, 70);
+        xrc_post(x, 7, PVRDMA_WR_SEND, x->s1->handle, &s, 1, 0, 0);
+        xrc_expect_recv(x, x->cq1, 102, PVRDMA_WC_RECV, 70);
+        assert_true(fv_mr_check(x->mb, VA_B + 4096 + 200, 70, 17));
+        expect_cqe(x->cqa, 7, x->ini->handle, PVRDMA_WC_SEND,
+                   PVRDMA_WC_SUCCESS, 70);
+    }
+
+    /* An SRQ of another domain: invalid request, the TGT QP to ERR. */
+    r = sge(x->mb, VA_B + 4096, 100);
+    fv_srq_post(x->other, 300, &r, 1);
+    fv_srq_ring(x->other);
+    s = sge(x->ma, VA_A, 10);
+    xrc_post(x, 8, PVRDMA_WR_SEND, x->other->handle, &s, 1, 0, 0);
+    expect_cqe(x->cqa, 8, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    assert_int_equal(fv_qp_state(x->tgt), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(x->ini), PVRDMA_QPS_ERR);
+    expect_empty(x->cq1);
+    /* Again, after a reset: a key of s1's PD through s2 is refused. */
+    assert_int_equal(fv_qp_modify_state(x->ini, PVRDMA_QPS_RESET), 0);
+    assert_int_equal(fv_qp_modify_state(x->tgt, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(x->ini);
+    assert_int_equal(fv_qp_rts(x->ini, x->tgt->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_rts(x->tgt, x->ini->qpn, 0, &default_opts), 0);
+    xrc_post(x, 9, PVRDMA_WR_RDMA_WRITE, x->s2->handle, &s, 1,
+             VA_B + 8192, x->mb->rkey);
+    expect_cqe(x->cqa, 9, x->ini->handle, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_REM_ACCESS_ERR, 0);
+    /* A number that is no SRQ at all. */
+    assert_int_equal(fv_qp_modify_state(x->ini, PVRDMA_QPS_RESET), 0);
+    assert_int_equal(fv_qp_modify_state(x->tgt, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(x->ini);
+    assert_int_equal(fv_qp_rts(x->ini, x->tgt->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_rts(x->tgt, x->ini->qpn, 0, &default_opts), 0);
+    xrc_post(x, 10, PVRDMA_WR_SEND, 0xABCDEF, &s, 1, 0, 0);
+    expect_cqe(x->cqa, 10, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    (void)c;
+    xrc_free(x);
+}
+
+static void test_xrc_loopback(void **state)
+{
+    (void)state;
+    do_xrc(false);
+}
+
+static void test_xrc_two_devices(void **state)
+{
+    (void)state;
+    do_xrc(true);
+}
+
+/*
+ * What the device refuses around XRC: malformed creates, doorbells of
+ * queues an XRC QP does not have, a domain in use; an SRQ that goes away
+ * unbinds the TGT QP bound to it.
+ */
+static void test_xrc_refusals(void **state)
+{
+    Xrc *x = xrc_new(false);
+    FakeGuest *fg = x->fa;
+    struct pvrdma_cmd_create_qp_ex q;
+    struct pvrdma_cmd_create_srq_ex sr;
+    struct pvrdma_cmd_destroy_xrcd d = { .hdr.cmd = PVRDMA_CMD_DESTROY_XRCD };
+    struct pvrdma_cmd_destroy_srq ds = { .hdr.cmd = PVRDMA_CMD_DESTROY_SRQ };
+    struct pvrdma_sge s = sge(x->ma, VA_A, 10), r;
+    unsigned errs;
+
+    (void)state;
+    /* XRC_TGT with a PD, a CQ, a queue, or no domain. */
+    memset(&q, 0, sizeof(q));
+    q.qp.hdr.cmd = PVRDMA_CMD_CREATE_QP;
+    q.qp.qp_type = PVRDMA_QPT_XRC_TGT;
+    q.xrcd_handle = x->xrcd;
+    q.qp.pd_handle = x->pda + 1;
+    assert_int_equal(fg_cmd(fg, &q, sizeof(q), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_CREATE_QP_XRC_TGT_FIELDS);
+    q.qp.pd_handle = 0;
+    q.qp.max_send_wr = 1;
+    assert_int_equal(fg_cmd(fg, &q, sizeof(q), NULL), -EINVAL);
+    q.qp.max_send_wr = 0;
+    q.xrcd_handle = 77;
+    assert_int_equal(fg_cmd(fg, &q, sizeof(q), NULL), -EINVAL);
+    q.xrcd_handle = x->xrcd;
+    q.reserved[0] = 1;
+    assert_int_equal(fg_cmd(fg, &q, sizeof(q), NULL), -EINVAL);
+    /* XRC_INI with any receive side. */
+    fg_qp_req(fg, &q.qp, PVRDMA_QPT_XRC_INI, x->pda, x->cqa->handle,
+              x->cqa->handle, 8, 1);
+    assert_int_equal(fg_cmd(fg, &q.qp, sizeof(q.qp), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_CREATE_QP_XRC_INI_RECEIVE_SIDE);
+    /* XRC SRQ: no such domain, or no such CQ; a basic SRQ as an RC's. */
+    fg_srq_req(fg, &sr.srq, x->pda, 8, 1);
+    sr.srq.srq_type = PVRDMA_SRQT_XRC;
+    sr.xrcd_handle = 99;
+    sr.cq_handle = x->cq1->handle;
+    assert_int_equal(fg_cmd(fg, &sr, sizeof(sr), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_CREATE_SRQ_BAD_XRCD_CQ);
+    sr.xrcd_handle = x->xrcd;
+    sr.cq_handle = 999;
+    assert_int_equal(fg_cmd(fg, &sr, sizeof(sr), NULL), -EINVAL);
+    fg_qp_req(fg, &q.qp, PVRDMA_QPT_RC, x->pda, x->cqa->handle,
+              x->cqa->handle, 8, 1);
+    q.qp.is_srq = 1;
+    q.qp.srq_handle = x->s1->handle;
+    q.qp.max_recv_wr = 0;
+    q.qp.max_recv_sge = 0;
+    q.qp.total_chunks = 1 + q.qp.send_chunks;
+    assert_int_equal(fg_cmd(fg, &q.qp, sizeof(q.qp), NULL), -EINVAL);
+    /* A receive doorbell of the INI QP, any doorbell of the TGT QP. */
+    errs = fg->guest_errors;
+    pvrdma_core_uar_write(fg->core, PVRDMA_UAR_QP_OFFSET,
+                          PVRDMA_DB_QP_RECV | x->ini->handle);
+    pvrdma_core_uar_write(fg->core, PVRDMA_UAR_QP_OFFSET,
+                          PVRDMA_DB_QP_SEND | x->tgt->handle);
+    pvrdma_core_uar_write(fg->core, PVRDMA_UAR_QP_OFFSET,
+                          PVRDMA_DB_QP_RECV | x->tgt->handle);
+    assert_int_equal(fg->guest_errors, errs + 3);
+    /* The domain is in use: EBUSY. */
+    d.xrcd_handle = x->xrcd;
+    assert_int_equal(fg_cmd(fg, &d, sizeof(d), NULL), -EBUSY);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_DESTROY_XRCD_STILL_USED);
+    /* s1 goes while the TGT QP is bound to it: the next SEND is refused. */
+    r = sge(x->mb, VA_B + 4096, 100);
+    fv_srq_post(x->s1, 100, &r, 1);
+    fv_srq_ring(x->s1);
+    xrc_post(x, 1, PVRDMA_WR_SEND, x->s1->handle, &s, 1, 0, 0);
+    xrc_expect_recv(x, x->cq1, 100, PVRDMA_WC_RECV, 10);
+    expect_cqe(x->cqa, 1, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_SUCCESS, 10);
+    ds.srq_handle = x->s1->handle;
+    assert_int_equal(fg_cmd(fg, &ds, sizeof(ds), NULL), 0);
+    assert_false(((PvrdmaQp *)pvrdma_table_lookup(&fg->core->qp_tbl,
+                                                  x->tgt->handle))->has_srq);
+    xrc_post(x, 2, PVRDMA_WR_SEND, x->s1->handle, &s, 1, 0, 0);
+    expect_cqe(x->cqa, 2, x->ini->handle, PVRDMA_WC_SEND,
+               PVRDMA_WC_REM_INV_REQ_ERR, 0);
+    /* Everything of the domain gone: it can go too. */
+    assert_int_equal(fg_destroy_qp(fg, x->tgt->handle), 0);
+    ds.srq_handle = x->s2->handle;
+    assert_int_equal(fg_cmd(fg, &ds, sizeof(ds), NULL), 0);
+    assert_int_equal(fg_cmd(fg, &d, sizeof(d), NULL), 0);
+    assert_int_equal(fg_cmd(fg, &d, sizeof(d), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_DESTROY_XRCD_BAD_XRCD);
+    xrc_free(x);
+}
+
+/* Without the extension's backend support, none of it is there. */
+static void test_xrc_not_offered(void **state)
+{
+    FakeGuest *fg = fg_new(NULL);
+    struct pvrdma_cmd_create_xrcd c = { .hdr.cmd = PVRDMA_CMD_CREATE_XRCD };
+    struct pvrdma_cmd_create_qp_ex q;
+    uint32_t pd;
+    FvCq *cq;
+
+    (void)state;
+    fg_use_recording_backend(fg);
+    fg_setup(fg);
+    assert_false(fg_caps(fg)->ex_comp_mask & PVRDMA_EX_CAP_XRC);
+    assert_int_equal(fg_cmd(fg, &c, sizeof(c), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_UNKNOWN_COMMAND);
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    cq = fv_cq_new(fg, 0, 64);
+    memset(&q, 0, sizeof(q));
+    fg_qp_req(fg, &q.qp, PVRDMA_QPT_XRC_INI, pd, cq->handle, 0, 8, 1);
+    q.qp.max_recv_wr = 0;
+    q.qp.max_recv_sge = 0;
+    q.qp.total_chunks = 1 + q.qp.send_chunks;
+    assert_int_equal(fg_cmd(fg, &q.qp, sizeof(q.qp), NULL), -EINVAL);
+    assert_int_equal(fg->last_gerr, PVRDMA_GERR_CREATE_QP_QP_TYPE_NOT_SUPPORTED);
+    q.qp.qp_type = PVRDMA_QPT_XRC_TGT;
+    assert_int_equal(fg_cmd(fg, &q, sizeof(q), NULL), -EINVAL);
+    fg_free(fg);
+    g_free(cq);
+}
+
 /*
  * ATTACH_MCAST and DETACH_MCAST refusals, each a guest error: not a UD
  * QP, a unicast GID, reserved bytes, a full group, all groups in use, a
@@ -3674,6 +4040,10 @@ int main(void)
         cmocka_unit_test(test_atomic_write_bad),
         cmocka_unit_test(test_mcast_deliver),
         cmocka_unit_test(test_mcast_refusals),
+        cmocka_unit_test(test_xrc_loopback),
+        cmocka_unit_test(test_xrc_two_devices),
+        cmocka_unit_test(test_xrc_refusals),
+        cmocka_unit_test(test_xrc_not_offered),
         cmocka_unit_test(test_unsignaled),
         cmocka_unit_test(test_loc_prot_err),
         cmocka_unit_test(test_loc_len_err),

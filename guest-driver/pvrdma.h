@@ -100,7 +100,7 @@ struct pvrdma_pd {
 };
 
 /*
- * An XRC domain (extension PVRDMA_EX_CAP_XRC, spec §15): a device object
+ * An XRC domain (extension PVRDMA_EX_CAP_XRC, spec §14): a device object
  * of no user context; the IB core shares it between processes.
  */
 struct pvrdma_xrcd {
@@ -313,7 +313,7 @@ struct pvrdma_sgid {
  * @qp_tbl: QPs indexed by device handle, caps.max_qp entries
  * @srq_tbl: SRQs indexed by device handle, caps.max_srq entries or NULL
  * @num_pds: PDs allocated, against caps.max_pd
- * @num_xrcds: XRC domains allocated, against caps.max_pd (spec §15)
+ * @num_xrcds: XRC domains allocated, against caps.max_pd (spec §14)
  * @num_cqs: CQs allocated, against caps.max_cq
  * @num_mrs: MRs allocated, against caps.max_mr
  * @num_qps: QPs allocated, against caps.max_qp
@@ -436,7 +436,7 @@ static inline struct pvrdma_ah *to_pah(struct ib_ah *ibah)
 }
 
 /*
- * XRC (extension PVRDMA_EX_CAP_XRC, spec §15): its receives go to SRQs,
+ * XRC (extension PVRDMA_EX_CAP_XRC, spec §14): its receives go to SRQs,
  * so a device without SRQs has no use for it.
  */
 static inline bool pvrdma_has_xrc(const struct pvrdma_dev *dev)

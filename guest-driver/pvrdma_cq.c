@@ -179,7 +179,7 @@ static u8 pvrdma_network_type_to_ib(u8 type)
  * Return: 0, or -ENOENT if the CQE names no live QP (a CQE of a QP being
  * destroyed, or a bad handle): the caller drops it.
  *
- * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §15) names an XRC_TGT
+ * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §14) names an XRC_TGT
  * QP, which no kernel consumer has: XRC SRQs are created for user space
  * only, whose CQs the provider polls.  Such a CQE in a kernel CQ is the
  * device's error and is dropped too, without a look at its low bits.
@@ -369,7 +369,7 @@ int pvrdma_req_notify_cq(struct ib_cq *ibcq, enum ib_cq_notify_flags flags)
  * prod_tail, keeping their order, and cons_head skips the freed slots
  * (spec §12 item 9).  The device only ever writes at prod_tail, so it
  * cannot race with this.  The whole 64-bit qp field is compared: an XRC
- * CQE (PVRDMA_CQE_QP_XRC, spec §15) never matches a handle.
+ * CQE (PVRDMA_CQE_QP_XRC, spec §14) never matches a handle.
  */
 void pvrdma_cq_purge_qp(struct pvrdma_cq *cq, u32 qp_handle)
 {

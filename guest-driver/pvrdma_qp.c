@@ -2,7 +2,7 @@
 /*
  * Queue pairs: create/modify/query/destroy for RC, UC, UD and GSI QPs,
  * kernel and user (spec §5.3 CREATE_QP..DESTROY_QP, §8.1, §9), and XRC_INI
- * and XRC_TGT QPs (spec §15); and the kernel data path: post_send and
+ * and XRC_TGT QPs (spec §14); and the kernel data path: post_send and
  * post_recv (spec §7, §8.2, §8.3).
  *
  * A QP's memory is one page directory: the ring-state page (SQ indices at
@@ -321,7 +321,7 @@ static void pvrdma_qp_cmd_queues(struct pvrdma_cmd_create_qp *cmd,
 	cmd->pdir_dma = qp->pdir.dir_dma;
 	cmd->pd_handle = to_ppd(qp->ibqp.pd)->pd_handle;
 	cmd->send_cq_handle = to_pcq(init->send_cq)->cq_handle;
-	/* An XRC_INI QP receives nothing: no receive CQ (spec §15). */
+	/* An XRC_INI QP receives nothing: no receive CQ (spec §14). */
 	if (init->qp_type != IB_QPT_XRC_INI)
 		cmd->recv_cq_handle = to_pcq(init->recv_cq)->cq_handle;
 	if (init->srq) {
@@ -341,7 +341,7 @@ static void pvrdma_qp_cmd_queues(struct pvrdma_cmd_create_qp *cmd,
 }
 
 /*
- * CREATE_QP of an XRC_TGT QP (spec §15): the extended request naming the
+ * CREATE_QP of an XRC_TGT QP (spec §14): the extended request naming the
  * domain, and nothing else: no PD, CQ, SRQ, queue or page.
  */
 static void pvrdma_qp_cmd_xrc_tgt(union pvrdma_cmd_req *req,

@@ -3,7 +3,7 @@
  * Shared receive queues (spec §5.3 CREATE_SRQ..DESTROY_SRQ, §9): user
  * SRQs over the provider's pinned ring, and kernel SRQs over driver-owned
  * pages with post_srq_recv.  Exposed only when caps.max_srq != 0.  User
- * SRQs may also be XRC SRQs (spec §15).
+ * SRQs may also be XRC SRQs (spec §14).
  *
  * The ring is one page directory: the ring-state page (indices at +8),
  * then the receive WQEs.
@@ -82,7 +82,7 @@ static void pvrdma_srq_tbl_remove(struct pvrdma_dev *dev,
 }
 
 /*
- * An XRC SRQ (spec §15): of user space only (no kernel consumer has XRC
+ * An XRC SRQ (spec §14): of user space only (no kernel consumer has XRC
  * domains), with the domain and CQ the IB core checked and holds.
  */
 static int pvrdma_srq_check_xrc(struct pvrdma_dev *dev,

@@ -117,7 +117,7 @@ static int pvrdma_query_device(struct ib_device *ibdev,
 					   IB_DEVICE_MEM_WINDOW_TYPE_2B;
 		props->max_mw = props->max_mr;
 	}
-	/* XRC domains, SRQs and QPs (spec §15). */
+	/* XRC domains, SRQs and QPs (spec §14). */
 	if (pvrdma_has_xrc(dev))
 		props->device_cap_flags |= IB_DEVICE_XRC;
 	return 0;
@@ -664,7 +664,7 @@ static int pvrdma_dealloc_pd(struct ib_pd *ibpd, struct ib_udata *udata)
 }
 
 /* -------------------------------------------------------------------- */
-/* XRC domains (spec §15) */
+/* XRC domains (spec §14) */
 
 static void pvrdma_destroy_xrcd_cmd(struct pvrdma_dev *dev, u32 xrcd_handle)
 {
@@ -694,7 +694,7 @@ static int pvrdma_alloc_xrcd(struct ib_xrcd *ibxrcd, struct ib_udata *udata)
 	    !ib_is_udata_cleared(udata, 0, udata->inlen))
 		return -EINVAL;
 
-	/* The device allows as many domains as PDs (spec §15). */
+	/* The device allows as many domains as PDs (spec §14). */
 	if ((u32)atomic_inc_return(&dev->num_xrcds) > dev->caps.max_pd) {
 		ret = -ENOMEM;
 		goto err_dec_count;
@@ -876,7 +876,7 @@ const struct ib_device_ops pvrdma_dev_counter_ops = {
 
 /*
  * XRC domains, added only when the device offers XRC and has SRQs (spec
- * §15); XRC SRQs and QPs go through the SRQ and QP verbs.
+ * §14); XRC SRQs and QPs go through the SRQ and QP verbs.
  */
 const struct ib_device_ops pvrdma_dev_xrc_ops = {
 	.alloc_xrcd = pvrdma_alloc_xrcd,

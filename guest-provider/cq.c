@@ -366,7 +366,7 @@ static struct pvrdma_qp *pvrdma_lookup_qp(struct pvrdma_context *ctx,
  * is already gone. *drops_left bounds the drops of one call, so that a
  * device that keeps producing such CQEs cannot keep the caller spinning.
  *
- * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §15) names an XRC_RECV
+ * A receive of an XRC SRQ (PVRDMA_CQE_QP_XRC, spec §14) names an XRC_RECV
  * QP, which may be another process's, or one this process opened: it is
  * taken with *qp NULL, and the CQE itself gives the QP number.
  */
@@ -722,7 +722,7 @@ static void pvrdma_cq_ex_init(struct pvrdma_cq *cq, uint64_t wc_flags)
  * CQEs, slide the others toward the producer end, and hand the freed slots
  * at the consumer end back. The device only appends at prod_tail, beyond
  * the range walked here, and no longer completes work of this QP. The
- * receives of XRC SRQs stay (spec §15): their handle bits are an XRC_RECV
+ * receives of XRC SRQs stay (spec §14): their handle bits are an XRC_RECV
  * QP's, never those of the QP that goes.
  */
 void pvrdma_cq_clean_locked(struct pvrdma_cq *cq, uint32_t qp_handle)

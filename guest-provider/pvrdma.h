@@ -237,7 +237,7 @@ struct pvrdma_wq {
  * poll_cq under the CQ lock. The cached state and Q_Key are written by
  * modify_qp under both WQ locks and read by the post verbs under theirs.
  *
- * XRC (spec §15): an XRC_SEND QP has the SQ buffer and no RQ, CQ or SRQ
+ * XRC (spec §14): an XRC_SEND QP has the SQ buffer and no RQ, CQ or SRQ
  * to receive with; an XRC_RECV QP (created or opened) is the kernel's
  * alone: no buffer, no lock, no qp_table slot, no CQ (its receives
  * complete on the CQs of the XRC SRQs they take WQEs from).
@@ -282,7 +282,7 @@ struct pvrdma_qp {
 
 /*
  * An SRQ buffer is the ring-state page (indices at offset 8) followed by
- * the receive WQEs (spec §4, §8.1). A basic or an XRC SRQ (spec §15); the
+ * the receive WQEs (spec §4, §8.1). A basic or an XRC SRQ (spec §14); the
  * latter's SRQ number, which XRC senders name, is vsrq.srq_num.
  */
 struct pvrdma_srq {

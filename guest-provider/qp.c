@@ -3,7 +3,7 @@
  * Queue pairs and shared receive queues of the PVRDMA provider. The work
  * queues live in user memory: posting writes WQEs, publishes them with the
  * ring's producer index and rings one doorbell, without a system call.
- * XRC (spec §15): XRC_SEND QPs post like RC QPs, naming the responder's
+ * XRC (spec §14): XRC_SEND QPs post like RC QPs, naming the responder's
  * XRC SRQ in each WQE; XRC_RECV QPs and XRC domains are the kernel's;
  * XRC SRQs take receive WQEs like basic SRQs.
  */
@@ -239,7 +239,7 @@ static int pvrdma_qp_table_insert(struct pvrdma_context *ctx,
 				  IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)
 
 /*
- * An XRC_RECV QP (spec §15) is created by the kernel in the domain,
+ * An XRC_RECV QP (spec §14) is created by the kernel in the domain,
  * without the provider's udata (the IB core hands the driver none for
  * it), and the device gives it no queue: the command is all there is.
  */
@@ -305,7 +305,7 @@ struct ibv_qp *pvrdma_create_qp_ex(struct ibv_context *ibvctx,
 	/*
 	 * User space gets RC and UD QPs (spec §9), UC where the device has
 	 * it (spec §14; the kernel refuses it otherwise), and the XRC QPs
-	 * where it has XRC (spec §15).
+	 * where it has XRC (spec §14).
 	 */
 	switch (attr->qp_type) {
 	case IBV_QPT_RC:
@@ -434,7 +434,7 @@ struct ibv_qp *pvrdma_create_qp(struct ibv_pd *ibvpd,
 
 /*
  * Open an XRC_RECV QP that another process created in a domain this one
- * opened too (spec §15): the kernel's, like one created here.
+ * opened too (spec §14): the kernel's, like one created here.
  */
 struct ibv_qp *pvrdma_open_qp(struct ibv_context *ibvctx,
 			      struct ibv_qp_open_attr *attr)
@@ -578,7 +578,7 @@ int pvrdma_query_qp(struct ibv_qp *ibvqp, struct ibv_qp_attr *attr,
 /*
  * ibverbs opcodes to device opcodes (spec §8.3). The two enums agree only
  * up to 6, so every opcode is translated explicitly; UD QPs only send,
- * UC QPs send and write, XRC_SEND QPs do what RC QPs do (spec §15).
+ * UC QPs send and write, XRC_SEND QPs do what RC QPs do (spec §14).
  */
 static int pvrdma_wr_opcode(enum ibv_qp_type qp_type,
 			    enum ibv_wr_opcode opcode, uint32_t *wqe_opcode)
@@ -647,7 +647,7 @@ static int pvrdma_check_send_wr(struct pvrdma_qp *qp,
 		return EINVAL;
 	if (qp->vqp.qp.qp_type == IBV_QPT_UD && !wr->wr.ud.ah)
 		return EINVAL;
-	/* SRQ numbers have 24 bits (spec §15). */
+	/* SRQ numbers have 24 bits (spec §14). */
 	if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND &&
 	    wr->qp_type.xrc.remote_srqn > PVRDMA_XRC_SRQN_MASK)
 		return EINVAL;
@@ -709,7 +709,7 @@ static void pvrdma_write_send_wqe(struct pvrdma_qp *qp,
 			htole32(pvrdma_ud_qkey(qp, wr->wr.ud.remote_qkey));
 		wqe->wr.ud.av = ah->av;
 	} else {
-		/* The responder's XRC SRQ (spec §15). */
+		/* The responder's XRC SRQ (spec §14). */
 		if (qp->vqp.qp.qp_type == IBV_QPT_XRC_SEND)
 			wqe->reserved = htole32(wr->qp_type.xrc.remote_srqn);
 		switch (wr->opcode) {
@@ -809,7 +809,7 @@ static int pvrdma_post_send_wrs(struct ibv_qp *ibvqp, struct ibv_send_wr *wr,
 	unsigned int nposted = 0;
 	int ret, err = 0;
 
-	/* An XRC_RECV QP has no send queue (spec §15). */
+	/* An XRC_RECV QP has no send queue (spec §14). */
 	if (ibvqp->qp_type == IBV_QPT_XRC_RECV) {
 		*bad_wr = wr;
 		return EINVAL;
@@ -1075,7 +1075,7 @@ struct ibv_srq *pvrdma_create_srq(struct ibv_pd *ibvpd,
 				   IBV_SRQ_INIT_ATTR_CQ)
 
 /*
- * A basic SRQ, or an XRC SRQ where the device has XRC (spec §15): the
+ * A basic SRQ, or an XRC SRQ where the device has XRC (spec §14): the
  * same ring in user memory, plus the domain and the CQ its receives
  * complete on. Its handle is also the SRQ number XRC senders name.
  */
@@ -1144,7 +1144,7 @@ struct ibv_srq *pvrdma_create_srq_ex(struct ibv_context *ibvctx,
 	return &srq->vsrq.srq;
 }
 
-/* The number XRC senders name: an XRC SRQ's alone (spec §15). */
+/* The number XRC senders name: an XRC SRQ's alone (spec §14). */
 int pvrdma_get_srq_num(struct ibv_srq *ibvsrq, uint32_t *srq_num)
 {
 	struct pvrdma_srq *srq = to_pvrdma_srq(ibvsrq);

@@ -28,7 +28,7 @@
 
 /*
  * The opcodes each QP type can build (RC, UC and UD in user space;
- * XRC_SEND as RC, spec §15).
+ * XRC_SEND as RC, spec §14).
  */
 #define PVRDMA_RC_SEND_OPS (IBV_QP_EX_WITH_RDMA_WRITE | \
 			    IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
@@ -280,7 +280,7 @@ static void pvrdma_wr_send_tso(struct ibv_qp_ex *qpx, void *hdr,
 
 /*
  * The responder's XRC SRQ, 24 bits, in the WQE's reserved word (spec
- * §15).
+ * §14).
  */
 static void pvrdma_wr_set_xrc_srqn(struct ibv_qp_ex *qpx, uint32_t srqn)
 {

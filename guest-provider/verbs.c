@@ -233,7 +233,7 @@ void pvrdma_pad_put(struct pvrdma_pd *pad)
 }
 
 /*
- * XRC domains (spec §15): the kernel's, shared between processes through
+ * XRC domains (spec §14): the kernel's, shared between processes through
  * the file the application names; no provider state and no udata. Only
  * where the device offers XRC (the stock driver has none either).
  */

@@ -276,8 +276,8 @@ PVRDMA_ABI_SIZE(struct pvrdma_ring_page_info, 16);
  * multicast GID reaches every QP attached to that group on the fabric. */
 #define PVRDMA_EX_CAP_MCAST             (1u << 19)
 /*
- * XRC (docs/abi.md §15): commands CREATE_XRCD and DESTROY_XRCD (struct
- * pvrdma_cmd_create_xrcd, _destroy_xrcd), CREATE_SRQ of srq_type
+ * XRC (docs/abi.md §14, "XRC"): commands CREATE_XRCD and DESTROY_XRCD
+ * (struct pvrdma_cmd_create_xrcd, _destroy_xrcd), CREATE_SRQ of srq_type
  * PVRDMA_SRQT_XRC (struct pvrdma_cmd_create_srq_ex), CREATE_QP of
  * qp_type PVRDMA_QPT_XRC_INI and PVRDMA_QPT_XRC_TGT (struct
  * pvrdma_cmd_create_qp_ex), the remote SRQ number in a send WQE of an
@@ -910,6 +910,7 @@ PVRDMA_ABI_OFF(struct pvrdma_cmd_create_qp, total_chunks, 68);
 /*
  * Project extension PVRDMA_EX_CAP_XRC: CREATE_QP with the XRC domain of
  * an XRC_TGT QP.  The first 80 bytes are the VMware request.
+ * Other QP types ignore bytes 80..87 (stale bytes of the stock driver).
  *  - XRC_INI: as an RC QP with no receive side: max_recv_wr,
  *    max_recv_sge, is_srq, srq_handle and recv_cq_handle 0, the pages
  *    the ring state and the SQ (total_chunks = 1 + send_chunks).
@@ -919,7 +920,7 @@ PVRDMA_ABI_OFF(struct pvrdma_cmd_create_qp, total_chunks, 68);
  */
 struct pvrdma_cmd_create_qp_ex {
     struct pvrdma_cmd_create_qp qp;
-    uint32_t xrcd_handle;       /* XRC_TGT only, else 0 */
+    uint32_t xrcd_handle;       /* XRC_TGT only */
     uint8_t reserved[4];
 };
 PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_qp_ex, 88);
@@ -1018,8 +1019,9 @@ PVRDMA_ABI_SIZE(struct pvrdma_cmd_create_srq, 56);
 /*
  * Project extension PVRDMA_EX_CAP_XRC: CREATE_SRQ of srq_type
  * PVRDMA_SRQT_XRC with its XRC domain and the CQ its receive completions
- * go to (an SRQ of srq_type 0 leaves both 0).  The response's srqn is
- * also the SRQ number XRC senders name (PVRDMA_SQ_WQE_XRC_SRQN_OFF).
+ * go to (srq_type 0 ignores both: the stock driver leaves stale bytes
+ * after its 56).  The response's srqn is also the SRQ number XRC
+ * senders name (PVRDMA_SQ_WQE_XRC_SRQN_OFF).
  */
 struct pvrdma_cmd_create_srq_ex {
     struct pvrdma_cmd_create_srq srq;

@@ -1483,6 +1483,8 @@ static int pvrdma_cmd_create_xrc_tgt(PvrdmaCore *core,
             return ret;
         }
     }
+    /* No send queue: a backend sizing its window by it leaves it 0. */
+    qp->max_outstanding = 1;
     xrcd->refs++;
     pvrdma_create_qp_resp(core, c, qp, resp);
     return 0;

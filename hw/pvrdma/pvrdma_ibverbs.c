@@ -2168,6 +2168,16 @@ static void pvrdma_ibv_clamp(PvrdmaIbv *ibv, PvrdmaCore *core)
         cfg->mcast_qps = MIN(cfg->mcast_qps,
                              (uint32_t)MAX(a->max_mcast_qp_attach, 1));
     }
+    /*
+     * XRC (PVRDMA_EX_CAP_XRC) is not carried to a host device: the guest
+     * sees no IBV_DEVICE_XRC and ibv_open_xrcd fails with EOPNOTSUPP.
+     * Soft-RoCE has no XRC anyway; a host device that has it is told.
+     */
+    if (a->device_cap_flags & IBV_DEVICE_XRC) {
+        g_printerr("pvrdma: host RDMA device %s has XRC, which "
+                   "backend=ibverbs does not pass on: the guest gets no "
+                   "XRC (backend=fabric has it)\n", ibv->name);
+    }
     if (a->max_mr_size && cfg->max_mr_size > a->max_mr_size) {
         g_printerr("pvrdma: max-mr-size=%" G_GUINT64_FORMAT " lowered to %"
                    G_GUINT64_FORMAT ", what host RDMA device %s has\n",

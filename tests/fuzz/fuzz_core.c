@@ -537,6 +537,31 @@ static uint32_t in_cq(FzIn *in, FzDev *d)
     return i >= 0 ? d->cq[i].handle : raw;
 }
 
+/*
+ * An XRC_TGT QP: the domain (raw, XRC domains are 1, 2, ...), then the
+ * request patched like any other; tracked without pages (no queue).
+ */
+static void fz_create_xrc_tgt(FzIn *in, FzDev *d)
+{
+    struct pvrdma_cmd_create_qp_ex c;
+    union pvrdma_cmd_resp r;
+    FzQp qp = { .type = PVRDMA_QPT_XRC_TGT };
+
+    memset(&c, 0, sizeof(c));
+    c.qp.hdr.cmd = PVRDMA_CMD_CREATE_QP;
+    c.qp.qp_type = PVRDMA_QPT_XRC_TGT;
+    c.xrcd_handle = in_u8(in);
+    in_patch(in, &c, sizeof(c));
+    if (fz_cmd(d, &c, sizeof(c), &r) == 0) {
+        qp.handle = r.create_qp_resp_v2.qp_handle;
+        qp.qpn = r.create_qp_resp_v2.qpn;
+        if (d->fg->core->driver_version < PVRDMA_VERSION_QPHANDLE) {
+            qp.handle = qp.qpn;
+        }
+        TRACK(d, qp, nqp, qp);
+    }
+}
+
 static void fz_create_qp(FzIn *in, FzDev *d)
 {
     struct pvrdma_cmd_create_qp c = { .hdr.cmd = PVRDMA_CMD_CREATE_QP };
@@ -547,13 +572,23 @@ static void fz_create_qp(FzIn *in, FzDev *d)
     uint8_t poison;
     int s;
 
+    /* 0xF9, 0xFA: XRC_INI and XRC_TGT (PVRDMA_EX_CAP_XRC); 0xF0..: raw. */
     qp.type = t < 0xB0 ? PVRDMA_QPT_RC : t < 0xC0 ? PVRDMA_QPT_UC :
-              t < 0xE0 ? PVRDMA_QPT_UD : t < 0xF0 ? PVRDMA_QPT_GSI : t;
+              t < 0xE0 ? PVRDMA_QPT_UD : t < 0xF0 ? PVRDMA_QPT_GSI :
+              t == 0xF9 ? PVRDMA_QPT_XRC_INI :
+              t == 0xFA ? PVRDMA_QPT_XRC_TGT : t;
+    if (qp.type == PVRDMA_QPT_XRC_TGT) {
+        fz_create_xrc_tgt(in, d);
+        return;
+    }
     c.pd_handle = in_pd(in, d);
     c.send_cq_handle = in_cq(in, d);
     c.recv_cq_handle = in_cq(in, d);
     s = in_sel(in, d->nsrq, &raw);
-    if (s >= 0 || s == -1) {
+    if (qp.type == PVRDMA_QPT_XRC_INI) {
+        c.recv_cq_handle = 0;   /* no receive side (the rest stays 0) */
+        qp.has_srq = true;      /* (no RQ of its own, as with an SRQ) */
+    } else if (s >= 0 || s == -1) {
         c.is_srq = 1;
         c.srq_handle = s >= 0 ? d->srq[s].handle : raw;
         qp.has_srq = true;
@@ -581,6 +616,7 @@ static void fz_create_qp(FzIn *in, FzDev *d)
         c.max_recv_wr = qp.rq_n;
         c.max_recv_sge = sge;
     }
+    qp.has_srq = qp.has_srq && qp.type != PVRDMA_QPT_XRC_INI;
     c.access_flags = PVRDMA_ACCESS_LOCAL_WRITE;
     c.total_chunks = total;
     c.send_chunks = sq_pages;
@@ -599,15 +635,25 @@ static void fz_create_qp(FzIn *in, FzDev *d)
 
 static void fz_create_srq(FzIn *in, FzDev *d)
 {
-    struct pvrdma_cmd_create_srq c = { .hdr.cmd = PVRDMA_CMD_CREATE_SRQ };
+    struct pvrdma_cmd_create_srq_ex x = {
+        .srq.hdr.cmd = PVRDMA_CMD_CREATE_SRQ,
+    };
+    struct pvrdma_cmd_create_srq *c = &x.srq;
     union pvrdma_cmd_resp r;
     FzSrq srq = { 0 };
     uint32_t sge, n;
-    uint8_t lim;
+    uint8_t lim, sb;
 
-    c.pd_handle = in_pd(in, d);
+    c->pd_handle = in_pd(in, d);
     srq.n = 1u << (in_u8(in) % 9);
-    sge = 1 + in_u8(in) % 6;
+    sb = in_u8(in);
+    sge = 1 + (sb & 0x7f) % 6;
+    /* sge byte bit 7: an XRC SRQ of domain 1 + bits 4..6, the first CQ. */
+    if (sb & 0x80) {
+        c->srq_type = PVRDMA_SRQT_XRC;
+        x.xrcd_handle = 1 + ((sb >> 4) & 7);
+        x.cq_handle = d->ncq ? d->cq[0].handle : 0;
+    }
     lim = in_u8(in);
     srq.wqe = fz_pow2(16 + 16 * sge);
     n = (srq.n * srq.wqe + 4095) / 4096;
@@ -616,16 +662,16 @@ static void fz_create_srq(FzIn *in, FzDev *d)
     if (n > FZ_MAX_PAGES || !fz_room(2 * n + 2)) {
         return;
     }
-    c.pdir_dma = fg_alloc_paged(d->fg, n, srq.pages);
+    c->pdir_dma = fg_alloc_paged(d->fg, n, srq.pages);
     srq.npages = n;
-    c.nchunks = n;
-    c.attrs.max_wr = srq.n;
-    c.attrs.max_sge = sge;
-    c.attrs.srq_limit = lim & 0x7f;
-    in_patch(in, &c, sizeof(c));
-    if (fz_cmd(d, &c, sizeof(c), &r) == 0) {
+    c->nchunks = n;
+    c->attrs.max_wr = srq.n;
+    c->attrs.max_sge = sge;
+    c->attrs.srq_limit = lim & 0x7f;
+    in_patch(in, &x, sizeof(x));
+    if (fz_cmd(d, &x, sizeof(x), &r) == 0) {
         srq.handle = r.create_srq_resp.srqn;
-        srq.uar = fz_ctx_uar(d, fz_pd_ctx(d, c.pd_handle));
+        srq.uar = fz_ctx_uar(d, fz_pd_ctx(d, c->pd_handle));
         TRACK(d, srq, nsrq, srq);
     }
 }
@@ -700,7 +746,8 @@ static void fz_connect(FzIn *in)
     at.port_num = 1;
     at.qp_access_flags = access & 0x8f;
     at.qkey = 0x11111111;
-    if (qa && qa->type != PVRDMA_QPT_RC && qa->type != PVRDMA_QPT_UC) {
+    if (qa && qa->type != PVRDMA_QPT_RC && qa->type != PVRDMA_QPT_UC &&
+        qa->type != PVRDMA_QPT_XRC_INI && qa->type != PVRDMA_QPT_XRC_TGT) {
         /* UD / GSI: the masks of fg_qp_to_rts(), no connection. */
         if (fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_PKEY_INDEX |
                       (qa->type == PVRDMA_QPT_GSI ? 0 : PVRDMA_QP_PORT) |
@@ -731,11 +778,12 @@ static void fz_connect(FzIn *in)
     at.ah_attr.grh.hop_limit = 64;
     at.ah_attr.sl = 3;
     fg_test_gid(0, at.ah_attr.grh.dgid);
-    /* UC: no RNR or READ attributes (they would be refused). */
+    /* UC, XRC_INI: no RNR or READ attributes (they would be refused). */
     if (fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_AV |
                   PVRDMA_QP_PATH_MTU | PVRDMA_QP_DEST_QPN |
                   PVRDMA_QP_RQ_PSN |
-                  (qa && qa->type == PVRDMA_QPT_UC ? 0 :
+                  (qa && (qa->type == PVRDMA_QPT_UC ||
+                          qa->type == PVRDMA_QPT_XRC_INI) ? 0 :
                    PVRDMA_QP_MAX_DEST_RD_ATOMIC | PVRDMA_QP_MIN_RNR_TIMER),
                   &at)) {
         return;
@@ -749,6 +797,7 @@ static void fz_connect(FzIn *in)
     at.max_rd_atomic = 4;
     fz_modify(da, ha, PVRDMA_QP_STATE | PVRDMA_QP_SQ_PSN |
               (qa && qa->type == PVRDMA_QPT_UC ? 0 :
+               qa && qa->type == PVRDMA_QPT_XRC_TGT ? PVRDMA_QP_TIMEOUT :
                PVRDMA_QP_TIMEOUT | PVRDMA_QP_RETRY_CNT |
                PVRDMA_QP_RNR_RETRY | PVRDMA_QP_MAX_QP_RD_ATOMIC), &at);
 }
@@ -810,8 +859,11 @@ static void fz_query(FzIn *in)
 {
     FzDev *d = in_dev(in);
     uint8_t wb = in_u8(in);
-    /* 0xF0..: ATTACH_MCAST (even) or DETACH_MCAST (odd). */
-    uint8_t which = wb >= 0xF0 ? 6 + (wb & 1) : wb % 6;
+    /*
+     * 0xF0, 0xF1: ATTACH_MCAST, DETACH_MCAST; 0xF2, 0xF3: CREATE_XRCD,
+     * DESTROY_XRCD (of val); 0xF4..: as 0xF0..0xF3.
+     */
+    uint8_t which = wb >= 0xF0 ? 6 + (wb & 3) : wb % 6;
     uint32_t raw, h = 0, mask, val, alloc = 0;
     bool ok;
     uint64_t pages[FZ_MAX_PAGES];
@@ -859,6 +911,14 @@ static void fz_query(FzIn *in)
     case 3:
         c.query_srq.hdr.cmd = PVRDMA_CMD_QUERY_SRQ;
         c.query_srq.srq_handle = h;
+        break;
+    case 8:
+        c.create_xrcd.hdr.cmd = PVRDMA_CMD_CREATE_XRCD;
+        c.create_xrcd.reserved[0] = (mask & 0x100) != 0;
+        break;
+    case 9:
+        c.destroy_xrcd.hdr.cmd = PVRDMA_CMD_DESTROY_XRCD;
+        c.destroy_xrcd.xrcd_handle = val;
         break;
     case 6:
     case 7:
@@ -1172,7 +1232,11 @@ static void fz_post_send(FzIn *in)
         }
         break;
     }
-    if (!q) {
+    /* XRC_INI: the responder's SRQ number, a's high half (any value). */
+    if (q && q->type == PVRDMA_QPT_XRC_INI) {
+        w.reserved = a >> 32;
+    }
+    if (!q || !q->npages) {
         if (in_u8(in) & 1) {
             pvrdma_core_uar_write(d->fg->core, 0, PVRDMA_DB_QP_SEND | h);
         }
@@ -1331,7 +1395,8 @@ static void fz_mem_write(FzIn *in)
         } else if (kind == 2 && d->nqp) {
             FzQp *q = &d->qp[s % d->nqp];
 
-            base = q->pages[pg % q->npages];
+            /* (an XRC_TGT QP has no pages) */
+            base = q->npages ? q->pages[pg % q->npages] : 0;
         } else if (kind == 3 && d->nsrq) {
             FzSrq *q = &d->srq[s % d->nsrq];
 
@@ -1390,7 +1455,8 @@ static void fz_ring_index(FzIn *in)
         if (i >= 0) {
             FzQp *q = &d->qp[i];
 
-            addr = q->pages[0] + (ring == 0 ? 0 : ring == 1 ? 8 : 4);
+            addr = !q->npages ? 0 :
+                   q->pages[0] + (ring == 0 ? 0 : ring == 1 ? 8 : 4);
             n = ring == 1 ? q->rq_n : q->sq_n;
         }
         break;
@@ -1479,7 +1545,7 @@ static void fz_cmd_raw(FzIn *in)
         buf[i] = in_u8(in);
     }
     memset(buf, 0, 8);
-    ((struct pvrdma_cmd_hdr *)buf)->cmd = cmd < 0xF0 ? cmd % 22 :
+    ((struct pvrdma_cmd_hdr *)buf)->cmd = cmd < 0xF0 ? cmd % PVRDMA_CMD_MAX :
                                           (uint32_t)cmd << 24;
     if (fz_in_ram(core->cmd_slot, sizeof(buf))) {
         memcpy(fz_ptr(core->cmd_slot), buf, sizeof(buf));
@@ -1609,6 +1675,8 @@ static void fz_check_objects(PvrdmaCore *core)
     g_autofree uint32_t *srq_refs = g_new0(uint32_t,
                                            core->srq_tbl.alloc + 1);
     g_autofree uint32_t *uc_refs = g_new0(uint32_t, core->uc_tbl.alloc + 1);
+    g_autofree uint32_t *xrcd_refs = g_new0(uint32_t,
+                                            core->xrcd_tbl.alloc + 1);
     uint32_t h;
 
     for (h = 0; h < core->mr_tbl.alloc; h++) {
@@ -1627,12 +1695,32 @@ static void fz_check_objects(PvrdmaCore *core)
             FZ_CHECK(srq->handle == h);
             FZ_CHECK(pvrdma_pd_of(core, srq->pd_handle));
             pd_refs[srq->pd_handle]++;
+            if (srq->xrc) {
+                /* An XRC SRQ counts in its domain and its CQ. */
+                FZ_CHECK(pvrdma_table_lookup(&core->xrcd_tbl,
+                                             srq->xrcd_handle));
+                FZ_CHECK(pvrdma_table_lookup(&core->cq_tbl, srq->cq_handle));
+                xrcd_refs[srq->xrcd_handle]++;
+                cq_refs[srq->cq_handle]++;
+            }
         }
     }
     for (h = 0; h < core->qp_tbl.alloc; h++) {
         PvrdmaQp *qp = core->qp_tbl.slots[h];
 
-        if (qp) {
+        if (qp && qp->type == PVRDMA_QPT_XRC_TGT) {
+            /* Only its domain counts; bound, to an XRC SRQ of it. */
+            PvrdmaSrq *srq = pvrdma_qp_srq(core, qp);
+
+            FZ_CHECK(qp->handle == h);
+            FZ_CHECK(pvrdma_table_lookup(&core->xrcd_tbl, qp->xrcd_handle));
+            xrcd_refs[qp->xrcd_handle]++;
+            FZ_CHECK(!qp->has_srq ||
+                     (srq && srq->xrc && srq->xrcd_handle == qp->xrcd_handle &&
+                      qp->pd_handle == srq->pd_handle &&
+                      qp->recv_cq_handle == srq->cq_handle));
+            FZ_CHECK(qp->state <= PVRDMA_QPS_ERR && !qp->wq.nout);
+        } else if (qp) {
             FZ_CHECK(qp->handle == h);
             FZ_CHECK(pvrdma_pd_of(core, qp->pd_handle));
             FZ_CHECK(pvrdma_qp_send_cq(core, qp));
@@ -1677,6 +1765,13 @@ static void fz_check_objects(PvrdmaCore *core)
 
         if (srq) {
             FZ_CHECK(srq->refs == srq_refs[h]);
+        }
+    }
+    for (h = 0; h < core->xrcd_tbl.alloc; h++) {
+        PvrdmaXrcd *x = core->xrcd_tbl.slots[h];
+
+        if (x) {
+            FZ_CHECK(x->handle == h && x->refs == xrcd_refs[h]);
         }
     }
     /* Pinned-page quota: exactly what the live objects describe. */

@@ -208,6 +208,14 @@ int main(int argc, char **argv)
     mcast(b, 100);
     mcast(b, 0);
     save(argv[1], "mcast", b);
+    /* XRC requests (transport 3): SRQ 0, then one over 24 bits. */
+    req(b, 6, PVRDMA_WR_SEND, 0, 0, 64);
+    b->data[b->len - PVRDMA_LINK_REQ_SIZE + 106] = 3;
+    data(b, 6, 64);
+    req(b, 7, PVRDMA_WR_RDMA_WRITE, FL_VA, 0x100, 32);
+    b->data[b->len - PVRDMA_LINK_REQ_SIZE + 106] = 3;
+    put32(b->data + b->len - PVRDMA_LINK_REQ_SIZE + 96, 0x1000000);
+    save(argv[1], "xrc", b);
     /* Answers to our own SEND (id 1) and READ (id 2). */
     ack(b, 1, 0);
     put64(resp, 4096);

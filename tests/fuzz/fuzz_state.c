@@ -68,10 +68,13 @@ int main(int argc, char **argv)
     FakeGuest *fg = fs_device();
     uint32_t pd, ctx, upd, ucq, mw, mwkey;
     FvCq *cq;
-    FvQp *a, *b, *ud;
+    FvQp *a, *b, *ud, *ini, *tgt;
     FvMr *mr;
     FvFrmr *f;
-    FvSrq *srq;
+    FvSrq *srq, *xsrq;
+    struct pvrdma_sq_wqe_hdr h = { .wr_id = 9, .opcode = PVRDMA_WR_SEND };
+    struct pvrdma_sge sg;
+    uint32_t xrcd;
 
     if (argc != 2) {
         fprintf(stderr, "usage: gen_state_seeds DIR\n");
@@ -95,6 +98,22 @@ int main(int argc, char **argv)
     ud = fv_qp_new(fg, PVRDMA_QPT_UD, pd, cq, cq, NULL, 8, 2, true);
     g_assert(fg_qp_to_rts(fg, ud->handle, PVRDMA_QPT_UD) == 0);
     write_seed(argv[1], "objects", fg);
+    /* XRC: a domain, its SRQ, a TGT QP bound to it by one SEND. */
+    xrcd = fv_xrcd_new(fg);
+    xsrq = fv_xrc_srq_new(fg, pd, xrcd, cq, 8, 1);
+    tgt = fv_xrc_tgt_new(fg, xrcd);
+    ini = fv_qp_new(fg, PVRDMA_QPT_XRC_INI, pd, cq, NULL, NULL, 8, 1, false);
+    g_assert(fv_qp_rts(ini, tgt->qpn, 0, &opts) == 0);
+    g_assert(fv_qp_rts(tgt, ini->qpn, 0, &opts) == 0);
+    sg = (struct pvrdma_sge) { .addr = 0x7f0000000000ull, .length = 64,
+                               .lkey = mr->lkey };
+    fv_srq_post(xsrq, 8, &sg, 1);
+    fv_srq_ring(xsrq);
+    h.num_sge = 1;
+    h.reserved = xsrq->handle;
+    fv_post_send(ini, &h, &sg, 1);
+    fv_ring_sq(ini);
+    write_seed(argv[1], "xrc", fg);
     f = fv_frmr_new(fg, pd, 4);
     fv_post_reg_mr(a, f, 1, 0x5000000, 2, 8000, ALL_ACCESS,
                    (f->key & ~0xffu) | 0x33);
@@ -111,6 +130,9 @@ int main(int argc, char **argv)
     g_free(b);
     g_free(ud);
     g_free(f);
+    g_free(xsrq);
+    g_free(ini);
+    g_free(tgt);
     return 0;
 }
 

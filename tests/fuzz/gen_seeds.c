@@ -514,6 +514,35 @@ int main(int argc, char **argv)
     consume(0);
     finish("mcast");
 
+    /*
+     * XRC: domain 1, an XRC SRQ of it (SRQ 0, CQ 0) with two receives,
+     * an XRC_TGT QP (QP 0) and an XRC_INI QP (QP 1) connected; a SEND,
+     * a WRITE, a READ and a FETCH_ADD naming SRQ 0 (the high half of a),
+     * then a SEND naming SRQ 7, which does not exist (a NAK).
+     */
+    begin(0);
+    load_dsr(0);
+    bind_gid(0, 0);
+    create_pd(0, SEL_KERNEL);
+    create_cq(0, SEL_KERNEL, 6);
+    create_user_mr(0, 0, VA_A, 4 * 4096);
+    u8(FZ_OP_QUERY); u8(0); u8(0xF2); u8(0); u32(0); u32(0);
+    u8(FZ_OP_CREATE_SRQ); u8(0); u8(0); u8(4); u8(0x81); u8(0); u8(0);
+    u8(FZ_OP_CREATE_QP); u8(0); u8(0xFA); u8(1); u8(0);
+    u8(FZ_OP_CREATE_QP); u8(0); u8(0xF9); u8(0); u8(0); u8(0);
+    u8(SEL_KERNEL); u8(4); u8(3); u8(0); u8(0);
+    connect_qp(0, 1, 0, 0, 1, 7);
+    connect_qp(0, 0, 0, 1, 1, 7);
+    post_srq_recv(0, 0, 0, 0, 512);
+    post_srq_recv(0, 0, 0, 512, 512);
+    post_send(0, 1, 2, 0, 2048, 100, 0, 0, 0, 0, 0, 0);
+    post_send(0, 1, 0, 0, 2048, 64, 0, 0, 1024, 0, 0, 0);
+    post_send(0, 1, 4, 0, 3072, 64, 0, 0, 1024, 0, 0, 0);
+    post_send(0, 1, 6, 0, 3200, 8, 0, 0, 1536, 0, 1, 0);
+    post_send(0, 1, 2, 0, 2048, 16, 0, 0, 0, 7ull << 32, 0, 0);
+    consume(0);
+    finish("xrc");
+
     /* Hostile registers: REQUEST before a DSR, bad CTL, IMR games. */
     begin(FZ_CFG_TWO_DEVICES);
     u8(FZ_OP_REG_WRITE); u8(0); u16(0x10); u32(0);

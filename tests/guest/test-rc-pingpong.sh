@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # rdma-core's ping-pong examples between two processes of one guest on one
 # pvrdma device: ibv_rc_pingpong (polling and with completion events, -e),
-# ibv_srq_pingpong, ibv_ud_pingpong (polling, and events with one-MTU
+# ibv_srq_pingpong, ibv_xsrq_pingpong (XRC: three clients sharing one
+# XRC domain with the server, and with events), ibv_ud_pingpong (polling, and events with one-MTU
 # datagrams); each checks its own data (-c).  Then receive doorbells on
 # demand (docs/abi.md): with a small receive queue ibv_rc_pingpong reposts
 # a receive per message; QEMU's trace counts the RECV doorbells, which
@@ -21,6 +22,16 @@ pair rc_pingpong_big 120 "ibv_rc_pingpong -d pvrdma0 -g $gid -n 50 -s 65536 -c" 
     "ibv_rc_pingpong -d pvrdma0 -g $gid -n 50 -s 65536 -c 127.0.0.1"
 pair srq_pingpong 120 "ibv_srq_pingpong -d pvrdma0 -g $gid -n 100 -c" \
     "ibv_srq_pingpong -d pvrdma0 -g $gid -n 100 -c 127.0.0.1"
+# XRC (PVRDMA_EX_CAP_XRC): every process opens the one XRC domain of
+# /tmp/xrc_domain (ibv_open_xrcd by file); the server's XRC_RECV QP per
+# client feeds its SRQ, each client's SRQ is fed by the server's XRC_SEND
+# QPs: three clients at once, then a client waiting on CQ events.
+xc="ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 127.0.0.1"
+pair xsrq_pingpong 120 "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -c 3" \
+    "$xc & a=\$!; $xc & b=\$!; $xc; r=\$?; wait \$a || r=1; wait \$b || r=1; exit \$r"
+pair xsrq_pingpong_events 120 \
+    "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -e -s 65536" \
+    "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -e -s 65536 127.0.0.1"
 # The port's MTU follows eth0's: 9000 gives 4096, the device's largest.
 ip link set eth0 mtu 9000
 pair ud_pingpong 120 "ibv_ud_pingpong -d pvrdma0 -g $gid -n 200 -c" \

@@ -20,4 +20,4 @@ vmpair_run "$TEST_NAME" 900 "$TEST_OUT/guest-a.sh" "$TEST_OUT/guest-b.sh" \
     --arg -d --arg ",fabric-path=$fdir"
 xvm_check "$TEST_NAME"
 xvm_stats_check "$sdir" shm
-pass "ping-pongs (RC, SRQ, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe and NFS over RDMA, Open MPI between two VMs (A with iothread=); the devices' stats and info pvrdma sampled throughout"
+pass "ping-pongs (RC, SRQ, XRC, UD), perftest (RC, UD, -R), RDMA CM (rping -V, ucmatose, udaddy), UCX, NVMe and NFS over RDMA, Open MPI between two VMs (A with iothread=); the devices' stats and info pvrdma sampled throughout"

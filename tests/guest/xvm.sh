@@ -22,7 +22,7 @@
 #
 # The suite: ibv_rc_pingpong polling, with events (-e), with 64 KiB
 # messages and without CQ_POLL doorbells, ibv_srq_pingpong,
-# ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
+# ibv_xsrq_pingpong (XRC), ibv_ud_pingpong (polling; events at eth0's MTU, 1024) (each checks its data,
 # -c), then perftest's
 # ib_send_lat, ib_write_bw (64 KiB and 1 MiB), ib_read_lat, ib_atomic_bw,
 # ib_send_lat -c UD, ib_send_bw -c UD; rc_verify across the VMs where the
@@ -63,6 +63,9 @@ for t in "rc -n 200" "rc -n 200 -e" "rc -n 50 -s 65536" "srq -n 100" \
     shift
     xcase "$name" 180 "ibv_${name%%_*}_pingpong -d pvrdma0 -g $gid -c $*"
 done
+# XRC: A's XRC_RECV QP feeds its XRC SRQ from B's XRC_SEND QP and back
+# (the remote SRQ number in every request over the link).
+xcase xsrq_pingpong 180 "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -s 65536"
 # The cases above ring CQ_POLL on empty polls (the device's hint): the
 # device reads the link in the polling vCPU's thread (docs/fabric.md,
 # "Latency"). Here neither side rings it: the event loop reads the link.

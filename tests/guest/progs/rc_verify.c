@@ -8,9 +8,9 @@
  * (after each error both QPs are reset and reconnected).
  *
  *   rc_verify -d DEV [-D PEER_DEV] [-g GID_INDEX] [-G PEER_GID_INDEX]
- *             [-t TIMEOUT_S] [-P]
+ *             [-t TIMEOUT_S] [-P] [-X]
  *   rc_verify -d DEV -c HOST [-p PORT] [-D PEER_DEV] [-g GID_INDEX]
- *             [-G PEER_GID_INDEX] [-t TIMEOUT_S] [-P]
+ *             [-G PEER_GID_INDEX] [-t TIMEOUT_S] [-P] [-X]
  *   rc_verify -s [-p PORT] [-v]
  *
  * -P: the devices have fabric peers in other processes, so our provider
@@ -45,6 +45,26 @@
  * the same time beyond its own wait: the program never hangs. The agent
  * gives up on a client that does not come within 300 s or goes quiet for
  * 120 s (or 10 x the client's TIMEOUT_S, if longer).
+ *
+ * -X: the pair is XRC instead of RC. The requester is an XRC_SEND QP on
+ * DEV; the responder is an XRC_RECV QP in an XRC domain that PEER_DEV
+ * (or the agent) opens with ibv_open_xrcd on a file it creates in /tmp,
+ * and receives go to XRC SRQs of that domain: SRQ 0 (the device's PD)
+ * and SRQ 1 (a PD of its own), each with a CQ and completion channel of
+ * its own, the responder's buffer registered in both PDs. Every request
+ * names an SRQ (wr.qp_type.xrc.remote_srqn), and the checks take turns
+ * between SRQ 0 and SRQ 1 on the same XRC_SEND -> XRC_RECV connection:
+ * the RC checks above that apply to XRC (every opcode, inline data,
+ * SGEs, atomics, unsignaled work, events, refused WRs, error statuses;
+ * not the basic SRQ checks), receive completions on the named SRQ's CQ
+ * with qp_num the XRC_RECV QP's and src_qp the requester's. Then what
+ * only XRC has: one chain naming both SRQs, the extended post API
+ * (ibv_wr_set_xrc_srqn) with every opcode, receives that outlive the
+ * XRC_RECV QP's RESET and ERR, a request naming an SRQ of another XRC
+ * domain (SRQ 2, of a second domain on the same device) or no SRQ at all
+ * (REM_INV_REQ_ERR), and RDMA keys of a PD other than the named SRQ's
+ * (REM_ACCESS_ERR). A device without IBV_DEVICE_XRC (Soft-RoCE) is
+ * skipped with a notice; that counts as no failure.
  *
  * Not covered here: SEND_WITH_INV and LOCAL_INV. User space has no memory
  * windows, so it cannot make an rkey that may legitimately be invalidated,
@@ -112,6 +132,13 @@
 #define CONNECT_MS	30000		/* client: reach the agent */
 #define IDLE_MS		120000		/* agent: the client goes quiet */
 
+/* -X: the responder's XRC SRQs; 0 and 1 of its domain, 2 of another. */
+#define XRC_TGTS	3
+#define XRC_OTHER	2
+#define XRC_NO_SRQN	0xFFFFFFu	/* an SRQ number nobody has */
+/* IB_UVERBS_DEVICE_ATOMIC_WRITE of device_cap_flags_ex (rdma/ib_user_verbs.h). */
+#define DEVICE_ATOMIC_WRITE	(1ULL << 40)
+
 struct agent {
 	const char *host;
 	int fd;				/* -1: lost */
@@ -136,6 +163,35 @@ struct srq {
 };
 
 /*
+ * -X: one XRC SRQ of the responder, with the CQ (and channel) its
+ * receives complete on and the PD that keys naming it are checked
+ * against (an MR over the side's whole buffer in that PD).
+ */
+struct xrc_tgt {
+	struct srq srq;
+	struct ibv_comp_channel *ch;
+	struct ibv_cq *cq;
+	struct ibv_pd *pd;		/* the device's, or pd1 */
+	struct ibv_mr *mr;		/* the side's buffer in pd */
+};
+
+/* What an XRC_RECV side holds besides its QP (ours only). */
+struct xrc {
+	char path[2][64];		/* the files naming the domains */
+	int fd[2];
+	struct ibv_xrcd *xrcd[2];	/* the QP's domain, another */
+	struct ibv_pd *pd1;		/* SRQ 1's PD */
+	struct ibv_mr *mr1;		/* the side's buffer in pd1 */
+	uint32_t max_sge;		/* asked of each SRQ */
+	struct xrc_tgt tgt[XRC_TGTS];
+};
+
+/* An XRC SRQ's number, and the keys of the side's buffer in its PD. */
+struct xrc_keys {
+	uint32_t srqn, lkey, rkey;
+};
+
+/*
  * One end of a pair. Local: the verbs objects are ours. Remote (dev on an
  * agent): only id, qpn, keys, addr and cap are known here.
  */
@@ -154,6 +210,19 @@ struct side {
 	uint64_t addr;			/* buf's address where it lives */
 	struct ibv_qp_cap cap;
 	uint32_t psn;
+	enum ibv_qp_type type;		/* RC, XRC_SEND or XRC_RECV */
+	struct ibv_pd *pd;		/* ours only: of mr (XRC: of tgt) */
+	/* XRC_SEND: the extended post API (ours only), the SRQ named. */
+	struct ibv_qp_ex *qpx;
+	bool atomic_write;		/* qpx offers ATOMIC_WRITE */
+	uint32_t remote_srqn;
+	/*
+	 * XRC_RECV: its SRQs, one of which (tgt) receives, lends ch, cq,
+	 * srq, pd, lkey and rkey, and is the one requests name.
+	 */
+	struct xrc *xrc;		/* ours only */
+	int tgt;
+	struct xrc_keys tk[XRC_TGTS];
 };
 
 /* An extra MR over part of a side's buffer. */
@@ -215,6 +284,11 @@ static bool cq_poll_doorbells;
  */
 static bool native_peer;
 #define PVRDMA_VENDOR_ID	0x15ad
+/*
+ * -X on pvrdma devices: a receive completion must name the sender in
+ * src_qp (ours does for RC and XRC alike; RC leaves it optional below).
+ */
+static bool src_qp_required;
 
 __attribute__((format(printf, 1, 2)))
 static int bad(const char *fmt, ...)
@@ -302,7 +376,8 @@ enum agent_op {
 	OP_QUERY_QP, OP_POST_SEND, OP_POST_RECV, OP_POLL, OP_NOTIFY,
 	OP_WAIT_EVENT, OP_BUF_SET, OP_BUF_PUT, OP_BUF_GET, OP_REG_MR,
 	OP_DEREG_MR, OP_SRQ_CREATE, OP_SRQ_QUERY, OP_SRQ_MODIFY,
-	OP_SRQ_DESTROY, OP_IDLE_POLLS, OP_BYE, OP_MAX
+	OP_SRQ_DESTROY, OP_IDLE_POLLS, OP_BYE, OP_XRC_SELECT, OP_XRC_RENEW,
+	OP_MAX
 };
 
 static const char *const op_names[OP_MAX] = {
@@ -316,7 +391,8 @@ static const char *const op_names[OP_MAX] = {
 	[OP_DEREG_MR] = "dereg_mr", [OP_SRQ_CREATE] = "srq_create",
 	[OP_SRQ_QUERY] = "srq_query", [OP_SRQ_MODIFY] = "srq_modify",
 	[OP_SRQ_DESTROY] = "srq_destroy", [OP_IDLE_POLLS] = "idle_polls",
-	[OP_BYE] = "bye",
+	[OP_BYE] = "bye", [OP_XRC_SELECT] = "xrc_select",
+	[OP_XRC_RENEW] = "xrc_renew",
 };
 
 static const char *op_name_of(uint32_t op)
@@ -973,7 +1049,7 @@ static int mr_reg(struct mr *m, struct side *s, size_t off, size_t len,
 	}
 	if (buf_range(s, off, len))
 		return -1;
-	m->mr = ibv_reg_mr(s->dev->pd, s->buf + off, len, access);
+	m->mr = ibv_reg_mr(s->pd, s->buf + off, len, access);
 	if (!m->mr)
 		return bad("%s: ibv_reg_mr: %s", s->name, strerror(errno));
 	m->lkey = m->mr->lkey;
@@ -1142,6 +1218,25 @@ static int expect_quiet_cq(struct side *s)
 	return 0;
 }
 
+/*
+ * No completion waits on s now. Enough where the requester has seen its
+ * own completion (a responder writes its CQEs before it answers), and
+ * without expect_quiet_cq's wait.
+ */
+static int expect_no_cqe(struct side *s)
+{
+	struct ibv_wc wc;
+	int ret = side_poll(s, &wc, 1, 0, 0);
+
+	if (ret < 0)
+		return -1;
+	if (ret)
+		return bad("%s: unexpected completion wr_id %" PRIu64
+			   " status %s opcode %d", s->name, wc.wr_id,
+			   ibv_wc_status_str(wc.status), wc.opcode);
+	return 0;
+}
+
 /* Take whatever completions are left, without judging them. */
 static void drain_cq(struct side *s)
 {
@@ -1182,7 +1277,8 @@ static int check_wc(const struct side *s, const struct ibv_wc *wc,
 		return bad("%s: imm_data %#x, expected %#x", s->name,
 			   be32toh(wc->imm_data), e->imm);
 	/* src_qp is defined for UD only; if an RC CQE has one, it is right. */
-	if (e->src_qp && wc->src_qp && wc->src_qp != e->src_qp)
+	if (e->src_qp && (wc->src_qp || src_qp_required) &&
+	    wc->src_qp != e->src_qp)
 		return bad("%s: src_qp %#x, expected %#x", s->name,
 			   wc->src_qp, e->src_qp);
 	return 0;
@@ -1240,11 +1336,24 @@ static int expect_no_cq_event(struct side *s)
 
 /* ---- posting ------------------------------------------------------------- */
 
+/*
+ * The WRs of an XRC_SEND QP name the responder's SRQ that s targets now
+ * (a check naming SRQs WR by WR posts with side_post_send).
+ */
+static void name_srq(const struct side *s, struct ibv_send_wr *wr)
+{
+	if (s->type != IBV_QPT_XRC_SEND)
+		return;
+	for (; wr; wr = wr->next)
+		wr->qp_type.xrc.remote_srqn = s->remote_srqn;
+}
+
 static int post_send(struct side *s, struct ibv_send_wr *wr)
 {
 	struct ibv_send_wr *bad_wr = NULL;
 	int ret;
 
+	name_srq(s, wr);
 	if (side_post_send(s, wr, &bad_wr, &ret))
 		return -1;
 	if (ret)
@@ -1386,6 +1495,153 @@ static int verify_canary(struct side *s, size_t off, size_t len)
 	return ret;
 }
 
+/* ---- XRC SRQs (-X) ------------------------------------------------------- */
+
+/* s's receives go to its XRC SRQ k from now on (s ours). */
+static int xrc_side_select(struct side *s, int k)
+{
+	struct xrc_tgt *t;
+
+	if (!s->xrc || k < 0 || k >= XRC_TGTS)
+		return bad("%s: no XRC SRQ %d", s->name, k);
+	t = &s->xrc->tgt[k];
+	s->tgt = k;
+	s->srq = &t->srq;
+	s->ch = t->ch;
+	s->cq = t->cq;
+	s->pd = t->pd;
+	s->lkey = s->tk[k].lkey;
+	s->rkey = s->tk[k].rkey;
+	return 0;
+}
+
+/* XRC SRQ k of s (ours) in its domain, PD and CQ; its number to tk. */
+static int xrc_srq_create(struct side *s, int k)
+{
+	struct xrc *x = s->xrc;
+	struct xrc_tgt *t = &x->tgt[k];
+	struct ibv_srq_init_attr_ex init = {
+		.attr = { .max_wr = QP_DEPTH, .max_sge = x->max_sge },
+		.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
+			     IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ,
+		.srq_type = IBV_SRQT_XRC,
+		.pd = t->pd,
+		.xrcd = x->xrcd[k == XRC_OTHER],
+		.cq = t->cq,
+	};
+	int ret;
+
+	t->srq.dev = s->dev;
+	t->srq.srq = ibv_create_srq_ex(s->dev->ctx, &init);
+	if (!t->srq.srq)
+		return bad("%s: ibv_create_srq_ex of XRC SRQ %d: %s", s->name,
+			   k, strerror(errno));
+	if (init.attr.max_wr < QP_DEPTH || init.attr.max_sge < x->max_sge)
+		return bad("%s: XRC SRQ %d has %u WRs of %u SGEs, asked for "
+			   "%u of %u", s->name, k, init.attr.max_wr,
+			   init.attr.max_sge, QP_DEPTH, x->max_sge);
+	ret = ibv_get_srq_num(t->srq.srq, &s->tk[k].srqn);
+	if (ret)
+		return bad("%s: ibv_get_srq_num: %s", s->name, strerror(ret));
+	return 0;
+}
+
+/* Take whatever completions and events target t has, unjudged. */
+static void xrc_tgt_drain(struct xrc_tgt *t)
+{
+	struct ibv_wc wc[16];
+	struct ibv_cq *cq;
+	void *cq_ctx;
+
+	while (ibv_poll_cq(t->cq, 16, wc) > 0)
+		;
+	while (!ibv_get_cq_event(t->ch, &cq, &cq_ctx))	/* non-blocking */
+		ibv_ack_cq_events(cq, 1);
+}
+
+/* New XRC SRQs for s (ours): the receives left behind go with the old. */
+static int xrc_side_renew(struct side *s)
+{
+	int k;
+
+	if (!s->xrc)
+		return bad("%s: not an XRC_RECV side", s->name);
+	for (k = 0; k < XRC_TGTS; k++) {
+		struct xrc_tgt *t = &s->xrc->tgt[k];
+
+		if (t->srq.srq && ibv_destroy_srq(t->srq.srq))
+			return bad("%s: ibv_destroy_srq of XRC SRQ %d failed",
+				   s->name, k);
+		t->srq.srq = NULL;
+		xrc_tgt_drain(t);
+		if (xrc_srq_create(s, k))
+			return -1;
+	}
+	return xrc_side_select(s, s->tgt);
+}
+
+/*
+ * The pair's requests name the responder's XRC SRQ k from now on, whose
+ * CQ, channel and keys the responder side then stands for.
+ */
+static int xrc_select(struct pair *p, int k)
+{
+	static const char *const names[XRC_TGTS] = {
+		"xrc/srq0", "xrc/srq1", "xrc/other-domain",
+	};
+	struct side *b = &p->b;
+	struct agent *ag = remote_of(b);
+
+	if (k < 0 || k >= XRC_TGTS)
+		return bad("no XRC SRQ %d", k);
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, b->id);
+		put_u32(m, k);
+		if (rpc(ag, OP_XRC_SELECT, 0) < 0 || rpc_done(ag))
+			return -1;
+		b->tgt = k;
+		b->lkey = b->tk[k].lkey;
+		b->rkey = b->tk[k].rkey;
+	} else if (xrc_side_select(b, k)) {
+		return -1;
+	}
+	p->a.remote_srqn = b->tk[k].srqn;
+	p->name = names[k];
+	return 0;
+}
+
+/* After a failed check: new XRC SRQs, whatever receives it left gone. */
+static int xrc_renew(struct pair *p)
+{
+	struct side *b = &p->b;
+	struct agent *ag = remote_of(b);
+
+	if (ag) {
+		struct msg *m = req();
+
+		put_u32(m, b->id);
+		if (rpc(ag, OP_XRC_RENEW, 0) < 0)
+			return -1;
+		get(&rs, b->tk, sizeof(b->tk));
+		if (rpc_done(ag))
+			return -1;
+	} else if (xrc_side_renew(b)) {
+		return -1;
+	}
+	return xrc_select(p, b->tgt);
+}
+
+/* -X: the checks take turns between SRQ 0 and SRQ 1 of the domain. */
+static void xrc_turn(struct pair *p)
+{
+	int k = p->b.tgt == 0;
+
+	if (p->b.type == IBV_QPT_XRC_RECV && xrc_select(p, k))
+		report(p, -1, "%s: name XRC SRQ %d next", p->name, k);
+}
+
 /* ---- QP state ------------------------------------------------------------ */
 
 static int qp_to_init(struct side *s)
@@ -1423,9 +1679,13 @@ static int qp_to_rtr(struct side *s, const struct side *peer,
 		},
 	};
 
-	return modify(s, &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
-		      IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-		      IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER, "RTR");
+	int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+		   IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+
+	/* An XRC_SEND QP responds to nothing (IBA 10.3.1). */
+	if (s->type != IBV_QPT_XRC_SEND)
+		mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+	return modify(s, &attr, mask, "RTR");
 }
 
 static int qp_to_rts(struct side *s, uint8_t rnr_retry)
@@ -1439,6 +1699,10 @@ static int qp_to_rts(struct side *s, uint8_t rnr_retry)
 		.max_rd_atomic = rd_atomic,
 	};
 
+	/* An XRC_RECV QP requests nothing (IBA 10.3.1). */
+	if (s->type == IBV_QPT_XRC_RECV)
+		return modify(s, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
+			      IBV_QP_TIMEOUT, "RTS");
 	return modify(s, &attr, IBV_QP_STATE | IBV_QP_SQ_PSN |
 		      IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
 		      IBV_QP_MAX_QP_RD_ATOMIC, "RTS");
@@ -1483,9 +1747,16 @@ static int reconnect(struct pair *p, uint8_t a_rnr_retry,
 	if (qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
 	    qp_to_state(&p->b, IBV_QPS_RESET, "RESET"))
 		return -1;
+	/* XRC, after a failed check: receives it left would take messages. */
+	if (p->dirty && p->b.type == IBV_QPT_XRC_RECV && xrc_renew(p))
+		return annotate("new XRC SRQs");
 	ret = side_poll(&p->a, &wc, 1, 0, 0);
-	if (!ret && native_peer)
-		drain_cq(&p->b);	/* the PVRDMA rule (spec §9) is ours */
+	/*
+	 * The PVRDMA rule (spec §9) is ours; an XRC SRQ's receive CQEs are
+	 * the SRQ's, not the XRC_RECV QP's, and stay (reset_keeps_srq_cqes).
+	 */
+	if (!ret && (native_peer || p->b.type == IBV_QPT_XRC_RECV))
+		drain_cq(&p->b);
 	else if (!ret)
 		ret = side_poll(&p->b, &wc, 1, 0, 0);
 	if (ret < 0)
@@ -1517,15 +1788,19 @@ static int reconnect(struct pair *p, uint8_t a_rnr_retry,
 	return 0;
 }
 
-/* After a failed check the pair may hold anything: start it afresh. */
+/*
+ * After a check: if it failed, the pair may hold anything: start it
+ * afresh. With -X the next check names the domain's other SRQ.
+ */
 static void recover(struct pair *p, const char *after)
 {
-	if (!p->dirty)
-		return;
-	drain_cq(&p->a);
-	drain_cq(&p->b);
-	report(p, reconnect(p, 7, MIN_RNR_TIMER), "%s: reconnect after %s",
-	       p->name, after);
+	if (p->dirty) {
+		drain_cq(&p->a);
+		drain_cq(&p->b);
+		report(p, reconnect(p, 7, MIN_RNR_TIMER),
+		       "%s: reconnect after %s", p->name, after);
+	}
+	xrc_turn(p);
 }
 
 /* ---- setup --------------------------------------------------------------- */
@@ -1617,25 +1892,192 @@ static uint32_t max_sge_of(const struct dev *a, const struct dev *b)
 	return n < 1 ? 1 : n > MAX_SGE ? MAX_SGE : n;
 }
 
-static int side_create(struct side *s, const char *name, struct dev *d,
-		       struct srq *srq, int sq_sig_all, uint32_t max_sge,
-		       uint32_t psn)
+/* A channel for d whose fd never blocks (events are polled for). */
+static struct ibv_comp_channel *channel_create(struct dev *d,
+					       const char *name)
 {
+	struct ibv_comp_channel *ch = ibv_create_comp_channel(d->ctx);
+	int flags;
+
+	if (!ch) {
+		bad("%s: ibv_create_comp_channel: %s", name, strerror(errno));
+		return NULL;
+	}
+	flags = fcntl(ch->fd, F_GETFL);
+	if (flags < 0 || fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK)) {
+		bad("%s: channel fd: %s", name, strerror(errno));
+		ibv_destroy_comp_channel(ch);
+		return NULL;
+	}
+	return ch;
+}
+
+/*
+ * The XRC objects of an XRC_RECV side s (ours) on d, its buffer and MR
+ * made: two domains, each opened as applications share one, on a file
+ * they all open (the first creates the domain, O_CREAT); SRQ 1's PD and
+ * the buffer's MR in it; each SRQ's channel and CQ, then the SRQ.
+ */
+static int xrc_side_create(struct side *s, struct dev *d, uint32_t max_sge)
+{
+	static unsigned int seq;
+	struct xrc *x = calloc(1, sizeof(*x));
+	int i, k;
+
+	if (!x)
+		return bad("out of memory");
+	s->xrc = x;
+	x->fd[0] = x->fd[1] = -1;
+	x->max_sge = max_sge;
+	for (i = 0; i < 2; i++) {
+		struct ibv_xrcd_init_attr attr = {
+			.comp_mask = IBV_XRCD_INIT_ATTR_FD |
+				     IBV_XRCD_INIT_ATTR_OFLAGS,
+			.oflags = O_CREAT,
+		};
+
+		snprintf(x->path[i], sizeof(x->path[i]),
+			 "/tmp/rc_verify-xrcd-%d-%u", (int)getpid(), seq++);
+		x->fd[i] = open(x->path[i], O_RDONLY | O_CREAT | O_CLOEXEC,
+				0600);
+		if (x->fd[i] < 0)
+			return bad("%s: %s: %s", s->name, x->path[i],
+				   strerror(errno));
+		attr.fd = x->fd[i];
+		x->xrcd[i] = ibv_open_xrcd(d->ctx, &attr);
+		if (!x->xrcd[i])
+			return bad("%s: ibv_open_xrcd: %s", s->name,
+				   strerror(errno));
+	}
+	x->pd1 = ibv_alloc_pd(d->ctx);
+	if (!x->pd1)
+		return bad("%s: ibv_alloc_pd: %s", s->name, strerror(errno));
+	x->mr1 = ibv_reg_mr(x->pd1, s->buf, BUF_SIZE, ALL_ACCESS);
+	if (!x->mr1)
+		return bad("%s: ibv_reg_mr: %s", s->name, strerror(errno));
+	for (k = 0; k < XRC_TGTS; k++) {
+		struct xrc_tgt *t = &x->tgt[k];
+
+		t->pd = k == 1 ? x->pd1 : d->pd;
+		t->mr = k == 1 ? x->mr1 : s->mr;
+		s->tk[k].lkey = t->mr->lkey;
+		s->tk[k].rkey = t->mr->rkey;
+		t->ch = channel_create(d, s->name);
+		if (!t->ch)
+			return -1;
+		t->cq = ibv_create_cq(d->ctx, CQ_DEPTH, s, t->ch, 0);
+		if (!t->cq)
+			return bad("%s: ibv_create_cq: %s", s->name,
+				   strerror(errno));
+		if (xrc_srq_create(s, k))
+			return -1;
+	}
+	return 0;
+}
+
+static int xrc_side_destroy(struct side *s)
+{
+	struct xrc *x = s->xrc;
+	int i, k, ret = 0;
+
+	for (k = 0; k < XRC_TGTS; k++) {
+		struct xrc_tgt *t = &x->tgt[k];
+
+		if (t->srq.srq && ibv_destroy_srq(t->srq.srq))
+			ret = bad("%s: ibv_destroy_srq failed", s->name);
+		if (t->cq && ibv_destroy_cq(t->cq))
+			ret = bad("%s: ibv_destroy_cq failed", s->name);
+		if (t->ch && ibv_destroy_comp_channel(t->ch))
+			ret = bad("%s: ibv_destroy_comp_channel failed",
+				  s->name);
+	}
+	if (x->mr1 && ibv_dereg_mr(x->mr1))
+		ret = bad("%s: ibv_dereg_mr failed", s->name);
+	if (x->pd1 && ibv_dealloc_pd(x->pd1))
+		ret = bad("%s: ibv_dealloc_pd failed", s->name);
+	for (i = 0; i < 2; i++) {
+		if (x->xrcd[i] && ibv_close_xrcd(x->xrcd[i]))
+			ret = bad("%s: ibv_close_xrcd failed", s->name);
+		if (x->fd[i] >= 0) {
+			close(x->fd[i]);
+			unlink(x->path[i]);
+		}
+	}
+	free(x);
+	s->xrc = NULL;
+	s->srq = NULL;
+	s->cq = NULL;
+	s->ch = NULL;
+	return ret;
+}
+
+/* The opcodes an XRC_SEND QP offers through the extended post API. */
+#define XRC_SEND_OPS (IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM | \
+		      IBV_QP_EX_WITH_RDMA_WRITE | \
+		      IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | \
+		      IBV_QP_EX_WITH_RDMA_READ | \
+		      IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | \
+		      IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD)
+
+/*
+ * An XRC_SEND QP for s (ours) with init's caps and CQ, offering the
+ * extended post API too (with ATOMIC_WRITE where the device has it).
+ */
+static int xrc_send_qp_create(struct side *s, struct dev *d,
+			      struct ibv_qp_init_attr *init)
+{
+	struct ibv_qp_init_attr_ex attr = {
+		.qp_type = IBV_QPT_XRC_SEND,
+		.sq_sig_all = init->sq_sig_all,
+		.send_cq = init->send_cq,
+		.cap = init->cap,
+		.comp_mask = IBV_QP_INIT_ATTR_PD |
+			     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.pd = d->pd,
+		.send_ops_flags = XRC_SEND_OPS,
+	};
+	struct ibv_device_attr_ex ax;
+
+	if (!ibv_query_device_ex(d->ctx, NULL, &ax) &&
+	    ax.device_cap_flags_ex & DEVICE_ATOMIC_WRITE) {
+		attr.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_WRITE;
+		s->atomic_write = true;
+	}
+	s->qp = ibv_create_qp_ex(d->ctx, &attr);
+	if (!s->qp)
+		return bad("%s: ibv_create_qp_ex (XRC_SEND): %s", s->name,
+			   strerror(errno));
+	s->qpx = ibv_qp_to_qp_ex(s->qp);
+	if (!s->qpx)
+		return bad("%s: no extended post API", s->name);
+	init->cap = attr.cap;
+	return 0;
+}
+
+/*
+ * One end: an RC QP (on srq if given), an XRC_SEND QP, or an XRC_RECV QP
+ * with its XRC SRQs (max_sge is theirs), receiving on SRQ 0.
+ */
+static int side_create(struct side *s, const char *name, struct dev *d,
+		       enum ibv_qp_type type, struct srq *srq, int sq_sig_all,
+		       uint32_t max_sge, uint32_t psn)
+{
+	bool has_rq = type == IBV_QPT_RC && !srq;
 	struct ibv_qp_init_attr init = {
-		.qp_type = IBV_QPT_RC,
+		.qp_type = type,
 		.sq_sig_all = sq_sig_all,
 		.srq = srq ? srq->srq : NULL,
 		.cap = {
 			.max_send_wr = QP_DEPTH,
-			.max_recv_wr = srq ? 0 : QP_DEPTH,
+			.max_recv_wr = has_rq ? QP_DEPTH : 0,
 			.max_send_sge = max_sge,
-			.max_recv_sge = srq ? 0 : max_sge,
+			.max_recv_sge = has_rq ? max_sge : 0,
 		},
 	};
-	int flags;
 
 	s->name = name;
 	s->dev = d;
+	s->type = type;
 	s->srq = srq;
 	s->psn = psn;
 	if (!strcmp(name, "requester"))
@@ -1644,6 +2086,7 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 		struct msg *m = req();
 
 		put_str(m, name, NAME_LEN);
+		put_u32(m, type);
 		put_u32(m, srq ? srq->id : 0);
 		put_u32(m, sq_sig_all);
 		put_u32(m, max_sge);
@@ -1656,18 +2099,19 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 		s->rkey = get_u32(&rs);
 		s->addr = get_u64(&rs);
 		get(&rs, &s->cap, sizeof(s->cap));
+		get(&rs, s->tk, sizeof(s->tk));
 		return rpc_done(d->remote);
 	}
-	s->ch = ibv_create_comp_channel(d->ctx);
-	if (!s->ch)
-		return bad("%s: ibv_create_comp_channel: %s", name,
-			   strerror(errno));
-	flags = fcntl(s->ch->fd, F_GETFL);
-	if (flags < 0 || fcntl(s->ch->fd, F_SETFL, flags | O_NONBLOCK))
-		return bad("%s: channel fd: %s", name, strerror(errno));
-	s->cq = ibv_create_cq(d->ctx, CQ_DEPTH, s, s->ch, 0);
-	if (!s->cq)
-		return bad("%s: ibv_create_cq: %s", name, strerror(errno));
+	s->pd = d->pd;
+	if (type != IBV_QPT_XRC_RECV) {
+		s->ch = channel_create(d, name);
+		if (!s->ch)
+			return -1;
+		s->cq = ibv_create_cq(d->ctx, CQ_DEPTH, s, s->ch, 0);
+		if (!s->cq)
+			return bad("%s: ibv_create_cq: %s", name,
+				   strerror(errno));
+	}
 	s->buf = aligned_alloc(4096, BUF_SIZE);
 	if (!s->buf)
 		return bad("out of memory");
@@ -1678,16 +2122,41 @@ static int side_create(struct side *s, const char *name, struct dev *d,
 		return bad("%s: ibv_reg_mr: %s", name, strerror(errno));
 	s->lkey = s->mr->lkey;
 	s->rkey = s->mr->rkey;
+	if (type == IBV_QPT_XRC_RECV) {
+		struct ibv_qp_init_attr_ex attr = {
+			.qp_type = IBV_QPT_XRC_RECV,
+			.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+		};
+
+		if (xrc_side_create(s, d, max_sge))
+			return -1;
+		attr.xrcd = s->xrc->xrcd[0];
+		s->qp = ibv_create_qp_ex(d->ctx, &attr);
+		if (!s->qp)
+			return bad("%s: ibv_create_qp_ex (XRC_RECV): %s", name,
+				   strerror(errno));
+		s->qpn = s->qp->qp_num;
+		/* Its receive queues are the SRQs. */
+		s->cap.max_recv_wr = QP_DEPTH;
+		s->cap.max_recv_sge = max_sge;
+		return xrc_side_select(s, 0);
+	}
 	init.send_cq = s->cq;
 	init.recv_cq = s->cq;
-	s->qp = ibv_create_qp(d->pd, &init);
-	if (!s->qp)
-		return bad("%s: ibv_create_qp: %s", name, strerror(errno));
+	if (type == IBV_QPT_XRC_SEND) {
+		if (xrc_send_qp_create(s, d, &init))
+			return -1;
+	} else {
+		s->qp = ibv_create_qp(d->pd, &init);
+		if (!s->qp)
+			return bad("%s: ibv_create_qp: %s", name,
+				   strerror(errno));
+	}
 	s->qpn = s->qp->qp_num;
 	s->cap = init.cap;
 	if (s->cap.max_send_wr < QP_DEPTH || s->cap.max_send_sge < max_sge ||
-	    (!srq && (s->cap.max_recv_wr < QP_DEPTH ||
-		      s->cap.max_recv_sge < max_sge)))
+	    (has_rq && (s->cap.max_recv_wr < QP_DEPTH ||
+			s->cap.max_recv_sge < max_sge)))
 		return bad("%s: ibv_create_qp reported smaller caps than "
 			   "requested", name);
 	return 0;
@@ -1709,6 +2178,9 @@ static int side_destroy(struct side *s)
 	}
 	if (s->qp && ibv_destroy_qp(s->qp))
 		ret = bad("%s: ibv_destroy_qp failed", s->name);
+	/* (lends the side its CQ and channel: they go with it) */
+	if (s->xrc && xrc_side_destroy(s))
+		ret = -1;
 	if (s->mr && ibv_dereg_mr(s->mr))
 		ret = bad("%s: ibv_dereg_mr failed", s->name);
 	if (s->cq && ibv_destroy_cq(s->cq))
@@ -1720,8 +2192,13 @@ static int side_destroy(struct side *s)
 	return ret;
 }
 
+/*
+ * An RC pair (the responder on srq_b if given), or with xrc an XRC_SEND
+ * requester and an XRC_RECV responder whose requests name SRQ 0.
+ */
 static int pair_create(struct pair *p, const char *name, struct dev *da,
-		       struct dev *db, struct srq *srq_b, int sq_sig_all)
+		       struct dev *db, struct srq *srq_b, int sq_sig_all,
+		       bool xrc)
 {
 	uint32_t max_sge = max_sge_of(da, db);
 
@@ -1734,12 +2211,16 @@ static int pair_create(struct pair *p, const char *name, struct dev *da,
 		if (sattr.max_sge < max_sge)
 			max_sge = sattr.max_sge;
 	}
-	if (side_create(&p->a, "requester", da, NULL, sq_sig_all, max_sge,
-			PSN_A) ||
-	    side_create(&p->b, "responder", db, srq_b, sq_sig_all, max_sge,
-			PSN_B))
+	if (xrc && db->attr.max_srq_sge && (int)max_sge > db->attr.max_srq_sge)
+		max_sge = db->attr.max_srq_sge;
+	if (side_create(&p->a, "requester", da,
+			xrc ? IBV_QPT_XRC_SEND : IBV_QPT_RC, NULL, sq_sig_all,
+			max_sge, PSN_A) ||
+	    side_create(&p->b, "responder", db,
+			xrc ? IBV_QPT_XRC_RECV : IBV_QPT_RC, srq_b, sq_sig_all,
+			max_sge, PSN_B))
 		return -1;
-	return 0;
+	return xrc ? xrc_select(p, 0) : 0;
 }
 
 /* ---- data transfers ------------------------------------------------------ */
@@ -1943,7 +2424,8 @@ static void test_sges(struct pair *p)
 		IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
 	};
 	uint32_t max = p->a.cap.max_send_sge;
-	uint32_t rmax = p->b.srq ? max : p->b.cap.max_recv_sge;
+	uint32_t rmax = p->b.srq || p->b.type == IBV_QPT_XRC_RECV ?
+			max : p->b.cap.max_recv_sge;
 	uint32_t rdmax = p->a.dev->attr.max_sge_rd ?
 			 (uint32_t)p->a.dev->attr.max_sge_rd : max;
 	uint32_t n, m;
@@ -2234,6 +2716,48 @@ static int reset_drops_cqes(struct pair *p)
 	return reconnect(p, 7, MIN_RNR_TIMER);
 }
 
+/*
+ * XRC: RESET drops the XRC_SEND QP's unpolled CQEs, but a receive CQE of
+ * an XRC SRQ is the SRQ's (on its CQ, for any process of the domain),
+ * not the XRC_RECV QP's: it outlives the QP's RESET.
+ */
+static int reset_keeps_srq_cqes(struct pair *p)
+{
+	uint64_t id = next_wr_id++;
+	struct ibv_wc wc;
+	struct expect e;
+	int ret;
+
+	if (side_notify(&p->a, 0))
+		return -1;
+	fill_pattern(p->a.buf + SPARE_OFF, 64, (uint32_t)id);
+	if (buf_set(&p->b, SPARE_OFF, 0, 64) ||
+	    post_recv_buf(&p->b, id, SPARE_OFF, 64) ||
+	    post_send_buf(&p->a, id, SPARE_OFF, 64, 0))
+		return -1;
+	/* The event says the CQE is there; nobody polls it. */
+	if (expect_cq_event(&p->a))
+		return -1;
+	if (qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
+	    qp_to_state(&p->b, IBV_QPS_RESET, "RESET"))
+		return -1;
+	ret = side_poll(&p->a, &wc, 1, 0, 0);
+	if (ret < 0)
+		return -1;
+	if (ret)
+		return bad("requester: a CQE (wr_id %" PRIu64 ", status %s) "
+			   "outlived RESET", wc.wr_id,
+			   ibv_wc_status_str(wc.status));
+	e = recv_ok(p, id);
+	if (expect_wc(&p->b, &e))
+		return annotate("the SRQ's receive CQE after RESET");
+	if (expect_bytes(&p->b, SPARE_OFF, p->a.buf + SPARE_OFF, 64,
+			 "received data differ") ||
+	    expect_no_cqe(&p->b))
+		return -1;
+	return reconnect(p, 7, MIN_RNR_TIMER);
+}
+
 /* ---- work requests the provider must refuse ------------------------------ */
 
 static int expect_send_rejected(struct side *s, struct ibv_send_wr *wr,
@@ -2242,6 +2766,7 @@ static int expect_send_rejected(struct side *s, struct ibv_send_wr *wr,
 	struct ibv_send_wr *bad_wr = NULL;
 	int ret;
 
+	name_srq(s, wr);
 	if (side_post_send(s, wr, &bad_wr, &ret))
 		return -1;
 	if (ret != EINVAL)
@@ -2311,11 +2836,25 @@ static int query_caps(struct side *s, enum ibv_qp_state state)
 	return 0;
 }
 
-/* Before RTS, the send queue refuses work; the receive queue in RESET. */
+/*
+ * Before RTS, the send queue refuses work; the receive queue in RESET.
+ * XRC QPs have no receive queue, an XRC_RECV QP no send queue either.
+ */
 static void test_unconnected(struct pair *p)
 {
-	report(p, reject_recv_in_reset(native_peer ? &p->a : &p->b),
-	       "%s: post_recv in RESET is refused", p->name);
+	if (p->b.type == IBV_QPT_XRC_RECV) {
+		report(p, expect_recv_rejected(&p->a, "ibv_post_recv"),
+		       "%s: post_recv on the XRC_SEND QP is refused (EINVAL)",
+		       p->name);
+		report(p, expect_recv_rejected(&p->b, "ibv_post_recv"),
+		       "%s: post_recv on the XRC_RECV QP is refused (EINVAL)",
+		       p->name);
+		report(p, reject_state(&p->b, "XRC_RECV"), "%s: post_send on "
+		       "the XRC_RECV QP is refused (EINVAL)", p->name);
+	} else {
+		report(p, reject_recv_in_reset(native_peer ? &p->a : &p->b),
+		       "%s: post_recv in RESET is refused", p->name);
+	}
 	report(p, reject_state(&p->a, "RESET"), "%s: post_send in RESET is "
 	       "refused", p->name);
 	report(p, query_caps(&p->a, IBV_QPS_RESET), "%s: query_qp in RESET",
@@ -2472,7 +3011,9 @@ static int loc_prot_err(struct pair *p, bool stale)
 		addr = p->a.addr + BUF_SIZE - 32;
 	}
 	sge = (struct ibv_sge){ .addr = addr, .length = 64, .lkey = lkey };
-	if (post_recv_buf(&p->b, next_wr_id++, SPARE_OFF, 64) ||
+	/* An XRC SRQ's receive would outlive the reset that follows. */
+	if ((p->b.type != IBV_QPT_XRC_RECV &&
+	     post_recv_buf(&p->b, next_wr_id++, SPARE_OFF, 64)) ||
 	    post_send(&p->a, &wr))
 		return -1;
 	e = wc_error(&p->a, wr.wr_id, IBV_WC_LOC_PROT_ERR);
@@ -2598,6 +3139,52 @@ static int flush_recv(struct pair *p)
 	return expect_wc(&p->b, &e);
 }
 
+/*
+ * XRC: receives wait in the SRQ, not in the XRC_RECV QP, so its ERR
+ * (and RESET) flushes none of them; once reconnected, the next messages
+ * take them in the order they were posted.
+ */
+static int srq_outlives_qp_err(struct pair *p)
+{
+	uint64_t base = next_wr_id;
+	struct expect e;
+	int i;
+
+	next_wr_id += 2;
+	fill_pattern(p->a.buf + SPARE_OFF + 2048, 2 * 256, (uint32_t)base);
+	if (buf_set(&p->b, SPARE_OFF, 0, 2 * 256))
+		return -1;
+	for (i = 0; i < 2; i++)
+		if (post_recv_buf(&p->b, base + i, SPARE_OFF + i * 256, 64))
+			return -1;
+	/* (a receive flushed would complete in error below) */
+	if (qp_to_state(&p->b, IBV_QPS_ERR, "ERR"))
+		return -1;
+	if (expect_no_cqe(&p->b))
+		return annotate("the XRC_RECV QP's ERR flushed the SRQ");
+	if (qp_to_state(&p->a, IBV_QPS_RESET, "RESET") ||
+	    qp_to_state(&p->b, IBV_QPS_RESET, "RESET") ||
+	    connect_pair(p, 7, MIN_RNR_TIMER))
+		return -1;
+	for (i = 0; i < 2; i++) {
+		if (post_send_buf(&p->a, base + i, SPARE_OFF + 2048 + i * 256,
+				  64, 0))
+			return -1;
+		e = send_ok(&p->a, base + i, IBV_WC_SEND);
+		if (expect_wc(&p->a, &e))
+			return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		e = recv_ok(p, base + i);
+		if (expect_wc(&p->b, &e) ||
+		    expect_bytes(&p->b, SPARE_OFF + i * 256,
+				 p->a.buf + SPARE_OFF + 2048 + i * 256, 64,
+				 "a receive kept over ERR got other data"))
+			return -1;
+	}
+	return expect_no_cqe(&p->b);
+}
+
 /* Sends stuck in RNR retries (the responder has no receive) flush too. */
 static int flush_send(struct pair *p)
 {
@@ -2621,7 +3208,10 @@ static int flush_send(struct pair *p)
 	return 0;
 }
 
-/* Run an error case, then reset and reconnect the pair. */
+/*
+ * Run an error case, then reset and reconnect the pair; with -X the next
+ * check names the domain's other SRQ.
+ */
 static void error_case(struct pair *p, int ret, const char *name)
 {
 	report(p, ret, "%s: %s", p->name, name);
@@ -2629,6 +3219,7 @@ static void error_case(struct pair *p, int ret, const char *name)
 	drain_cq(&p->b);
 	report(p, reconnect(p, 7, MIN_RNR_TIMER), "%s: reconnect after %s",
 	       p->name, name);
+	xrc_turn(p);
 }
 
 /* Finite retries run on the device's timer: 3 retries of 10.24 ms. */
@@ -2975,10 +3566,458 @@ static void test_errors(struct pair *p)
 	error_case(p, error_in_window(p),
 		   "REM_ACCESS_ERR of a WRITE with two behind it: flushed, "
 		   "their bytes never land");
-	error_case(p, flush_recv(p),
-		   "WR_FLUSH_ERR for receives and sends of a QP in ERR");
+	if (p->b.type == IBV_QPT_XRC_RECV)
+		error_case(p, srq_outlives_qp_err(p), "the XRC_RECV QP's ERR "
+			   "and RESET leave the SRQ's receives waiting");
+	else
+		error_case(p, flush_recv(p), "WR_FLUSH_ERR for receives and "
+			   "sends of a QP in ERR");
 	error_case(p, flush_send(p),
 		   "WR_FLUSH_ERR for sends waiting on RNR");
+}
+
+/* ---- what only XRC has (-X) ---------------------------------------------- */
+
+/* Run check on p, then name the SRQ named before again. */
+static int xrc_keep_tgt(struct pair *p, int (*check)(struct pair *))
+{
+	int k0 = p->b.tgt, ret = check(p);
+
+	if (xrc_select(p, k0) && !ret)
+		ret = -1;
+	return ret;
+}
+
+/*
+ * A SEND and its receive complete next, each the next CQE of its side:
+ * whatever was refused before was not posted after all.
+ */
+static int send_comes_next(struct pair *p)
+{
+	struct expect e;
+
+	if (send_and_receive(p, 0))
+		return annotate("a SEND after the refused WR");
+	e = recv_ok(p, next_wr_id - 1);
+	return expect_wc(&p->b, &e);
+}
+
+/* len bytes at off in s's buffer are img; else say where they differ. */
+static int expect_image(struct side *s, size_t off, const uint8_t *img,
+			size_t len, const char *what)
+{
+	uint8_t *got = malloc(len);
+	size_t i;
+	int ret;
+
+	if (!got)
+		return bad("out of memory");
+	ret = buf_get(s, off, got, len);
+	for (i = 0; !ret && i < len; i++)
+		if (got[i] != img[i])
+			ret = bad("%s: %s: byte at buffer offset %zu is %#04x, "
+				  "expected %#04x", s->name, what, off + i,
+				  got[i], img[i]);
+	free(got);
+	return ret;
+}
+
+/*
+ * One chain of four SENDs naming SRQ 0, 1, 0 and 1 (remote_srqn WR by
+ * WR): each message takes the next receive of the SRQ it names and
+ * completes on that SRQ's CQ, with the XRC_RECV QP's number.
+ */
+static int xrc_chain(struct pair *p)
+{
+	enum { N = 4, SLOT = 256, LEN = 40 };
+	const size_t roff = SPARE_OFF + 2048;
+	struct ibv_send_wr wr[N], *bad_wr = NULL;
+	struct ibv_sge sge[N];
+	uint64_t base = next_wr_id;
+	struct expect e;
+	int i, k, err;
+
+	next_wr_id += 2 * N;
+	fill_pattern(p->a.buf + SPARE_OFF, N * SLOT, (uint32_t)base);
+	if (buf_set(&p->b, roff, CANARY, N * SLOT))
+		return -1;
+	memset(wr, 0, sizeof(wr));
+	for (i = 0; i < N; i++) {
+		k = i % 2;
+		if (xrc_select(p, k) ||
+		    post_recv_buf(&p->b, base + N + i, roff + i * SLOT, SLOT))
+			return -1;
+		sge[i] = (struct ibv_sge){
+			.addr = p->a.addr + SPARE_OFF + i * SLOT,
+			.length = LEN + 8 * i, .lkey = p->a.lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = base + i, .sg_list = &sge[i], .num_sge = 1,
+			.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+			.next = i + 1 < N ? &wr[i + 1] : NULL };
+		wr[i].qp_type.xrc.remote_srqn = p->b.tk[k].srqn;
+	}
+	if (side_post_send(&p->a, wr, &bad_wr, &err))
+		return -1;
+	if (err)
+		return bad("requester: ibv_post_send: %s", strerror(err));
+	for (i = 0; i < N; i++) {
+		e = send_ok(&p->a, base + i, IBV_WC_SEND);
+		if (expect_wc(&p->a, &e))
+			return -1;
+	}
+	for (k = 0; k < 2; k++) {
+		if (xrc_select(p, k))
+			return -1;
+		for (i = k; i < N; i += 2) {
+			size_t off = roff + i * SLOT;
+
+			e = recv_ok(p, base + N + i);
+			e.byte_len = LEN + 8 * i;
+			if (expect_wc(&p->b, &e) ||
+			    expect_bytes(&p->b, off,
+					 p->a.buf + SPARE_OFF + i * SLOT,
+					 e.byte_len, "received data differ") ||
+			    verify_canary(&p->b, off + e.byte_len,
+					  SLOT - e.byte_len))
+				return annotate(k ? "SRQ 1" : "SRQ 0");
+		}
+		if (expect_no_cqe(&p->b))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The extended post API in one batch of every opcode, each naming its
+ * SRQ with ibv_wr_set_xrc_srqn (SRQ 0 and 1 in turn, with the keys of
+ * that SRQ's PD): SEND_WITH_IMM, RDMA_WRITE, RDMA_WRITE_WITH_IMM,
+ * RDMA_READ, ATOMIC_FETCH_AND_ADD, ATOMIC_CMP_AND_SWP, SEND and, where
+ * the device has it, ATOMIC_WRITE. Completions in order on the
+ * requester, receives on the CQ of the SRQ named, every byte in place.
+ */
+static int xrc_wr_api(struct pair *p)
+{
+	enum { WIN = 20480, L_SIMM = 100, L_WR = 200, L_WIMM = 300,
+	       L_RD = 400, L_SEND = 64 };
+	/* Within the window at DATA_OFF: each operation's bytes. */
+	enum { O_SIMM = 0, O_WR = 4096, O_WIMM = 8192, O_RD = 12288,
+	       O_SEND = 16384 };
+	static const int wc_op[] = {
+		IBV_WC_SEND, IBV_WC_RDMA_WRITE, IBV_WC_RDMA_WRITE,
+		IBV_WC_RDMA_READ, IBV_WC_FETCH_ADD, IBV_WC_COMP_SWAP,
+		IBV_WC_SEND, IBV_WC_ATOMIC_WRITE,
+	};
+	const size_t aoff = SPARE_OFF + 1024, rtgt = SPARE_OFF + 2048;
+	const uint64_t init[3] = { 0x0202020202020202ull,
+				   0x0505050505050505ull, 0 };
+	const uint64_t want[3] = { 0x0303030303030303ull,
+				   0x0a0a0a0a0a0a0a0aull,
+				   0x0707070707070707ull };
+	struct side *a = &p->a, *b = &p->b;
+	struct ibv_qp_ex *qx = a->qpx;
+	const uint64_t base = next_wr_id;
+	const uint32_t imm0 = 0x0c0ffee0u ^ (uint32_t)base;
+	const uint32_t imm1 = imm0 ^ 0x11111111u;
+	uint8_t rsrc[L_RD], *img;
+	uint64_t mem[3];
+	int n = a->atomic_write ? 8 : 7, i, err, ret;
+	struct expect e;
+
+	next_wr_id += 11;
+	fill_pattern(a->buf + DATA_OFF, WIN, (uint32_t)base);
+	memset(a->buf + DATA_OFF + O_RD, CANARY, 4096);
+	memset(a->buf + aoff, CANARY, 16);
+	fill_pattern(rsrc, L_RD, (uint32_t)base ^ 0x5a5a5a5au);
+	if (buf_set(b, DATA_OFF, CANARY, WIN) ||
+	    buf_put(b, DATA_OFF + O_RD, rsrc, L_RD) ||
+	    buf_put(b, aoff, init, sizeof(init)) ||
+	    buf_set(b, rtgt, CANARY, 64))
+		return -1;
+	/* SEND_WITH_IMM to SRQ 0; WRITE_WITH_IMM and SEND to SRQ 1. */
+	if (xrc_select(p, 0) ||
+	    post_recv_buf(b, base + 8, DATA_OFF + O_SIMM, 128) ||
+	    xrc_select(p, 1) || post_recv_buf(b, base + 9, rtgt, 64) ||
+	    post_recv_buf(b, base + 10, DATA_OFF + O_SEND, 64))
+		return -1;
+
+	ibv_wr_start(qx);
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	qx->wr_id = base;
+	ibv_wr_send_imm(qx, htobe32(imm0));
+	ibv_wr_set_xrc_srqn(qx, b->tk[0].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + DATA_OFF + O_SIMM, L_SIMM);
+	qx->wr_id = base + 1;
+	ibv_wr_rdma_write(qx, b->tk[1].rkey, b->addr + DATA_OFF + O_WR);
+	ibv_wr_set_xrc_srqn(qx, b->tk[1].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + DATA_OFF + O_WR, L_WR);
+	qx->wr_id = base + 2;
+	ibv_wr_rdma_write_imm(qx, b->tk[1].rkey, b->addr + DATA_OFF + O_WIMM,
+			      htobe32(imm1));
+	ibv_wr_set_xrc_srqn(qx, b->tk[1].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + DATA_OFF + O_WIMM, L_WIMM);
+	qx->wr_id = base + 3;
+	ibv_wr_rdma_read(qx, b->tk[0].rkey, b->addr + DATA_OFF + O_RD);
+	ibv_wr_set_xrc_srqn(qx, b->tk[0].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + DATA_OFF + O_RD, L_RD);
+	qx->wr_id = base + 4;
+	ibv_wr_atomic_fetch_add(qx, b->tk[1].rkey, b->addr + aoff,
+				0x0101010101010101ull);
+	ibv_wr_set_xrc_srqn(qx, b->tk[1].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + aoff, 8);
+	qx->wr_id = base + 5;
+	ibv_wr_atomic_cmp_swp(qx, b->tk[0].rkey, b->addr + aoff + 8,
+			      init[1], want[1]);
+	ibv_wr_set_xrc_srqn(qx, b->tk[0].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + aoff + 8, 8);
+	qx->wr_id = base + 6;
+	ibv_wr_send(qx);
+	ibv_wr_set_xrc_srqn(qx, b->tk[1].srqn);
+	ibv_wr_set_sge(qx, a->lkey, a->addr + DATA_OFF + O_SEND, L_SEND);
+	if (a->atomic_write) {
+		qx->wr_id = base + 7;
+		ibv_wr_atomic_write(qx, b->tk[0].rkey, b->addr + aoff + 16,
+				    &want[2]);
+		ibv_wr_set_xrc_srqn(qx, b->tk[0].srqn);
+	}
+	err = ibv_wr_complete(qx);
+	if (err)
+		return bad("ibv_wr_complete: %s", strerror(err));
+
+	for (i = 0; i < n; i++) {
+		e = send_ok(a, base + i, wc_op[i]);
+		if (expect_wc(a, &e))
+			return -1;
+	}
+	if (xrc_select(p, 0))
+		return -1;
+	e = recv_ok(p, base + 8);
+	e.byte_len = L_SIMM;
+	e.wc_flags = IBV_WC_WITH_IMM;
+	e.imm = imm0;
+	if (expect_wc(b, &e) || expect_no_cqe(b))
+		return annotate("SRQ 0");
+	if (xrc_select(p, 1))
+		return -1;
+	e = recv_ok(p, base + 9);
+	e.opcode = IBV_WC_RECV_RDMA_WITH_IMM;
+	e.byte_len = L_WIMM;
+	e.wc_flags = IBV_WC_WITH_IMM;
+	e.imm = imm1;
+	if (expect_wc(b, &e))
+		return annotate("SRQ 1");
+	e = recv_ok(p, base + 10);
+	e.byte_len = L_SEND;
+	if (expect_wc(b, &e) || expect_no_cqe(b))
+		return annotate("SRQ 1");
+
+	/* The responder's window: what each request put there, canaries. */
+	img = malloc(WIN);
+	if (!img)
+		return bad("out of memory");
+	memset(img, CANARY, WIN);
+	memcpy(img + O_SIMM, a->buf + DATA_OFF + O_SIMM, L_SIMM);
+	memcpy(img + O_WR, a->buf + DATA_OFF + O_WR, L_WR);
+	memcpy(img + O_WIMM, a->buf + DATA_OFF + O_WIMM, L_WIMM);
+	memcpy(img + O_RD, rsrc, L_RD);
+	memcpy(img + O_SEND, a->buf + DATA_OFF + O_SEND, L_SEND);
+	ret = expect_image(b, DATA_OFF, img, WIN, "the window");
+	free(img);
+	if (ret || verify_canary(b, rtgt, 64))
+		return -1;
+	if (memcmp(a->buf + DATA_OFF + O_RD, rsrc, L_RD))
+		return bad("the READ brought other bytes");
+	for (i = L_RD; i < 4096; i++)
+		if (a->buf[DATA_OFF + O_RD + i] != CANARY)
+			return bad("the READ wrote past its SGE");
+	if (memcmp(a->buf + aoff, init, 16))
+		return bad("the atomics returned %#" PRIx64 " and %#" PRIx64
+			   ", expected %#" PRIx64 " and %#" PRIx64,
+			   ((uint64_t *)(a->buf + aoff))[0],
+			   ((uint64_t *)(a->buf + aoff))[1], init[0], init[1]);
+	if (buf_get(b, aoff, mem, sizeof(mem)))
+		return -1;
+	for (i = 0; i < 3; i++) {
+		uint64_t w = i < 2 || a->atomic_write ? want[i] : init[i];
+
+		if (mem[i] != w)
+			return bad("responder word %d after the atomics is %#"
+				   PRIx64 ", expected %#" PRIx64, i, mem[i], w);
+	}
+	return 0;
+}
+
+/* A SEND through ibv_wr_* naming no SRQ: wr_complete refuses it. */
+static int xrc_wr_api_no_srqn(struct pair *p)
+{
+	struct ibv_qp_ex *qx = p->a.qpx;
+	int err;
+
+	ibv_wr_start(qx);
+	qx->wr_id = next_wr_id++;
+	qx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_send(qx);
+	ibv_wr_set_sge(qx, p->a.lkey, p->a.addr + SPARE_OFF, 64);
+	err = ibv_wr_complete(qx);
+	if (err != EINVAL)
+		return bad("ibv_wr_complete returned %d (%s), expected EINVAL",
+			   err, strerror(err));
+	return send_comes_next(p);
+}
+
+/* An SRQ number beyond 24 bits: ibv_post_send refuses the WR. */
+static int xrc_srqn_too_wide(struct pair *p)
+{
+	struct ibv_sge sge = { .addr = p->a.addr + SPARE_OFF, .length = 64,
+			       .lkey = p->a.lkey };
+	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
+				  .num_sge = 1, .opcode = IBV_WR_SEND,
+				  .send_flags = IBV_SEND_SIGNALED };
+	uint32_t srqn = p->a.remote_srqn;
+	int ret;
+
+	p->a.remote_srqn = XRC_NO_SRQN + 1;
+	ret = expect_send_rejected(&p->a, &wr, &wr);
+	p->a.remote_srqn = srqn;
+	return ret || send_comes_next(p);
+}
+
+/*
+ * A request naming an SRQ the XRC_RECV QP may not use: an SRQ of another
+ * XRC domain of the responder's device (for a SEND, with a receive
+ * waiting in it), or a number no SRQ has. The responder refuses it as
+ * an invalid request: REM_INV_REQ_ERR; no receive is taken, no byte
+ * lands.
+ */
+static int xrc_foreign_srq(struct pair *p, bool other_domain,
+			   enum ibv_wr_opcode op)
+{
+	const size_t target = SPARE_OFF + 2048;
+	struct ibv_sge sge = { .addr = p->a.addr + DATA_OFF, .length = 64,
+			       .lkey = p->a.lkey };
+	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED };
+	int k0 = p->b.tgt, ret = -1;
+	struct expect e;
+
+	fill_pattern(p->a.buf + DATA_OFF, 64, (uint32_t)wr.wr_id);
+	if (buf_set(&p->b, target, CANARY, 64))
+		return -1;
+	if (other_domain) {
+		if (xrc_select(p, XRC_OTHER) ||
+		    (op == IBV_WR_SEND &&
+		     post_recv_buf(&p->b, wr.wr_id, target, 64)))
+			goto out;
+	}
+	wr.wr.rdma.remote_addr = p->b.addr + target;
+	wr.wr.rdma.rkey = p->b.rkey;
+	if (!other_domain)
+		p->a.remote_srqn = XRC_NO_SRQN;
+	ret = -1;
+	/* (post_send names the SRQ the requester targets) */
+	if (post_send(&p->a, &wr))
+		goto out;
+	e = wc_error(&p->a, wr.wr_id, IBV_WC_REM_INV_REQ_ERR);
+	if (expect_wc(&p->a, &e))
+		goto out;
+	if (expect_no_cqe(&p->b)) {
+		annotate("the CQ of the SRQ named");
+		goto out;
+	}
+	ret = verify_canary(&p->b, target, 64);
+out:
+	if (xrc_select(p, k0) && !ret)
+		ret = -1;
+	return ret;
+}
+
+/*
+ * The keys of an XRC request are checked against the PD of the SRQ it
+ * names: an RDMA READ, WRITE or atomic with the rkey of the responder's
+ * buffer in the other SRQ's PD (the same bytes, registered in both) is
+ * refused with REM_ACCESS_ERR, and touches nothing on either side.
+ */
+static int xrc_rkey_of_other_pd(struct pair *p, enum ibv_wr_opcode op)
+{
+	const size_t target = SPARE_OFF + 2048;
+	bool atomic = op == IBV_WR_ATOMIC_FETCH_AND_ADD ||
+		      op == IBV_WR_ATOMIC_CMP_AND_SWP;
+	struct ibv_sge sge = { .addr = p->a.addr + DATA_OFF,
+			       .length = atomic ? 8 : 64, .lkey = p->a.lkey };
+	struct ibv_send_wr wr = { .wr_id = next_wr_id++, .sg_list = &sge,
+				  .num_sge = 1, .opcode = op,
+				  .send_flags = IBV_SEND_SIGNALED };
+	uint32_t rkey = p->b.tk[p->b.tgt == 0].rkey;
+	struct expect e;
+	int i;
+
+	if (p->b.tgt > 1)
+		return bad("SRQ %d is not of the domain", p->b.tgt);
+	if (buf_set(&p->b, target, CANARY, 64))
+		return -1;
+	memset(p->a.buf + DATA_OFF, 0x3c, 64);
+	if (atomic) {
+		wr.wr.atomic.remote_addr = p->b.addr + target;
+		wr.wr.atomic.rkey = rkey;
+		wr.wr.atomic.compare_add = 1;
+	} else {
+		wr.wr.rdma.remote_addr = p->b.addr + target;
+		wr.wr.rdma.rkey = rkey;
+	}
+	if (post_send(&p->a, &wr))
+		return -1;
+	e = wc_error(&p->a, wr.wr_id, IBV_WC_REM_ACCESS_ERR);
+	if (expect_wc(&p->a, &e) || verify_canary(&p->b, target, 64))
+		return -1;
+	for (i = 0; i < 64; i++)
+		if (p->a.buf[DATA_OFF + i] != 0x3c)
+			return bad("the refused request wrote local memory");
+	return expect_no_cqe(&p->b);
+}
+
+static void test_xrc(struct pair *p)
+{
+	static const struct {
+		enum ibv_wr_opcode op;
+		const char *name;
+	} pd_ops[] = {
+		{ IBV_WR_RDMA_WRITE, "WRITE" },
+		{ IBV_WR_RDMA_WRITE, "WRITE" },
+		{ IBV_WR_RDMA_READ, "READ" },
+		{ IBV_WR_ATOMIC_FETCH_AND_ADD, "FETCH_AND_ADD" },
+	};
+	char name[160];
+	size_t i;
+
+	report(p, xrc_keep_tgt(p, xrc_chain), "%s: one chain of SENDs naming "
+	       "SRQ 0, 1, 0, 1: each takes a receive of the SRQ it names, on "
+	       "that SRQ's CQ", p->name);
+	recover(p, "a chain naming two SRQs");
+	report(p, xrc_keep_tgt(p, xrc_wr_api), "%s: ibv_wr_* naming SRQ 0 and "
+	       "1 by ibv_wr_set_xrc_srqn: SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, "
+	       "READ, FETCH_AND_ADD, CMP_AND_SWP, SEND%s", p->name,
+	       p->a.atomic_write ? ", ATOMIC_WRITE" : "");
+	recover(p, "ibv_wr_*");
+	report(p, xrc_wr_api_no_srqn(p), "%s: an ibv_wr_* SEND without "
+	       "ibv_wr_set_xrc_srqn is refused (EINVAL)", p->name);
+	recover(p, "ibv_wr_*");
+	report(p, xrc_srqn_too_wide(p), "%s: a remote_srqn beyond 24 bits is "
+	       "refused (EINVAL)", p->name);
+	recover(p, "refused WRs");
+	error_case(p, xrc_foreign_srq(p, true, IBV_WR_SEND),
+		   "REM_INV_REQ_ERR for a SEND naming an SRQ of another XRC "
+		   "domain, whose receive stays");
+	error_case(p, xrc_foreign_srq(p, true, IBV_WR_RDMA_WRITE),
+		   "REM_INV_REQ_ERR for a WRITE naming an SRQ of another XRC "
+		   "domain");
+	error_case(p, xrc_foreign_srq(p, false, IBV_WR_SEND),
+		   "REM_INV_REQ_ERR for a SEND naming no SRQ");
+	for (i = 0; i < sizeof(pd_ops) / sizeof(pd_ops[0]); i++) {
+		snprintf(name, sizeof(name), "REM_ACCESS_ERR for a %s with the "
+			 "rkey of SRQ %d's PD", pd_ops[i].name,
+			 p->b.tgt == 0);
+		error_case(p, xrc_rkey_of_other_pd(p, pd_ops[i].op), name);
+	}
 }
 
 /* ---- SRQ ----------------------------------------------------------------- */
@@ -3147,9 +4186,9 @@ static void test_srq(struct dev *da, struct dev *db)
 	if (ret)
 		return;
 
-	ret = pair_create(&p2, "srq", da, db, &srq, 1);
+	ret = pair_create(&p2, "srq", da, db, &srq, 1, false);
 	if (!ret)
-		ret = pair_create(&p3, "srq2", da, db, &srq, 0);
+		ret = pair_create(&p3, "srq2", da, db, &srq, 0, false);
 	if (!ret)
 		ret = connect_pair(&p2, 7, MIN_RNR_TIMER);
 	if (!ret)
@@ -3298,9 +4337,11 @@ static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
 		return 0;
 
 	case OP_SIDE_CREATE: {
+		enum ibv_qp_type type;
 		char *nm;
 
 		get_str(in, name, NAME_LEN);
+		type = get_u32(in);
 		id = get_u32(in);
 		a1 = get_u32(in);
 		a2 = get_u32(in);
@@ -3309,6 +4350,11 @@ static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
 			break;
 		if (!agent_dev.pd)
 			return bad("agent: no device open");
+		if (type != IBV_QPT_RC && type != IBV_QPT_XRC_SEND &&
+		    type != IBV_QPT_XRC_RECV)
+			return bad("agent: QP type %d", type);
+		if (id && type != IBV_QPT_RC)
+			return bad("agent: an SRQ for an XRC QP");
 		q = id ? obj_get(id, OBJ_SRQ) : NULL;
 		if (id && !q)
 			return -1;
@@ -3319,7 +4365,7 @@ static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
 			free(nm);
 			return bad("agent: out of memory");
 		}
-		if (side_create(s, nm, &agent_dev, q, a1, a2, a3)) {
+		if (side_create(s, nm, &agent_dev, type, q, a1, a2, a3)) {
 			char first[sizeof(why)];
 
 			memcpy(first, why, sizeof(why));
@@ -3342,8 +4388,25 @@ static int agent_serve(uint32_t op, struct msg *in, struct msg *out)
 		put_u32(out, s->rkey);
 		put_u64(out, s->addr);
 		put(out, &s->cap, sizeof(s->cap));
+		put(out, s->tk, sizeof(s->tk));
 		return 0;
 	}
+
+	case OP_XRC_SELECT:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		a1 = get_u32(in);
+		if (in->bad)
+			break;
+		return s ? xrc_side_select(s, (int)a1) : -1;
+
+	case OP_XRC_RENEW:
+		s = obj_get(get_u32(in), OBJ_SIDE);
+		if (in->bad)
+			break;
+		if (!s || xrc_side_renew(s))
+			return -1;
+		put(out, s->tk, sizeof(s->tk));
+		return 0;
 
 	case OP_SIDE_DESTROY:
 		id = get_u32(in);
@@ -3693,7 +4756,7 @@ static void usage(const char *prog)
 {
 	fprintf(stderr, "usage: %s -d DEV [-D PEER_DEV] [-g GID_INDEX] "
 		"[-G PEER_GID_INDEX] [-t TIMEOUT_S] [-c AGENT_HOST [-p PORT]] "
-		"[-P]\n"
+		"[-P] [-X]\n"
 		"       %s -s [-p PORT] [-v]\n", prog, prog);
 	exit(2);
 }
@@ -3733,16 +4796,87 @@ static void dev_close(struct dev *d)
 		ibv_close_device(d->ctx);
 }
 
+/*
+ * Every check of one pair, RC or XRC (then the checks only XRC has);
+ * with -X, SRQ 0 and SRQ 1 take turns from one check to the next.
+ * Fails only if the pair does not connect.
+ */
+static int test_pair(struct pair *p)
+{
+	bool xrc = p->b.type == IBV_QPT_XRC_RECV;
+	int ret;
+
+	test_unconnected(p);
+	ret = connect_pair(p, 7, MIN_RNR_TIMER);
+	report(p, ret, "%s: connect", p->name);
+	if (ret)
+		return -1;
+	report(p, query_caps(&p->a, IBV_QPS_RTS), "%s: query_qp in RTS",
+	       p->name);
+
+	test_opcodes(p);
+	test_inline(p);
+	test_sges(p);
+	test_atomics(p);
+
+	report(p, unsignaled_pair(p),
+	       "%s: an unsignaled WR completes without a CQE", p->name);
+	recover(p, "unsignaled");
+	report(p, unsignaled_stream(p), "%s: every 16th WR signaled, "
+	       "SQ wraps 4 times", p->name);
+	recover(p, "unsignaled");
+
+	report(p, event_next(p), "%s: completion event, any completion",
+	       p->name);
+	recover(p, "event");
+	report(p, event_solicited(p),
+	       "%s: completion event, solicited only", p->name);
+	recover(p, "event");
+	report(p, event_send_cq(p),
+	       "%s: completion event on the send CQ, once per arming",
+	       p->name);
+	recover(p, "event");
+	if (xrc)
+		report(p, reset_keeps_srq_cqes(p), "%s: RESET drops the "
+		       "XRC_SEND QP's unpolled CQEs, not the SRQ's", p->name);
+	else
+		report(p, reset_drops_cqes(p),
+		       "%s: RESET drops the QP's unpolled CQEs (spec §9)",
+		       p->name);
+	recover(p, "RESET");
+
+	test_rejections(p);
+	test_errors(p);
+	report(p, empty_poll_is_free(p),
+	       "%s: empty poll_cq costs no syscall and no doorbell", p->name);
+	if (xrc)
+		test_xrc(p);
+	return 0;
+}
+
+/* Both devices offer XRC; else say which does not. */
+static bool xrc_offered(const struct dev *da, const struct dev *db)
+{
+	const struct dev *d = !(da->attr.device_cap_flags & IBV_DEVICE_XRC) ?
+			      da : db;
+
+	if (d->attr.device_cap_flags & IBV_DEVICE_XRC)
+		return true;
+	printf("# %s has no IBV_DEVICE_XRC: XRC not checked\n", d->name);
+	return false;
+}
+
 int main(int argc, char **argv)
 {
 	const char *dev_a = NULL, *dev_b = NULL, *host = NULL;
 	int gid_a = -1, gid_b = -1, port = AGENT_PORT, opt, ret;
+	const char *mode = "rc";
 	struct dev da = {}, db = {};
 	struct agent agent = { .fd = -1 };
 	struct pair p = {};
-	bool serve = false;
+	bool serve = false, xrc_mode = false;
 
-	while ((opt = getopt(argc, argv, "d:D:g:G:t:c:p:Psv")) != -1) {
+	while ((opt = getopt(argc, argv, "d:D:g:G:t:c:p:PsvX")) != -1) {
 		switch (opt) {
 		case 'd':
 			dev_a = optarg;
@@ -3774,6 +4908,10 @@ int main(int argc, char **argv)
 		case 'v':
 			verbose = true;
 			break;
+		case 'X':
+			xrc_mode = true;
+			mode = "xrc";
+			break;
 		default:
 			usage(argv[0]);
 		}
@@ -3781,7 +4919,7 @@ int main(int argc, char **argv)
 	if (port < 1 || port > 65535 || timeout_ms <= 0 || optind < argc)
 		usage(argv[0]);
 	if (serve) {
-		if (dev_a || dev_b || host)
+		if (dev_a || dev_b || host || xrc_mode)
 			usage(argv[0]);
 		return run_agent(port);
 	}
@@ -3803,62 +4941,29 @@ int main(int argc, char **argv)
 	if (!ret) {
 		set_path(&da, &db);
 		native_peer = db.attr.vendor_id != PVRDMA_VENDOR_ID;
+		src_qp_required = xrc_mode && !native_peer;
 		if (native_peer)
 			printf("# responder %s is not a pvrdma device (vendor "
 			       "%#x): rules its own provider or device decides "
 			       "are not judged\n", db.name,
 			       db.attr.vendor_id);
 		printf("# requester %s GID index %d, responder %s GID index "
-		       "%d, MTU %d, rd_atomic %u, timeout %d s\n", da.name,
+		       "%d, MTU %d, rd_atomic %u, timeout %d s%s\n", da.name,
 		       da.gid_index, db.name, db.gid_index,
-		       128 << path_mtu, rd_atomic, timeout_ms / 1000);
-		ret = pair_create(&p, "rc", &da, &db, NULL, 0);
+		       128 << path_mtu, rd_atomic, timeout_ms / 1000,
+		       xrc_mode ? ", XRC" : "");
+		if (xrc_mode && !xrc_offered(&da, &db))
+			goto teardown;
+		ret = pair_create(&p, mode, &da, &db, NULL, 0, xrc_mode);
 	}
-	report(NULL, ret, "setup");
-	if (ret)
-		goto teardown;
-
-	test_unconnected(&p);
-	ret = connect_pair(&p, 7, MIN_RNR_TIMER);
-	report(&p, ret, "rc: connect");
-	if (ret)
-		goto teardown;
-	report(&p, query_caps(&p.a, IBV_QPS_RTS), "rc: query_qp in RTS");
-
-	test_opcodes(&p);
-	test_inline(&p);
-	test_sges(&p);
-	test_atomics(&p);
-
-	report(&p, unsignaled_pair(&p),
-	       "rc: an unsignaled WR completes without a CQE");
-	recover(&p, "unsignaled");
-	report(&p, unsignaled_stream(&p), "rc: every 16th WR signaled, "
-	       "SQ wraps 4 times");
-	recover(&p, "unsignaled");
-
-	report(&p, event_next(&p), "rc: completion event, any completion");
-	recover(&p, "event");
-	report(&p, event_solicited(&p),
-	       "rc: completion event, solicited only");
-	recover(&p, "event");
-	report(&p, event_send_cq(&p),
-	       "rc: completion event on the send CQ, once per arming");
-	recover(&p, "event");
-	report(&p, reset_drops_cqes(&p),
-	       "rc: RESET drops the QP's unpolled CQEs (spec §9)");
-	recover(&p, "RESET");
-
-	test_rejections(&p);
-	test_errors(&p);
-	report(&p, empty_poll_is_free(&p),
-	       "%s: empty poll_cq costs no syscall and no doorbell", p.name);
-	test_srq(&da, &db);
+	report(NULL, ret, xrc_mode ? "xrc: setup" : "setup");
+	if (!ret && !test_pair(&p) && !xrc_mode)
+		test_srq(&da, &db);
 
 teardown:
 	ret = side_destroy(&p.a);
 	ret |= side_destroy(&p.b);
-	report(NULL, ret, "rc: teardown");
+	report(NULL, ret, "%s: teardown", mode);
 	dev_close(&da);
 	if (db.remote || db.ctx)
 		dev_close(&db);

@@ -16,6 +16,8 @@
  *  - QP state transitions: the attribute masks the IBA requires and
  *    allows (refusals included), RTS -> SQD with the SQ_DRAINED event,
  *    SQD -> SQD, SQD -> RTS with data flowing after, ERR -> RESET;
+ *  - XRC: a domain shared by two contexts, XRC SRQs, ibv_open_qp,
+ *    XRC_SEND to XRC_RECV with every byte and completion field checked;
  *  - what applications set freely: IBV_QP_INIT_ATTR_CREATE_FLAGS with no
  *    flag, QP access bits the device does not implement (flush), window
  *    binds asking for LOCAL_WRITE; ibv_rereg_mr keeping the keys.
@@ -1908,6 +1910,356 @@ out:
 	return rc;
 }
 
+/* One completion of classic @cq within the timeout, into @wc. */
+static int xrc_poll(struct ibv_cq *cq, struct ibv_wc *wc, const char *what)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_s * 1000;
+	int n;
+
+	while ((n = ibv_poll_cq(cq, 1, wc)) == 0 && now_ms() < end)
+		;
+	if (n < 0)
+		return bad("%s: ibv_poll_cq: %d", what, n);
+	if (n == 0)
+		return bad("%s: no completion in %d s", what, timeout_s);
+	if (wc->status != IBV_WC_SUCCESS)
+		return bad("%s: wr_id %llu status %s", what,
+			   (unsigned long long)wc->wr_id,
+			   ibv_wc_status_str(wc->status));
+	return 0;
+}
+
+/* A receive of an XRC SRQ: its fields name the XRC_RECV QP and sender. */
+static int xrc_recv_ok(struct ibv_cq *cq, uint64_t wr_id,
+		       enum ibv_wc_opcode op, uint32_t len, uint32_t qp_num,
+		       uint32_t src_qp, bool imm)
+{
+	struct ibv_wc wc;
+
+	if (xrc_poll(cq, &wc, "XRC receive"))
+		return -1;
+	if (wc.wr_id != wr_id || wc.opcode != op || wc.byte_len != len ||
+	    wc.qp_num != qp_num || wc.src_qp != src_qp ||
+	    !!(wc.wc_flags & IBV_WC_WITH_IMM) != imm ||
+	    (imm && be32toh(wc.imm_data) != 0x5a5a1234))
+		return bad("XRC receive: wr_id %llu opcode %d len %u qp_num "
+			   "%#x src_qp %#x flags %#x, expected %llu %d %u %#x "
+			   "%#x", (unsigned long long)wc.wr_id, wc.opcode,
+			   wc.byte_len, wc.qp_num, wc.src_qp, wc.wc_flags,
+			   (unsigned long long)wr_id, op, len, qp_num, src_qp);
+	return 0;
+}
+
+/*
+ * XRC (IBV_DEVICE_XRC; a project extension on this device). One XRC
+ * domain opened by file in two contexts of the peer device (two
+ * processes' worth: the kernel hands both the same domain), an XRC SRQ
+ * in each context with its own CQ and PD, one XRC_RECV QP made in the
+ * first context and opened by number in the second (ibv_open_qp), an
+ * XRC_SEND QP connected to it: a SEND to one SRQ, a SEND_WITH_IMM to the
+ * other, an RDMA WRITE with the extended API naming the first, every
+ * byte and completion field checked; receives are refused on the
+ * XRC_SEND QP and the domain cannot close while it is used. A device
+ * without XRC (Soft-RoCE) must refuse ibv_open_xrcd.
+ */
+static int t_xrc(struct dev *da, struct dev *db)
+{
+	char path[] = "/tmp/verbs_ex_xrcd.XXXXXX";
+	struct ibv_xrcd_init_attr xa = {
+		.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS,
+		.oflags = O_CREAT,
+	};
+	struct ibv_device **list = NULL;
+	struct ibv_context *c2 = NULL;
+	struct ibv_xrcd *x1 = NULL, *x2 = NULL;
+	struct ibv_pd *pd2 = NULL;
+	struct ibv_cq *cqs = NULL, *cq1 = NULL, *cq2 = NULL;
+	struct ibv_srq *srq1 = NULL, *srq2 = NULL;
+	struct ibv_qp *ini = NULL, *tgt = NULL, *tgt2 = NULL;
+	struct ibv_mr *ma = NULL, *m1 = NULL, *m2 = NULL;
+	uint8_t *ba = NULL, *b1 = NULL, *b2 = NULL;
+	uint32_t n1 = 0, n2 = 0;
+	struct ibv_qp_attr at;
+	struct ibv_wc wc;
+	int rc = -1, fd, i;
+
+	fd = mkstemp(path);
+	if (fd < 0)
+		return bad("mkstemp: %s", strerror(errno));
+	unlink(path);
+	xa.fd = fd;
+	if (!(db->attr.device_cap_flags & IBV_DEVICE_XRC)) {
+		x1 = ibv_open_xrcd(db->ctx, &xa);
+		if (x1) {
+			rc = bad("no IBV_DEVICE_XRC, yet ibv_open_xrcd worked");
+			goto out;
+		}
+		if (is_pvrdma(db)) {
+			rc = bad("IBV_DEVICE_XRC not set (ibv_open_xrcd: %s)",
+				 strerror(errno));
+			goto out;
+		}
+		printf("# %s: no XRC (ibv_open_xrcd: %s)\n", db->name,
+		       strerror(errno));
+		rc = 0;
+		goto out;
+	}
+	list = ibv_get_device_list(NULL);
+	for (i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), db->name))
+			c2 = ibv_open_device(list[i]);
+	x1 = ibv_open_xrcd(db->ctx, &xa);
+	xa.oflags = 0;
+	x2 = c2 ? ibv_open_xrcd(c2, &xa) : NULL;
+	if (!c2 || !x1 || !x2) {
+		bad("a second context or ibv_open_xrcd: %s", strerror(errno));
+		goto out;
+	}
+	pd2 = ibv_alloc_pd(c2);
+	cqs = ibv_create_cq(da->ctx, 8, NULL, NULL, 0);
+	cq1 = ibv_create_cq(db->ctx, 8, NULL, NULL, 0);
+	cq2 = ibv_create_cq(c2, 8, NULL, NULL, 0);
+	ba = aligned_alloc(4096, 4 * 4096);
+	b1 = aligned_alloc(4096, 4 * 4096);
+	b2 = aligned_alloc(4096, 4 * 4096);
+	if (!pd2 || !cqs || !cq1 || !cq2 || !ba || !b1 || !b2) {
+		bad("PD, CQs or buffers: %s", strerror(errno));
+		goto out;
+	}
+	memset(b1, 0, 4 * 4096);
+	memset(b2, 0, 4 * 4096);
+	fill(ba, 4 * 4096, 0x31);
+	ma = ibv_reg_mr(da->pd, ba, 4 * 4096, ALL_ACCESS);
+	m1 = ibv_reg_mr(db->pd, b1, 4 * 4096, ALL_ACCESS);
+	m2 = ibv_reg_mr(pd2, b2, 4 * 4096, ALL_ACCESS);
+	if (!ma || !m1 || !m2) {
+		bad("ibv_reg_mr: %s", strerror(errno));
+		goto out;
+	}
+	{
+		struct ibv_srq_init_attr_ex sa = {
+			.attr = { .max_wr = 8, .max_sge = 1 },
+			.comp_mask = IBV_SRQ_INIT_ATTR_TYPE |
+				     IBV_SRQ_INIT_ATTR_PD |
+				     IBV_SRQ_INIT_ATTR_XRCD |
+				     IBV_SRQ_INIT_ATTR_CQ,
+			.srq_type = IBV_SRQT_XRC,
+			.pd = db->pd, .xrcd = x1, .cq = cq1,
+		};
+
+		srq1 = ibv_create_srq_ex(db->ctx, &sa);
+		sa.pd = pd2;
+		sa.xrcd = x2;
+		sa.cq = cq2;
+		srq2 = ibv_create_srq_ex(c2, &sa);
+	}
+	if (!srq1 || !srq2 || ibv_get_srq_num(srq1, &n1) ||
+	    ibv_get_srq_num(srq2, &n2) || n1 == n2) {
+		bad("XRC SRQs and their numbers (%u, %u): %s", n1, n2,
+		    strerror(errno));
+		goto out;
+	}
+	{
+		struct ibv_qp_init_attr_ex qa = {
+			.qp_type = IBV_QPT_XRC_RECV,
+			.comp_mask = IBV_QP_INIT_ATTR_XRCD,
+			.xrcd = x1,
+		};
+		struct ibv_qp_open_attr oa = {
+			.comp_mask = IBV_QP_OPEN_ATTR_NUM |
+				     IBV_QP_OPEN_ATTR_XRCD |
+				     IBV_QP_OPEN_ATTR_TYPE,
+			.qp_type = IBV_QPT_XRC_RECV,
+			.xrcd = x2,
+		};
+
+		tgt = ibv_create_qp_ex(db->ctx, &qa);
+		if (!tgt) {
+			bad("XRC_RECV QP: %s", strerror(errno));
+			goto out;
+		}
+		oa.qp_num = tgt->qp_num;
+		/* Only in the same domain: the second context's handle. */
+		tgt2 = ibv_open_qp(c2, &oa);
+		if (!tgt2) {
+			bad("ibv_open_qp of XRC_RECV QP %#x in the second "
+			    "context: %s", tgt->qp_num, strerror(errno));
+			goto out;
+		}
+		qa = (struct ibv_qp_init_attr_ex) {
+			.qp_type = IBV_QPT_XRC_SEND,
+			.send_cq = cqs,
+			.cap = { .max_send_wr = 8, .max_send_sge = 1 },
+			.comp_mask = IBV_QP_INIT_ATTR_PD |
+				     IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+			.pd = da->pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND |
+					  IBV_QP_EX_WITH_RDMA_WRITE,
+		};
+		ini = ibv_create_qp_ex(da->ctx, &qa);
+		if (!ini) {
+			bad("XRC_SEND QP: %s", strerror(errno));
+			goto out;
+		}
+	}
+	/* INIT, RTR, RTS (XRC_RECV: RTR is enough to receive). */
+	memset(&at, 0, sizeof(at));
+	at.qp_state = IBV_QPS_INIT;
+	at.port_num = PORT;
+	at.qp_access_flags = ALL_ACCESS;
+	if (ibv_modify_qp(ini, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) ||
+	    ibv_modify_qp(tgt, &at, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+			  IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		bad("INIT: %s", strerror(errno));
+		goto out;
+	}
+	{
+		struct side si = { .dev = da, .qp = ini };
+		struct side st = { .dev = db, .qp = tgt };
+
+		rtr_attr(&si, &st, PSN_B, &at);
+		if (ibv_modify_qp(ini, &at, IBV_QP_STATE | IBV_QP_AV |
+				  IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+				  IBV_QP_RQ_PSN)) {
+			bad("XRC_SEND RTR: %s", strerror(errno));
+			goto out;
+		}
+		rts_attr(PSN_A, &at);
+		if (ibv_modify_qp(ini, &at, RTS_MASK)) {
+			bad("XRC_SEND RTS: %s", strerror(errno));
+			goto out;
+		}
+		rtr_attr(&st, &si, PSN_A, &at);
+		if (ibv_modify_qp(tgt, &at, RTR_MASK)) {
+			bad("XRC_RECV RTR: %s", strerror(errno));
+			goto out;
+		}
+	}
+	/* Receives: one in each SRQ; none on the XRC_SEND QP. */
+	{
+		struct ibv_sge r1 = { (uintptr_t)b1, 1024, m1->lkey };
+		struct ibv_sge r2 = { (uintptr_t)b2, 1024, m2->lkey };
+		struct ibv_recv_wr w1 = { .wr_id = 71, .sg_list = &r1,
+					  .num_sge = 1 };
+		struct ibv_recv_wr w2 = { .wr_id = 72, .sg_list = &r2,
+					  .num_sge = 1 }, *bw;
+
+		if (ibv_post_srq_recv(srq1, &w1, &bw) ||
+		    ibv_post_srq_recv(srq2, &w2, &bw)) {
+			bad("ibv_post_srq_recv: %s", strerror(errno));
+			goto out;
+		}
+		if (!ibv_post_recv(ini, &w1, &bw)) {
+			bad("a receive was posted on an XRC_SEND QP");
+			goto out;
+		}
+	}
+	/* SEND to SRQ 1, SEND_WITH_IMM to SRQ 2 (classic post). */
+	{
+		struct ibv_sge s1 = { (uintptr_t)ba, 300, ma->lkey };
+		struct ibv_sge s2 = { (uintptr_t)ba + 4096, 200, ma->lkey };
+		struct ibv_send_wr w1 = {
+			.wr_id = 81, .sg_list = &s1, .num_sge = 1,
+			.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+		}, w2 = {
+			.wr_id = 82, .sg_list = &s2, .num_sge = 1,
+			.opcode = IBV_WR_SEND_WITH_IMM,
+			.send_flags = IBV_SEND_SIGNALED,
+			.imm_data = htobe32(0x5a5a1234),
+		}, *bw;
+
+		w1.qp_type.xrc.remote_srqn = n1;
+		w2.qp_type.xrc.remote_srqn = n2;
+		w1.next = &w2;
+		if (ibv_post_send(ini, &w1, &bw)) {
+			bad("ibv_post_send: %s", strerror(errno));
+			goto out;
+		}
+	}
+	if (xrc_poll(cqs, &wc, "SEND") || xrc_poll(cqs, &wc, "SEND_WITH_IMM") ||
+	    xrc_recv_ok(cq1, 71, IBV_WC_RECV, 300, tgt->qp_num, ini->qp_num,
+			false) ||
+	    xrc_recv_ok(cq2, 72, IBV_WC_RECV, 200, tgt->qp_num, ini->qp_num,
+			true))
+		goto out;
+	if (memcmp(b1, ba, 300) || memcmp(b2, ba + 4096, 200)) {
+		bad("the SENDs' bytes differ");
+		goto out;
+	}
+	/* An RDMA WRITE with the extended API, the SRQ of m1's PD named. */
+	{
+		struct ibv_qp_ex *qx = ibv_qp_to_qp_ex(ini);
+
+		ibv_wr_start(qx);
+		qx->wr_id = 83;
+		qx->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_rdma_write(qx, m1->rkey, (uintptr_t)b1 + 8192);
+		ibv_wr_set_xrc_srqn(qx, n1);
+		ibv_wr_set_sge(qx, ma->lkey, (uintptr_t)ba + 8192, 3000);
+		if (ibv_wr_complete(qx)) {
+			bad("ibv_wr_complete: %s", strerror(errno));
+			goto out;
+		}
+	}
+	if (xrc_poll(cqs, &wc, "RDMA WRITE"))
+		goto out;
+	if (wc.wr_id != 83 || wc.opcode != IBV_WC_RDMA_WRITE ||
+	    memcmp(b1 + 8192, ba + 8192, 3000)) {
+		bad("RDMA WRITE: wr_id %llu opcode %d, or bytes differ",
+		    (unsigned long long)wc.wr_id, wc.opcode);
+		goto out;
+	}
+	/* In use: the domain stays (the kernel counts its SRQs and QPs). */
+	if (!ibv_close_xrcd(x2)) {
+		x2 = NULL;
+		bad("ibv_close_xrcd of a domain in use worked");
+		goto out;
+	}
+	rc = 0;
+out:
+	if (tgt2)
+		ibv_destroy_qp(tgt2);
+	if (tgt)
+		ibv_destroy_qp(tgt);
+	if (ini)
+		ibv_destroy_qp(ini);
+	if (srq1)
+		ibv_destroy_srq(srq1);
+	if (srq2)
+		ibv_destroy_srq(srq2);
+	/* Unused now: both handles close (the domain goes with the last). */
+	if (x1 && ibv_close_xrcd(x1) && rc == 0)
+		rc = bad("ibv_close_xrcd of an unused domain: %s",
+			 strerror(errno));
+	if (x2 && ibv_close_xrcd(x2) && rc == 0)
+		rc = bad("ibv_close_xrcd of an unused domain: %s",
+			 strerror(errno));
+	if (ma)
+		ibv_dereg_mr(ma);
+	if (m1)
+		ibv_dereg_mr(m1);
+	if (m2)
+		ibv_dereg_mr(m2);
+	if (cqs)
+		ibv_destroy_cq(cqs);
+	if (cq1)
+		ibv_destroy_cq(cq1);
+	if (cq2)
+		ibv_destroy_cq(cq2);
+	if (pd2)
+		ibv_dealloc_pd(pd2);
+	if (c2)
+		ibv_close_device(c2);
+	if (list)
+		ibv_free_device_list(list);
+	free(ba);
+	free(b1);
+	free(b2);
+	close(fd);
+	return rc;
+}
+
 /* IB_UVERBS_DEVICE_ATOMIC_WRITE of device_cap_flags_ex (rdma/ib_user_verbs.h). */
 #define DEVICE_ATOMIC_WRITE	(1ULL << 40)
 
@@ -2853,6 +3205,8 @@ int main(int argc, char **argv)
 	       t_atomic_write(&da, &db));
 	report("ud: multicast to attached QPs only, bytes checked",
 	       t_mcast(&da, &db));
+	report("xrc: one domain in two contexts, two SRQs, SEND/IMM/WRITE",
+	       t_xrc(&da, &db));
 
 	printf("RESULT passed=%d failed=%d\n", passed, failed);
 	return failed ? 1 : 0;

@@ -899,7 +899,7 @@ static void test_host_refuses(void **state)
 /*
  * The guest is offered no more than the host device has: limits above
  * the device's are lowered to them when the backend attaches, and the
- * caps the guest reads say so.
+ * caps the guest reads say so; XRC is not offered (CREATE_XRCD refused).
  */
 static void test_clamped_to_host(void **state)
 {
@@ -932,6 +932,16 @@ static void test_clamped_to_host(void **state)
     assert_int_equal(caps->max_srq_wr, MIN(65536, a.max_srq_wr));
     assert_true(caps->max_sge <= (uint32_t)a.max_sge);
     assert_true(caps->max_mr <= (uint32_t)a.max_mr);
+    /* XRC is not passed on to a host device: not offered, refused. */
+    assert_false(caps->ex_comp_mask & PVRDMA_EX_CAP_XRC);
+    {
+        struct pvrdma_cmd_create_xrcd x = {
+            .hdr.cmd = PVRDMA_CMD_CREATE_XRCD,
+        };
+
+        assert_int_equal(fg_cmd(fg, &x, sizeof(x), NULL), -EINVAL);
+        assert_int_equal(fg->last_gerr, PVRDMA_GERR_UNKNOWN_COMMAND);
+    }
     fg_free(fg);
 }
 

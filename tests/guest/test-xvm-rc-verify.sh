@@ -10,7 +10,11 @@
 # the requester there and every responder action sent to A (rc_verify -c):
 # every opcode, byte, completion field and error status of the one-VM run.
 # Guest B first runs rc_verify within itself; the cross-VM run must pass
-# as many checks as that one, with none failed. The device has a fabric
+# as many checks as that one, with none failed. Then the same again as
+# XRC (rc_verify -X, a second agent in A): B's XRC_SEND QP to an
+# XRC_RECV QP with the XRC SRQs of a domain A opens, two SRQs named in
+# turn, another domain's SRQ named (REM_INV_REQ_ERR), keys of the other
+# SRQ's PD (REM_ACCESS_ERR). The device has a fabric
 # with peers elsewhere, so empty polls ring CQ_POLL (-P). One side runs
 # its device with iothread=: A (the responder) over shared memory, B (the
 # requester) over TCP.
@@ -32,6 +36,7 @@ trap 'rm -rf "$fdir"' EXIT
 cat > "$TEST_OUT/guest-a.sh" <<'GUEST'
 . ./sync.sh
 xpair_server rc_verify 400 "./rc_verify -s"
+xpair_server rc_verify_xrc 400 "./rc_verify -s"
 xpair_server wr64 120 "ib_write_bw -d pvrdma0 -x 1 -F -s 64 -n 20000"
 GUEST
 cat > "$TEST_OUT/guest-b.sh" <<'GUEST'
@@ -41,7 +46,13 @@ rc=0
 timeout 200 ./rc_verify -d pvrdma0 -g 1 -P > /tmp/local.out 2>&1 || rc=$?
 sed 's/^/[rc_verify local] /' /tmp/local.out
 [ "$rc" -eq 0 ] || fail "rc_verify within this VM exited with $rc"
+echo "=== rc_verify -X within this VM"
+rc=0
+timeout 200 ./rc_verify -X -d pvrdma0 -g 1 -P > /tmp/local.out 2>&1 || rc=$?
+sed 's/^/[rc_verify_xrc local] /' /tmp/local.out
+[ "$rc" -eq 0 ] || fail "rc_verify -X within this VM exited with $rc"
 xpair_client rc_verify 400 "./rc_verify -d pvrdma0 -g 1 -G 1 -P -c $PEER_IP"
+xpair_client rc_verify_xrc 400 "./rc_verify -X -d pvrdma0 -g 1 -G 1 -P -c $PEER_IP"
 xpair_client wr64 120 "ib_write_bw -d pvrdma0 -x 1 -F -s 64 -n 20000 $PEER_IP"
 GUEST
 # The TCP pair (between namespaces, in TLS) also runs RDMA CM and a
@@ -77,7 +88,7 @@ echo GUEST-OK
 GUEST
 # One pair of guests joined by the fabric options given ($2...), named $1.
 check_pair() {
-    local name=$1 sfx=$2 log_b one one_failed two two_failed
+    local name=$1 sfx=$2 log_b one one_failed two two_failed tool
     shift 2
     vmpair_run "$name" 600 "$TEST_OUT/guest-a$sfx.sh" "$TEST_OUT/guest-b$sfx.sh" \
         --arg --add --arg "$rc_verify" \
@@ -85,21 +96,27 @@ check_pair() {
         --b-arg "pvrdma_doorbell,file=$TEST_OUT/$name-b.trace" "$@"
     log_b=$PVRDMA_OUT/vm/$name-b.log
     result() {
-        sed -n "s/^\[rc_verify $1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
+        sed -n "s/^\[$1\] RESULT passed=\([0-9][0-9]*\) failed=\([0-9][0-9]*\)\r\{0,1\}$/\1 \2/p" \
             "$log_b"
     }
-    read -r one one_failed <<< "$(result local)"
-    read -r two two_failed <<< "$(result client)"
-    [ -n "$one" ] || fail "$name: no RESULT from the run within guest B (log $log_b)"
-    [ -n "$two" ] || fail "$name: no RESULT from the cross-VM run (log $log_b)"
-    echo "  $name: within one VM: passed=$one failed=$one_failed; across two VMs: passed=$two failed=$two_failed"
-    if [ "$one_failed" -ne 0 ] || [ "$two_failed" -ne 0 ]; then
-        fail "$name: failed checks (log $log_b)"
-    fi
-    if [ "$one" -eq 0 ] || [ "$two" -ne "$one" ]; then
-        fail "$name: the cross-VM run passed $two checks, the one-VM run $one"
-    fi
-    CHECKS=$two
+    CHECKS=0
+    # RC, then XRC (rc_verify -X; it must not have skipped XRC).
+    for tool in rc_verify rc_verify_xrc; do
+        read -r one one_failed <<< "$(result "$tool local")"
+        read -r two two_failed <<< "$(result "$tool client")"
+        [ -n "$one" ] || fail "$name: no RESULT from $tool within guest B (log $log_b)"
+        [ -n "$two" ] || fail "$name: no RESULT from $tool across the VMs (log $log_b)"
+        echo "  $name: $tool within one VM: passed=$one failed=$one_failed; across two VMs: passed=$two failed=$two_failed"
+        if [ "$one_failed" -ne 0 ] || [ "$two_failed" -ne 0 ]; then
+            fail "$name: $tool: failed checks (log $log_b)"
+        fi
+        if [ "$one" -eq 0 ] || [ "$two" -ne "$one" ]; then
+            fail "$name: $tool across the VMs passed $two checks, within one VM $one"
+        fi
+        CHECKS=$((CHECKS + two))
+    done
+    [ "$(grep -c '^\[rc_verify_xrc [a-z]*\] PASS xrc: setup' "$log_b")" -eq 2 ] ||
+        fail "$name: rc_verify -X did not set up XRC twice (log $log_b)"
     # SEND doorbells (UAR offset 0 of a user page, bit 30) of guest B.
     SENDS=$(grep -cE 'pvrdma_doorbell offset 0x[1-9a-f][0-9a-f]*000 val 0x[4-7][0-9a-f]{7}$' \
             "$TEST_OUT/$name-b.trace" || true)
@@ -131,4 +148,4 @@ vmpair_nvme_check "$TEST_NAME-tcp"
 echo "  SEND doorbells of guest B (rc_verify, then 20000 WRITEs): $hinted with the hint, $SENDS without"
 [ "$SENDS" -ge 20000 ] || fail "x-sq-db-hint=off: only $SENDS SEND doorbells traced"
 [ "$hinted" -le 10000 ] || fail "$hinted SEND doorbells with the hint (at most 10000 expected)"
-pass "rc_verify across two VMs, shared memory and TCP between namespaces in TLS (PSK): all $CHECKS checks of the one-VM run; over TLS also rping -V and NVMe over RDMA; SEND doorbells left out on the device's hint ($hinted against $SENDS)"
+pass "rc_verify across two VMs, RC and XRC, shared memory and TCP between namespaces in TLS (PSK): all $CHECKS checks of the one-VM runs; over TLS also rping -V and NVMe over RDMA; SEND doorbells left out on the device's hint ($hinted against $SENDS)"

@@ -55,16 +55,16 @@
  * names an SRQ (wr.qp_type.xrc.remote_srqn), and the checks take turns
  * between SRQ 0 and SRQ 1 on the same XRC_SEND -> XRC_RECV connection:
  * the RC checks above that apply to XRC (every opcode, inline data,
- * SGEs, atomics, unsignaled work, events, refused WRs, error statuses;
- * not the basic SRQ checks), receive completions on the named SRQ's CQ
- * with qp_num the XRC_RECV QP's and src_qp the requester's. Then what
- * only XRC has: one chain naming both SRQs, the extended post API
- * (ibv_wr_set_xrc_srqn) with every opcode, receives that outlive the
- * XRC_RECV QP's RESET and ERR, a request naming an SRQ of another XRC
- * domain (SRQ 2, of a second domain on the same device) or no SRQ at all
- * (REM_INV_REQ_ERR), and RDMA keys of a PD other than the named SRQ's
- * (REM_ACCESS_ERR). A device without IBV_DEVICE_XRC (Soft-RoCE) is
- * skipped with a notice; that counts as no failure.
+ * SGEs (1, half and all), atomics, unsignaled work, events, refused WRs,
+ * error statuses; not the basic SRQ checks), receive completions on the
+ * named SRQ's CQ with qp_num the XRC_RECV QP's and src_qp the
+ * requester's. Then what only XRC has: one chain naming both SRQs, the
+ * extended post API (ibv_wr_set_xrc_srqn) with every opcode, receives
+ * that outlive the XRC_RECV QP's RESET and ERR, a request naming an SRQ
+ * of another XRC domain (SRQ 2, of a second domain on the same device)
+ * or no SRQ at all (REM_INV_REQ_ERR), and RDMA keys of a PD other than
+ * the named SRQ's (REM_ACCESS_ERR). A device without IBV_DEVICE_XRC
+ * (Soft-RoCE) is skipped with a notice; that counts as no failure.
  *
  * Not covered here: SEND_WITH_INV and LOCAL_INV. User space has no memory
  * windows, so it cannot make an rkey that may legitimately be invalidated,
@@ -136,7 +136,7 @@
 #define XRC_TGTS	3
 #define XRC_OTHER	2
 #define XRC_NO_SRQN	0xFFFFFFu	/* an SRQ number nobody has */
-/* IB_UVERBS_DEVICE_ATOMIC_WRITE of device_cap_flags_ex (rdma/ib_user_verbs.h). */
+/* device_cap_flags_ex: IB_UVERBS_DEVICE_ATOMIC_WRITE (rdma/ib_user_verbs.h) */
 #define DEVICE_ATOMIC_WRITE	(1ULL << 40)
 
 struct agent {
@@ -2417,9 +2417,14 @@ static void test_opcodes(struct pair *p)
 			}
 }
 
-/* Gather and scatter: 1..max SGEs on the source and on the destination. */
+/*
+ * Gather and scatter: 1..max SGEs on the source and on the destination.
+ * XRC takes 1, half and all of them: its SGEs go the RC paths, an XRC
+ * SRQ's are a basic SRQ's, and the time goes to what XRC adds.
+ */
 static void test_sges(struct pair *p)
 {
+	bool sample = p->b.type == IBV_QPT_XRC_RECV;
 	static const enum ibv_wr_opcode ops[] = {
 		IBV_WR_SEND, IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
 	};
@@ -2435,7 +2440,9 @@ static void test_sges(struct pair *p)
 		uint32_t lim = ops[k] == IBV_WR_RDMA_READ ?
 			       (rdmax < max ? rdmax : max) : max;
 
-		for (n = 1; n <= lim; n++) {
+		for (n = 1; n <= lim;
+		     n = !sample ? n + 1 : n < lim / 2 ? lim / 2 :
+			 n < lim ? lim : lim + 1) {
 			size_t len = 1000 * n + 77;
 
 			/* n gather SGEs, rmax + 1 - n scatter SGEs */
@@ -3994,8 +4001,9 @@ static void test_xrc(struct pair *p)
 	       "that SRQ's CQ", p->name);
 	recover(p, "a chain naming two SRQs");
 	report(p, xrc_keep_tgt(p, xrc_wr_api), "%s: ibv_wr_* naming SRQ 0 and "
-	       "1 by ibv_wr_set_xrc_srqn: SEND_WITH_IMM, WRITE, WRITE_WITH_IMM, "
-	       "READ, FETCH_AND_ADD, CMP_AND_SWP, SEND%s", p->name,
+	       "1 by ibv_wr_set_xrc_srqn: SEND_WITH_IMM, WRITE, "
+	       "WRITE_WITH_IMM, READ, FETCH_AND_ADD, CMP_AND_SWP, SEND%s",
+	       p->name,
 	       p->a.atomic_write ? ", ATOMIC_WRITE" : "");
 	recover(p, "ibv_wr_*");
 	report(p, xrc_wr_api_no_srqn(p), "%s: an ibv_wr_* SEND without "

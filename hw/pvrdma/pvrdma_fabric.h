@@ -422,6 +422,7 @@ typedef struct PvrdmaFabricQp {
     GQueue reqs;
     unsigned nrd;               /* of them READs and atomics */
     uint32_t gen;               /* PvrdmaFabricMsg.gen of the next ones */
+    int64_t gen_at;             /* the tick that last moved gen (retries) */
     bool delivering;            /* completing answered requests in order */
     /* Responder: after a NAK of generation drop_gen, its later ones. */
     bool dropping;
@@ -440,6 +441,8 @@ int pvrdma_fabric_port_index(void *be);
 
 /* ---- RC verbs (pvrdma_fabric_rc.c) --------------------------------------- */
 
+/* The message that carries @wr (its fields, the GIDs). */
+void pvrdma_fabric_msg_init(PvrdmaFabricMsg *msg, const PvrdmaSendWr *wr);
 /*
  * Requester: carry @wr of @qp over the fabric, report the result.
  * Returns 1 if the answer was an RNR NAK (a port of this process answers

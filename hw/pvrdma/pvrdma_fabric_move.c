@@ -191,15 +191,66 @@ void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since)
      * Timeout 0 retries forever on a real fabric; here the drop is known
      * for sure, so it fails after the shortest timeout instead of never.
      */
-    req->drop_at = since + (t ? t : PVRDMA_LINK_MIN_TIMEOUT_NS);
+    if (!req->drop_deadline) {
+        req->drop_deadline = since + (t ? t : PVRDMA_LINK_MIN_TIMEOUT_NS);
+    }
+    req->drop_at = req->drop_deadline;
     req->parked = true;
     req->pnode.data = req;
     g_queue_push_tail_link(&fab->parked, &req->pnode);
     pvrdma_fabric_arm_tick(fab, -1);
 }
 
-/* Dropped requests whose retries ran out complete. */
-static void pvrdma_fabric_drops_expire(PvrdmaFabric *fab, int64_t now)
+/*
+ * A dropped request sent again (a retransmission): true if something took
+ * it, a QP of this process (answered now) or a link (it is out again).
+ */
+static bool pvrdma_fabric_drop_retry(PvrdmaFabricReq *req, int64_t now)
+{
+    PvrdmaFabric *fab = req->port->fabric;
+    PvrdmaSendWr *wr = req->wr;
+    PvrdmaFabricPayload payload = { .sgl = &wr->local };
+    PvrdmaFabricPort *rport;
+    PvrdmaFabricMsg msg;
+    PvrdmaFabricAck ack;
+    PvrdmaLink *l;
+    PvrdmaQp *rqp;
+
+    rport = pvrdma_fabric_lookup(fab, wr->dgid, wr->dst_qpn, &rqp);
+    if (rport) {
+        pvrdma_fabric_msg_init(&msg, wr);
+        pvrdma_fabric_deliver(rport, rqp, &msg, &payload, &ack);
+        if (ack.status == PVRDMA_WC_RETRY_EXC_ERR && !ack.rnr) {
+            return false;       /* dropped again */
+        }
+        pvrdma_fabric_unpark(req);
+        req->drop_at = 0;
+        pvrdma_fabric_req_answered(req, &ack, false);
+        return true;
+    }
+    l = pvrdma_fabric_route(fab, wr->dgid, wr->dst_qpn);
+    if (!l || pvrdma_fabric_held(fab, l, wr->dgid, wr->dst_qpn)) {
+        return false;
+    }
+    /*
+     * The responder dropped what followed the first drop (its generation):
+     * this tick's retries of the QP go under a new one, in their order.
+     */
+    if (((PvrdmaFabricQp *)req->qp->be)->gen_at != now) {
+        ((PvrdmaFabricQp *)req->qp->be)->gen_at = now;
+        ((PvrdmaFabricQp *)req->qp->be)->gen++;
+    }
+    pvrdma_fabric_unpark(req);
+    req->drop_at = 0;
+    pvrdma_link_send_req(l, req);
+    return true;
+}
+
+/*
+ * Dropped requests are sent again (oldest first, keeping a QP's order);
+ * those whose retries ran out complete.
+ */
+static void pvrdma_fabric_drops_tick(PvrdmaFabric *fab, int64_t now)
 {
     GList *e, *next;
 
@@ -208,7 +259,14 @@ static void pvrdma_fabric_drops_expire(PvrdmaFabric *fab, int64_t now)
         PvrdmaFabricAck ack = { .status = PVRDMA_WC_RETRY_EXC_ERR };
 
         next = e->next;
-        if (!req->drop_at || now < req->drop_at) {
+        if (!req->drop_at) {
+            continue;
+        }
+        if (now < req->drop_at) {
+            if (pvrdma_fabric_drop_retry(req, now)) {
+                /* Taken: completions may have changed the list. */
+                next = fab->parked.head;
+            }
             continue;
         }
         pvrdma_fabric_unpark(req);
@@ -305,7 +363,7 @@ bool pvrdma_fabric_move_tick(PvrdmaFabric *fab, int64_t now)
     if (expired) {
         pvrdma_fabric_release_parked(fab);
     }
-    pvrdma_fabric_drops_expire(fab, now);
+    pvrdma_fabric_drops_tick(fab, now);
     return fab->departed || !g_queue_is_empty(&fab->parked);
 }
 

@@ -72,14 +72,9 @@ static int pvrdma_fabric_mcast_send(PvrdmaFabricPort *port, PvrdmaQp *qp,
     return 0;
 }
 
-int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
-                            PvrdmaSendWr *wr)
+void pvrdma_fabric_msg_init(PvrdmaFabricMsg *msg, const PvrdmaSendWr *wr)
 {
-    PvrdmaFabricQp *fqp = qp->be;
-    const PvrdmaFabricReq *last = fqp->reqs.tail ? fqp->reqs.tail->data :
-                                  NULL;
-    PvrdmaFabricPayload payload = { .sgl = &wr->local };
-    PvrdmaFabricMsg msg = {
+    *msg = (PvrdmaFabricMsg) {
         .opcode = wr->opcode,
         .src_qpn = wr->src_qpn,
         .dst_qpn = wr->dst_qpn,
@@ -101,10 +96,23 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         .tclass = wr->tclass,
         .hop_limit = wr->hop_limit,
     };
+    memcpy(msg->sgid, wr->sgid, sizeof(msg->sgid));
+    memcpy(msg->dgid, wr->dgid, sizeof(msg->dgid));
+}
+
+int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
+                            PvrdmaSendWr *wr)
+{
+    PvrdmaFabricQp *fqp = qp->be;
+    const PvrdmaFabricReq *last = fqp->reqs.tail ? fqp->reqs.tail->data :
+                                  NULL;
+    PvrdmaFabricPayload payload = { .sgl = &wr->local };
+    PvrdmaFabricMsg msg;
     PvrdmaFabricPort *rport;
     PvrdmaSendResult res;
     PvrdmaFabricAck ack;
 
+    pvrdma_fabric_msg_init(&msg, wr);
     if (wr->ud && wr->dst_qpn == PVRDMA_QPN_MULTICAST &&
         pvrdma_mcast_gid(wr->dgid)) {
         /* Answered at once (below): only with nothing else out. */
@@ -155,8 +163,6 @@ int pvrdma_fabric_rc_submit(PvrdmaFabricPort *port, PvrdmaQp *qp,
         /* Answered at once: only with nothing else out. */
         return -EAGAIN;
     }
-    memcpy(msg.sgid, wr->sgid, sizeof(msg.sgid));
-    memcpy(msg.dgid, wr->dgid, sizeof(msg.dgid));
     pvrdma_fabric_deliver(rport, rqp, &msg, &payload, &ack);
     if (ack.status == PVRDMA_WC_RETRY_EXC_ERR && !ack.rnr && !wr->ud &&
         !wr->uc && (rport || pvrdma_fabric_gid_local(port->fabric, wr->dgid,

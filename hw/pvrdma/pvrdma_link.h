@@ -347,6 +347,12 @@ struct PvrdmaFabricReq {
     bool parked;
     GList pnode;                /* on fab->parked */
     int64_t drop_at;
+    /*
+     * When its retries run out, from the first drop on (it is sent again
+     * on each tick meanwhile, as a real requester retransmits after each
+     * local ACK timeout: the QP it is for may come to RTR).
+     */
+    int64_t drop_deadline;
 };
 
 /*
@@ -545,10 +551,11 @@ void pvrdma_fabric_park(PvrdmaFabricPort *port, PvrdmaQp *qp,
 /* @req (parked) is cancelled. */
 void pvrdma_fabric_unpark(PvrdmaFabricReq *req);
 /*
- * The destination dropped @req (RC; sent at @since, -1: now): it
- * completes with RETRY_EXC_ERR when the QP's local ACK timeout has run
- * out, as a real requester's retries would, not at once.  Without a clock
- * (has_host false) at once.
+ * The destination dropped @req (RC; sent at @since, -1: now): it is sent
+ * again on each fabric tick, as a real requester retransmits, and taken
+ * by the first QP ready for it; it completes with RETRY_EXC_ERR when the
+ * QP's local ACK timeout has run out since the first drop, not at once.
+ * Without a clock (has_host false) at once.
  */
 void pvrdma_fabric_drop_wait(PvrdmaFabricReq *req, int64_t since);
 /*

@@ -1911,6 +1911,86 @@ static void test_dropped_waits_timeout(void **state)
 }
 
 /*
+ * The responder's QP is not ready yet (RESET, then made again as an
+ * application does while the requester already sends): the dropped
+ * request is sent again on the next ticks, as a real requester
+ * retransmits, and lands once the QP is in RTR; the ones behind it
+ * follow, in order.  Across a link and within one process.
+ */
+static void test_dropped_then_ready(void **state)
+{
+    Net *n = net_new(true);
+    Host *h = host_new();
+    FakeGuest *fa = host_guest(h, 1), *fb = host_guest(h, 2);
+    uint32_t pda, pdb;
+    FvCq *cqa, *cqb;
+    FvQp *a, *b;
+    FvMr *ma, *mb;
+    struct pvrdma_cqe c;
+    struct pvrdma_sge s;
+    struct pvrdma_sq_wqe_hdr w;
+    uint64_t i;
+
+    (void)state;
+    /* Across the link: b back to RESET, a writes three times. */
+    assert_int_equal(fv_qp_modify_state(n->b, PVRDMA_QPS_RESET), 0);
+    fv_qp_zero_indexes(n->b);
+    for (i = 0; i < 3; i++) {
+        fv_mr_fill(n->ma, VA_A + i * 4096, 4096, 0x40 + i);
+        post_write(n, i, i * 4096, 4096, n->mb->rkey);
+    }
+    fv_ring_sq(n->a);
+    run(n->ha, n->hb, 20);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    n->ha->now += 300 * 1000 * 1000;
+    run(n->ha, n->hb, 10);
+    assert_false(fv_cq_poll(n->cqa, &c));
+    assert_int_equal(fv_qp_rts(n->b, n->a->qpn, 0, &conn_opts), 0);
+    n->ha->now += 150 * 1000 * 1000;
+    for (i = 0; i < 3; i++) {
+        expect(wait_cqe(n, n->cqa), i, PVRDMA_WC_RDMA_WRITE,
+               PVRDMA_WC_SUCCESS, 4096);
+        expect_same(n->ma, VA_A + i * 4096, n->mb, VA_B + i * 4096, 4096);
+    }
+    net_free(n);
+
+    /* In one process: b made only after a's WRITE was dropped. */
+    assert_int_equal(fg_create_pd(fa, 0, &pda), 0);
+    assert_int_equal(fg_create_pd(fb, 0, &pdb), 0);
+    cqa = fv_cq_new(fa, 0, 64);
+    cqb = fv_cq_new(fb, 0, 64);
+    ma = fv_mr_new(fa, pda, VA_A, MR_LEN, ALL_ACCESS);
+    mb = fv_mr_new(fb, pdb, VA_B, MR_LEN, ALL_ACCESS);
+    a = fv_qp_new(fa, PVRDMA_QPT_RC, pda, cqa, cqa, NULL, 16, 4, false);
+    b = fv_qp_new(fb, PVRDMA_QPT_RC, pdb, cqb, cqb, NULL, 16, 4, false);
+    assert_int_equal(fv_qp_rts(a, b->qpn, 0, &conn_opts), 0);
+    fv_mr_fill(ma, VA_A, 64, 0x77);
+    s = sge(ma, VA_A, 64);
+    w = wqe(1, PVRDMA_WR_RDMA_WRITE, 1);
+    w.wr.rdma.remote_addr = VA_B;
+    w.wr.rdma.rkey = mb->rkey;
+    fv_post_send(a, &w, &s, 1);
+    fv_ring_sq(a);
+    run(h, NULL, 5);
+    assert_false(fv_cq_poll(cqa, &c));
+    assert_int_equal(fv_qp_rts(b, a->qpn, 0, &conn_opts), 0);
+    h->now += 150 * 1000 * 1000;
+    run(h, NULL, 5);
+    assert_true(fv_cq_poll(cqa, &c));
+    expect(c, 1, PVRDMA_WC_RDMA_WRITE, PVRDMA_WC_SUCCESS, 64);
+    assert_true(fv_mr_check(mb, VA_B, 64, 0x77));
+    fg_free(fa);
+    fg_free(fb);
+    host_free(h);
+    g_free(cqa);
+    g_free(cqb);
+    g_free(a);
+    g_free(b);
+    g_free(ma);
+    g_free(mb);
+}
+
+/*
  * A save (live migration) does not wait for a dropped request's timeout:
  * it fails at once, RETRY_EXC_ERR, and the port moves out with nothing
  * in flight, though the clock did not move.
@@ -4368,6 +4448,7 @@ int main(void)
         cmocka_unit_test(test_window_teardown),
         cmocka_unit_test(test_window_destroy),
         cmocka_unit_test(test_dropped_waits_timeout),
+        cmocka_unit_test(test_dropped_then_ready),
         cmocka_unit_test(test_dropped_local_cancel),
         cmocka_unit_test(test_dropped_move_out),
         cmocka_unit_test(test_address_change),

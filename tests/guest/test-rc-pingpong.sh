@@ -104,4 +104,4 @@ echo "  RECV doorbells of 2 x 400 reposts (rx depth 16): $on with the hint, $off
 # that sets the hint: at most 16 + 16 per side either way.
 [ "$off" -ge 400 ] || fail "x-rq-db-hint=off: only $off RECV doorbells traced"
 [ "$on" -le 64 ] || fail "$on RECV doorbells with the hint (at most 64 expected)"
-pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_ud_pingpong (poll, events at the MTU), a ping-pong while the memory map changes; RECV doorbells left out on the device's hint ($on against $off)"
+pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_xsrq_pingpong (3 clients, events), ibv_ud_pingpong (poll, events at the MTU), a ping-pong while the memory map changes; RECV doorbells left out on the device's hint ($on against $off)"

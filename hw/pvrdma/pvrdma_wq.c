@@ -1000,8 +1000,13 @@ void pvrdma_wq_cq_fail(PvrdmaCore *core, PvrdmaCq *cq)
     cq->overrun = true;
     pvrdma_core_post_async_event(core, PVRDMA_EQE_TYPE_CQ_ERR, cq->handle);
     PVRDMA_QP_FOREACH(core, h, qp) {
-        if (qp->send_cq_handle == cq->handle ||
-            qp->recv_cq_handle == cq->handle) {
+        /* An XRC_TGT QP has a CQ only while bound: its SRQ's. */
+        bool uses = qp->type == PVRDMA_QPT_XRC_TGT ?
+                    qp->has_srq && qp->recv_cq_handle == cq->handle :
+                    qp->send_cq_handle == cq->handle ||
+                    qp->recv_cq_handle == cq->handle;
+
+        if (uses) {
             pvrdma_core_qp_error(core, qp, -1);
         }
     }

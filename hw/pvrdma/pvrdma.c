@@ -1060,12 +1060,6 @@ static bool pvrdma_init_core(PvrdmaState *s, Error **errp)
     return true;
 }
 
-/*
- * The software fabric every pvrdma device of this process joins (created
- * with the first one, kept for the life of the process).
- */
-static PvrdmaFabric *pvrdma_process_fabric;
-
 /* Host completions or async events wait (main loop, BQL held). */
 static void pvrdma_ibv_ready(void *opaque)
 {
@@ -1143,6 +1137,13 @@ static bool pvrdma_init_ibverbs(PvrdmaState *s, Error **errp)
 /* The one place that knows backends by name; the core never does. */
 static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
 {
+    PvrdmaFabricProps props = {
+        .path = s->fabric_path, .listen = s->fabric_listen,
+        .peer = s->fabric_peer, .allow_uid = s->fabric_allow_uid,
+        .allow_gid = s->fabric_allow_gid,
+        .tls_creds = s->fabric_tls_creds,
+        .tls_authz = s->fabric_tls_authz,
+    };
     const char *name = s->backend ? s->backend : "fabric";
     PvrdmaFabricPort *port;
     PvrdmaFabric *fab;
@@ -1177,26 +1178,16 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
                    "not checked by user)");
         return false;
     }
-    if (s->fabric_path || s->fabric_listen || s->fabric_peer) {
-        PvrdmaFabricProps props = {
-            .path = s->fabric_path, .listen = s->fabric_listen,
-            .peer = s->fabric_peer, .allow_uid = s->fabric_allow_uid,
-            .allow_gid = s->fabric_allow_gid,
-            .tls_creds = s->fabric_tls_creds,
-            .tls_authz = s->fabric_tls_authz,
-        };
-
-        fab = pvrdma_fabric_glue_get(&props, s->iothread ?
-                                     iothread_get_aio_context(s->iothread) :
-                                     NULL, errp);
-        if (!fab) {
-            return false;
-        }
-    } else {
-        if (!pvrdma_process_fabric) {
-            pvrdma_process_fabric = pvrdma_fabric_new();
-        }
-        fab = pvrdma_process_fabric;
+    /*
+     * Without fabric-path, -listen or -peer: the fabric of this process's
+     * devices only.  It has a timer too, which retransmits requests a
+     * not-yet-ready QP of this process dropped.
+     */
+    fab = pvrdma_fabric_glue_get(&props, s->iothread ?
+                                 iothread_get_aio_context(s->iothread) :
+                                 NULL, errp);
+    if (!fab) {
+        return false;
     }
     /* The devfn is the same on a migration destination: stable QPNs. */
     port = pvrdma_fabric_port_new(fab, s->core, PCI_DEVICE(s)->devfn, &msg);

@@ -899,7 +899,8 @@ void pvrdma_fabric_poll_links(PvrdmaFabric *fab, bool incoming, PvrdmaCq *cq)
     int64_t until = -1;
     GList *busy = NULL, *e;
 
-    if (incoming && cq && fab->has_host) {
+    if (incoming && cq && fab->has_host && fab->links) {
+        /* A promise to the peers (none: nobody to spare kicks). */
         until = fab->host.clock_ns(fab->host.opaque) +
                 PVRDMA_LINK_POLL_WINDOW_NS;
         pvrdma_fabric_poll_note(fab, cq, until);

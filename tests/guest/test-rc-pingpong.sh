@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # rdma-core's ping-pong examples between two processes of one guest on one
 # pvrdma device: ibv_rc_pingpong (polling and with completion events, -e),
-# ibv_srq_pingpong, ibv_xsrq_pingpong (XRC: a client sharing one XRC
-# domain with the server, polling and with events), ibv_ud_pingpong (polling, and events with one-MTU
+# ibv_srq_pingpong, ibv_xsrq_pingpong (XRC: three clients sharing one
+# XRC domain with the server, and with events), ibv_ud_pingpong (polling, and events with one-MTU
 # datagrams); each checks its own data (-c).  Then receive doorbells on
 # demand (docs/abi.md): with a small receive queue ibv_rc_pingpong reposts
 # a receive per message; QEMU's trace counts the RECV doorbells, which
@@ -22,13 +22,16 @@ pair rc_pingpong_big 120 "ibv_rc_pingpong -d pvrdma0 -g $gid -n 50 -s 65536 -c" 
     "ibv_rc_pingpong -d pvrdma0 -g $gid -n 50 -s 65536 -c 127.0.0.1"
 pair srq_pingpong 120 "ibv_srq_pingpong -d pvrdma0 -g $gid -n 100 -c" \
     "ibv_srq_pingpong -d pvrdma0 -g $gid -n 100 -c 127.0.0.1"
-# XRC (PVRDMA_EX_CAP_XRC): both processes open the one XRC domain of
-# /tmp/xrc_domain (ibv_open_xrcd by file); each side's XRC_RECV QP feeds
-# its SRQ from the other's XRC_SEND QP: polling, then on CQ events. (Not
-# yet with several clients: -c 3 hangs in about 1 run of 3, a SEND
-# dropped until its retries run out; an open defect, see issue 33.)
-pair xsrq_pingpong 120 "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100" \
-    "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 127.0.0.1"
+# XRC (PVRDMA_EX_CAP_XRC): every process opens the one XRC domain of
+# /tmp/xrc_domain (ibv_open_xrcd by file); the server's XRC_RECV QP per
+# client feeds its SRQ, each client's SRQ is fed by the server's XRC_SEND
+# QPs: three clients at once, then a client waiting on CQ events.  The
+# server may send to a client whose XRC_RECV QP is not ready yet: the
+# device drops that SEND and sends it again on its fabric's next tick,
+# as hardware retries (hangs in about 1 run of 3 without).
+xc="ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 127.0.0.1"
+pair xsrq_pingpong 120 "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -c 3" \
+    "$xc & a=\$!; $xc & b=\$!; $xc; r=\$?; wait \$a || r=1; wait \$b || r=1; exit \$r"
 pair xsrq_pingpong_events 120 \
     "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -e -s 65536" \
     "ibv_xsrq_pingpong -d pvrdma0 -g $gid -n 100 -e -s 65536 127.0.0.1"
@@ -104,4 +107,4 @@ echo "  RECV doorbells of 2 x 400 reposts (rx depth 16): $on with the hint, $off
 # that sets the hint: at most 16 + 16 per side either way.
 [ "$off" -ge 400 ] || fail "x-rq-db-hint=off: only $off RECV doorbells traced"
 [ "$on" -le 64 ] || fail "$on RECV doorbells with the hint (at most 64 expected)"
-pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_xsrq_pingpong (poll, events), ibv_ud_pingpong (poll, events at the MTU), a ping-pong while the memory map changes; RECV doorbells left out on the device's hint ($on against $off)"
+pass "ibv_rc_pingpong (poll, events, 64 KiB), ibv_srq_pingpong, ibv_xsrq_pingpong (3 clients, events), ibv_ud_pingpong (poll, events at the MTU), a ping-pong while the memory map changes; RECV doorbells left out on the device's hint ($on against $off)"

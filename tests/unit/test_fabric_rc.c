@@ -3572,6 +3572,99 @@ static void test_xrc_refusals(void **state)
 }
 
 /* Without the extension's backend support, none of it is there. */
+/*
+ * A CQ overrun moves to ERR the QPs that use the CQ.  An XRC_TGT QP uses
+ * one only through the SRQ it is bound to, never through the zeros of its
+ * unused CQ fields: CQ 0 here is an INI QP's send CQ.
+ */
+static void test_xrc_cq_overrun(void **state)
+{
+    FakeGuest *fg = dev_new();
+    uint32_t pd, xrcd;
+    FvCq *cq0, *small, *big;
+    FvQp *ini, *tgt, *ini2, *tgt2;
+    FvSrq *srq;
+    FvMr *m;
+    struct pvrdma_sq_wqe_hdr h;
+    struct pvrdma_sge s, r;
+    struct pvrdma_cqe c;
+    unsigned i;
+
+    (void)state;
+    assert_int_equal(fg_create_pd(fg, 0, &pd), 0);
+    xrcd = fv_xrcd_new(fg);
+    cq0 = fv_cq_new(fg, 0, 4);
+    assert_int_equal(cq0->handle, 0);
+    small = fv_cq_new(fg, 0, 4);
+    big = fv_cq_new(fg, 0, 64);
+    srq = fv_xrc_srq_new(fg, pd, xrcd, small, 8, 1);
+    m = fv_mr_new(fg, pd, VA_A, 8192, ALL_ACCESS);
+    tgt = fv_xrc_tgt_new(fg, xrcd);
+    ini = fv_qp_new(fg, PVRDMA_QPT_XRC_INI, pd, cq0, NULL, NULL, 16, 1, true);
+    assert_int_equal(fv_qp_rts(ini, tgt->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_rts(tgt, ini->qpn, 0, &default_opts), 0);
+    tgt2 = fv_xrc_tgt_new(fg, xrcd);
+    ini2 = fv_qp_new(fg, PVRDMA_QPT_XRC_INI, pd, big, NULL, NULL, 16, 1,
+                     true);
+    assert_int_equal(fv_qp_rts(ini2, tgt2->qpn, 0, &default_opts), 0);
+    assert_int_equal(fv_qp_rts(tgt2, ini2->qpn, 0, &default_opts), 0);
+
+    /* Five WRITEs through tgt (bound to srq): CQ 0 overruns on the 5th. */
+    s = sge(m, VA_A, 8);
+    for (i = 0; i < 5; i++) {
+        h = wqe(i, PVRDMA_WR_RDMA_WRITE, SIG, 1);
+        h.reserved = srq->handle;
+        h.wr.rdma.remote_addr = VA_A + 4096;
+        h.wr.rdma.rkey = m->rkey;
+        fv_post_send(ini, &h, &s, 1);
+    }
+    fv_ring_sq(ini);
+    for (i = 0; i < 4; i++) {
+        expect_cqe(cq0, i, ini->handle, PVRDMA_WC_RDMA_WRITE,
+                   PVRDMA_WC_SUCCESS, 8);
+    }
+    expect_empty(cq0);
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_CQ_ERR, 0), 1);
+    assert_int_equal(fv_qp_state(ini), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(tgt), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_qp_state(tgt2), PVRDMA_QPS_RTS);
+    assert_int_equal(fv_qp_state(ini2), PVRDMA_QPS_RTS);
+
+    /* Five SENDs through tgt2 into srq: its CQ overruns on the 5th. */
+    for (i = 0; i < 6; i++) {
+        r = sge(m, VA_A + 4096 + 8 * i, 8);
+        fv_srq_post(srq, 100 + i, &r, 1);
+    }
+    fv_srq_ring(srq);
+    for (i = 0; i < 5; i++) {
+        h = wqe(10 + i, PVRDMA_WR_SEND, SIG, 1);
+        h.reserved = srq->handle;
+        fv_post_send(ini2, &h, &s, 1);
+    }
+    fv_ring_sq(ini2);
+    for (i = 0; i < 4; i++) {
+        assert_true(fv_cq_poll(small, &c));
+        assert_int_equal(c.wr_id, 100 + i);
+        assert_int_equal(c.status, PVRDMA_WC_SUCCESS);
+    }
+    assert_false(fv_cq_poll(small, &c));
+    assert_int_equal(fv_async_count(fg, PVRDMA_EQE_TYPE_CQ_ERR,
+                                    small->handle), 1);
+    /* Both target QPs were bound to srq: both fail with its CQ. */
+    assert_int_equal(fv_qp_state(tgt2), PVRDMA_QPS_ERR);
+    assert_int_equal(fv_qp_state(tgt), PVRDMA_QPS_ERR);
+    fg_free(fg);
+    g_free(cq0);
+    g_free(small);
+    g_free(big);
+    g_free(ini);
+    g_free(tgt);
+    g_free(ini2);
+    g_free(tgt2);
+    g_free(srq);
+    g_free(m);
+}
+
 static void test_xrc_not_offered(void **state)
 {
     FakeGuest *fg = fg_new(NULL);
@@ -4043,6 +4136,7 @@ int main(void)
         cmocka_unit_test(test_xrc_loopback),
         cmocka_unit_test(test_xrc_two_devices),
         cmocka_unit_test(test_xrc_refusals),
+        cmocka_unit_test(test_xrc_cq_overrun),
         cmocka_unit_test(test_xrc_not_offered),
         cmocka_unit_test(test_unsignaled),
         cmocka_unit_test(test_loc_prot_err),

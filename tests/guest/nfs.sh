@@ -5,8 +5,8 @@
 #                      RDMA on IP:20049 (and TCP on 2049)
 #   nfs_server_md5     MD5 of the file the client wrote, read on the server
 #   nfs_server_down    stop nfsd and rpc.mountd
-#   nfs_client IP      mount IP:/ with proto=rdma, write 16 MiB of random
-#                      data, unmount, mount again (cold page cache), read
+#   nfs_client IP      mount IP:/ with proto=rdma, write $NFS_MB MiB (16) of
+#                      random data, unmount, mount again (cold page cache), read
 #                      it back and compare; check the mount's transport was
 #                      RDMA and the data came back in RDMA READs; unmount
 # Each calls fail() (pair.sh or sync.sh) on any error. The kernel log is
@@ -75,7 +75,7 @@ nfs_client() {
     t1=$(_nfs_now)
     _nfs_mount "$1"
     t2=$(_nfs_now)
-    dd if=/dev/urandom of=/tmp/nfs.data bs=65536 count=256 2>/dev/null ||
+    dd if=/dev/urandom of=/tmp/nfs.data bs=65536 count=$((${NFS_MB:-16} * 16)) 2>/dev/null ||
         fail "cannot make the data"
     cp /tmp/nfs.data /mnt/nfs/data && sync || fail "NFS write failed"
     umount /mnt/nfs || fail "umount failed"
@@ -88,6 +88,6 @@ nfs_client() {
     reads=$(awk '$1 == "READ:" { print $2 }' /proc/self/mountstats)
     [ "${reads:-0}" -gt 0 ] || fail "the file was not read over NFS"
     umount /mnt/nfs || fail "umount failed"
-    echo "nfs-rdma: 16 MiB written and read back equal in $reads READs ($(md5sum < /tmp/nfs.data | cut -c1-32))"
+    echo "nfs-rdma: ${NFS_MB:-16} MiB written and read back equal in $reads READs ($(md5sum < /tmp/nfs.data | cut -c1-32))"
     echo "nfs-rdma: seconds: modprobe $(_nfs_span "$t0" "$t1"), mount $(_nfs_span "$t1" "$t2"), write and unmount $(_nfs_span "$t2" "$t3"), mount, read and unmount $(_nfs_span "$t3" "$(_nfs_now)")"
 }

@@ -3,8 +3,8 @@
 # fabric peers"): VM M and VM P share a fabric directory (one host, shared
 # memory links) and an Ethernet link (QEMU's UDP multicast socket netdev
 # on the loopback, so that each QEMU M moves to hears it too). While RDMA
-# runs between them, the host moves M to a new QEMU six times in a row
-# (M1 -> M2 -> ... -> M7, each a new process that joins the fabric
+# runs between them, the host moves M to a new QEMU four times in a row
+# (M1 -> M2 -> ... -> M5, each a new process that joins the fabric
 # directory; the old one quits after each move), then takes a snapshot
 # of it (savevm) that it goes on from. Running across every switch, all
 # checked:
@@ -33,7 +33,7 @@
 # each of M's QEMUs names it as fabric-peer); with netns, as between
 # hosts: M's QEMUs run in two network namespaces in turn, each joined to
 # P's by its own veth pair (migrate.sh, xmig_setup; needs root).
-moves=${PVRDMA_XMIGRATE_MOVES:-6}
+moves=${PVRDMA_XMIGRATE_MOVES:-4}
 link=${PVRDMA_XMIGRATE_LINK:-shm}
 d=$TEST_OUT
 rm -f "$d"/*.sock

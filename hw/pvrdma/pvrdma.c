@@ -1183,9 +1183,7 @@ static bool pvrdma_init_backend(PvrdmaState *s, Error **errp)
      * devices only.  It has a timer too, which retransmits requests a
      * not-yet-ready QP of this process dropped.
      */
-    fab = pvrdma_fabric_glue_get(&props, s->iothread ?
-                                 iothread_get_aio_context(s->iothread) :
-                                 NULL, errp);
+    fab = pvrdma_fabric_glue_get(&props, s->iothread, errp);
     if (!fab) {
         return false;
     }

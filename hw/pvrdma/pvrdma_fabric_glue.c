@@ -22,6 +22,7 @@
 #include "qemu/main-loop.h"
 #include "qemu/timer.h"
 #include "block/aio.h"
+#include "system/iothread.h"
 #include "qapi/error.h"
 #include "qom/object_interfaces.h"
 #include "authz/base.h"
@@ -39,6 +40,12 @@ typedef struct PvrdmaFabricGlue {
     char *key;
     PvrdmaFabric *fab;
     AioContext *ctx;            /* an IOThread's, or NULL: main loop */
+    /*
+     * The IOThread of @ctx, held while the fabric lives: a device that
+     * leaves may take its IOThread with it (object-del) while devices
+     * that came later still use the fabric.
+     */
+    IOThread *iothread;
     QEMUTimer *timer;
     GHashTable *watches;        /* fd -> PvrdmaFabricWatch */
     /*
@@ -501,6 +508,11 @@ static void pvrdma_fabric_glue_stop(PvrdmaFabricGlue *g)
     g->fab = NULL;
     timer_free(g->timer);
     g->timer = NULL;
+    if (g->iothread) {
+        object_unref(OBJECT(g->iothread));
+        g->iothread = NULL;
+    }
+    g->ctx = NULL;
     for (i = 0; i < ARRAY_SIZE(g->tls); i++) {
         if (g->tls[i]) {
             object_unref(OBJECT(g->tls[i]));
@@ -511,11 +523,12 @@ static void pvrdma_fabric_glue_stop(PvrdmaFabricGlue *g)
     g->tls_authz = NULL;
 }
 
-/* Make @g's fabric in @ctx and join it as the properties say. */
+/* Make @g's fabric in @iothread and join it as the properties say. */
 static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g,
                                      const PvrdmaFabricProps *p,
-                                     AioContext *ctx, Error **errp)
+                                     IOThread *iothread, Error **errp)
 {
+    AioContext *ctx = iothread ? iothread_get_aio_context(iothread) : NULL;
     PvrdmaFabricHost host = {
         .watch = pvrdma_fabric_glue_watch,
         .unwatch = pvrdma_fabric_glue_unwatch,
@@ -528,6 +541,10 @@ static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g,
 
     g->fab = pvrdma_fabric_new();
     g->ctx = ctx;
+    g->iothread = iothread;
+    if (iothread) {
+        object_ref(OBJECT(iothread));
+    }
     g->timer = ctx ? aio_timer_new(ctx, QEMU_CLOCK_REALTIME, SCALE_NS,
                                    pvrdma_fabric_glue_timer_cb, g) :
                      timer_new_ns(QEMU_CLOCK_REALTIME,
@@ -551,7 +568,7 @@ static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g,
 }
 
 PvrdmaFabric *pvrdma_fabric_glue_get(const PvrdmaFabricProps *p,
-                                     AioContext *ctx, Error **errp)
+                                     IOThread *iothread, Error **errp)
 {
     PvrdmaFabricGlue *g;
     char *key;
@@ -576,7 +593,7 @@ PvrdmaFabric *pvrdma_fabric_glue_get(const PvrdmaFabricProps *p,
         g->watches = g_hash_table_new_full(NULL, NULL, NULL, g_free);
         g_hash_table_insert(pvrdma_fabrics, g->key, g);
     }
-    return pvrdma_fabric_glue_start(g, p, ctx, errp) ? g->fab : NULL;
+    return pvrdma_fabric_glue_start(g, p, iothread, errp) ? g->fab : NULL;
 }
 
 void pvrdma_fabric_glue_release(void)

@@ -7,6 +7,7 @@
 #define HW_PVRDMA_FABRIC_GLUE_H
 
 typedef struct PvrdmaFabric PvrdmaFabric;
+typedef struct IOThread IOThread;
 
 /* The fabric-* properties of a device (NULL: not given). */
 typedef struct PvrdmaFabricProps {
@@ -22,11 +23,11 @@ typedef struct PvrdmaFabricProps {
 /*
  * The fabric of this process named by the fabric-* properties (made and
  * connected the first time), or NULL with @errp set.  Its links and timer
- * run in @ctx (an IOThread's) or, if NULL, in the main loop; the device
- * that makes the fabric chooses.
+ * run in @iothread or, if NULL, in the main loop; the device that makes
+ * the fabric chooses, and the fabric holds that IOThread until it goes.
  */
 PvrdmaFabric *pvrdma_fabric_glue_get(const PvrdmaFabricProps *p,
-                                     AioContext *ctx, Error **errp);
+                                     IOThread *iothread, Error **errp);
 
 /*
  * Drop every fabric of this process that no device uses any more (its

@@ -2,8 +2,12 @@
 # Hot-plug and hot-unplug of the device in running guests (QMP device_add
 # and device_del), two VMs on one fabric directory:
 #   B (pc, ACPI hot-plug on pci.0) has pvrdma0 on the fabric from boot;
-#     first a second device is added to it and removed again (the driver
-#     binds, the port goes ACTIVE, a ping-pong on it, the removal ends).
+#     first two more devices are added to it, the first with an IOThread
+#     (object-add), both on the fabric the first makes (the drivers bind,
+#     the ports go ACTIVE, a ping-pong between them); the first is
+#     removed and its IOThread deleted (object-del), then a ping-pong on
+#     the second and its removal (the fabric holds the IOThread it runs
+#     in until it goes).
 #   A (q35, a PCIe root port, native PCIe hot-plug; no SATA controller:
 #     the firmware's probe of its ports takes 30 s under TCG) boots without the
 #     device; it is added with fabric-path= (joining B's fabric) and
@@ -201,17 +205,30 @@ GUEST
 cat > "$d/guest-b.sh" <<'GUEST'
 . ./sync.sh
 zero=0000:0000:0000:0000:0000:0000:0000:0000
-# pc: a second device added through ACPI hot-plug, used, removed.
+# pc: two more devices added through ACPI hot-plug (the first with an
+# IOThread; both on the fabric the first makes), used, removed one by one.
 echo "HP-PLUG-B"
-wait_for 120 test -e /sys/class/infiniband/pvrdma1 || fail "no pvrdma1 after HP-PLUG-B"
-wait_for 30 sh -c 'ibv_devinfo -d pvrdma1 | grep -q PORT_ACTIVE' ||
-    fail "pvrdma1: port not ACTIVE"
+wait_for 120 sh -c 'test -e /sys/class/infiniband/pvrdma1 &&
+                    test -e /sys/class/infiniband/pvrdma2' ||
+    fail "no pvrdma1 and pvrdma2 after HP-PLUG-B"
+for dev in pvrdma1 pvrdma2; do
+    wait_for 30 sh -c "ibv_devinfo -d $dev | grep -q PORT_ACTIVE" ||
+        fail "$dev: port not ACTIVE"
+done
 pair b1 120 "ibv_rc_pingpong -d pvrdma1 -g 0 -n 200 -c" \
-    "ibv_rc_pingpong -d pvrdma1 -g 0 -n 200 -c 127.0.0.1"
+    "ibv_rc_pingpong -d pvrdma2 -g 0 -n 200 -c 127.0.0.1"
 echo "HP-UNPLUG-B"
-wait_for 120 not test -e /sys/class/infiniband/pvrdma1 ||
-    fail "pvrdma1 still there 120 s after HP-UNPLUG-B"
-echo "pc: pvrdma1 added and removed"
+# (which of the two names the one left has is the driver's probe order)
+left() { ls /sys/class/infiniband | grep -x 'pvrdma[12]'; }
+wait_for 120 sh -c '[ "$(ls /sys/class/infiniband | grep -cx "pvrdma[12]")" = 1 ]' ||
+    fail "still $(left | tr '\n' ' ')120 s after HP-UNPLUG-B"
+dev=$(left)
+pair b2 120 "ibv_rc_pingpong -d $dev -g 0 -n 200 -c" \
+    "ibv_rc_pingpong -d $dev -g 0 -n 200 -c 127.0.0.1"
+echo "HP-UNPLUG-B2"
+wait_for 120 not test -e /sys/class/infiniband/$dev ||
+    fail "$dev still there 120 s after HP-UNPLUG-B2"
+echo "pc: pvrdma1 and pvrdma2 added and removed, the second used after the first and its IOThread went"
 xpair_server pp1 120 "ibv_rc_pingpong -d pvrdma0 -g 1 -n 200 -c"
 # WRITEs to A's device until it goes: RETRY_EXC_ERR (status 12).
 sync_wait "$PEER_IP" bw-up 300
@@ -286,11 +303,22 @@ same_as() {
     return 1
 }
 
+# hb makes the fabric of B's devices without fabric-* (pvrdma0 is on the
+# fabric directory), in its IOThread; hb2 joins it.  When hb and then its
+# IOThread are gone, the fabric must still run for hb2 (it holds the
+# IOThread until it goes) and go cleanly with it.
 await "$logb" HP-PLUG-B
-qmp "$qb" device_add '{"driver": "pvrdma", "id": "hb"}' > /dev/null
+qmp "$qb" object-add '{"qom-type": "iothread", "id": "hbio"}' > /dev/null
+qmp "$qb" device_add '{"driver": "pvrdma", "id": "hb", "iothread": "hbio"}' > /dev/null
+qmp "$qb" device_add '{"driver": "pvrdma", "id": "hb2"}' > /dev/null
 await "$logb" HP-UNPLUG-B
 qmp "$qb" device_del '{"id": "hb"}' > /dev/null
 log "B (pc): device hb deleted $(gone "$qb" hb) s after device_del"
+qmp "$qb" object-del '{"id": "hbio"}' > /dev/null ||
+    fail "object-del of hb's IOThread failed"
+await "$logb" HP-UNPLUG-B2
+qmp "$qb" device_del '{"id": "hb2"}' > /dev/null
+log "B (pc): device hb2 deleted $(gone "$qb" hb2) s after device_del (hb's IOThread deleted before)"
 
 pid=
 for k in $(seq 1 $((cycles + 1))); do

@@ -35,6 +35,11 @@
 # (tests/guest/progs/mpi_pingpong.c, data verified in the program)
 # (result rows required; times may read inf/nan under TCG, as in
 # test-perftest.sh: perftest's clock, not RDMA).
+#
+# PVRDMA_XVM_QUICK=1 (a variant's run, test-qemu-newest): the suite without
+# the application stacks above the verbs, which do not depend on QEMU's
+# version (UCX, Open MPI, perftest's -R over RDMA CM); the port counters
+# are still read and checked.
 
 xvm_scripts() {
     local dir=$1 mpi_prog
@@ -43,7 +48,9 @@ xvm_scripts() {
               --arg --add --arg "$mpi_prog")
     # One script for both guests: A serves each case, B connects
     # (VMPAIR_ROLE and PEER_IP come from vmpair.sh).
-    cat > "$dir/guest-a.sh" <<'GUEST'
+    {
+    echo "XVM_QUICK=${PVRDMA_XVM_QUICK:-0}"
+    cat <<'GUEST'
 . ./sync.sh
 gid=1
 opts="-d pvrdma0 -x 1 -F"
@@ -140,6 +147,7 @@ else
     sync_wait "$PEER_IP" mckey-done 120
 fi
 xcm rdma_server 120 "rdma_server" "rdma_client -s"
+if [ "$XVM_QUICK" != 1 ]; then
 AGAIN_RE=$CM_RACE_RE     # (pair.sh: perftest's own race)
 xcm send_lat_R 300 "ib_send_lat $opts -R -n 200" "ib_send_lat $opts -R -n 200"
 xcm write_bw_R 300 "ib_write_bw $opts -R -n 200" "ib_write_bw $opts -R -n 200"
@@ -157,6 +165,7 @@ for t in "tag_lat -n 1000" "tag_bw -s 65536 -n 200" "ucp_am_lat -n 1000" \
         grep -qE "^Final: +${t##* } " "/tmp/ucx_$1.cli" ||
         fail "ucx_perftest -t $1: no final line"
 done
+fi
 # NVMe over RDMA: A exports a RAM disk, B writes 4 MiB through nvme-rdma
 # and reads it back; both print the data's MD5 (the host compares them).
 . ./nvmeof.sh
@@ -203,13 +212,27 @@ xcounters() {
     done
     echo "port counters moved: links_up sent/rcvd pkts and bytes sends recvs $*"
 }
+if [ "$VMPAIR_ROLE" = a ]; then
+    xcounters rdma_writes_rcvd rdma_reads_rcvd atomics_rcvd
+else
+    xcounters rdma_writes rdma_reads atomics
+fi
+if [ "$XVM_QUICK" = 1 ]; then
+    # (each read its counters while the other still runs)
+    if [ "$VMPAIR_ROLE" = a ]; then
+        sync_wait "$PEER_IP" counted 120
+    else
+        sync_signal counted 120
+    fi
+    echo GUEST-OK
+    exit 0
+fi
 # Open MPI (UCX PML over rc_verbs/ud_verbs only): A launches one rank per
 # guest (B's daemon through mpi.sh's remote shell); the ping-pong checks
 # every byte both ways, 1 B to 4 MiB, and an allreduce.
 . ./mpi.sh
 mpi_hosts
 if [ "$VMPAIR_ROLE" = a ]; then
-    xcounters rdma_writes_rcvd rdma_reads_rcvd atomics_rcvd
     sync_wait "$PEER_IP" mpi-rshd 120
     mpi_run 2 vm-a:1,vm-b:1 ./mpi_pingpong 20 > /tmp/mpi.out 2>&1 ||
         { cat /tmp/mpi.out; fail "mpirun failed"; }
@@ -217,13 +240,13 @@ if [ "$VMPAIR_ROLE" = a ]; then
     grep -q "^mpi_pingpong: OK" /tmp/mpi.out || fail "mpi_pingpong: no OK line"
     sync_signal mpi-done 120
 else
-    xcounters rdma_writes rdma_reads atomics
     mpi_rshd
     sync_signal mpi-rshd 120
     sync_wait "$PEER_IP" mpi-done 400
 fi
 echo GUEST-OK
 GUEST
+    } > "$dir/guest-a.sh"
     cp "$dir/guest-a.sh" "$dir/guest-b.sh"
 }
 
@@ -237,7 +260,8 @@ xvm_check() {
     [ -n "$wrote" ] && [ "$wrote" = "$held" ] ||
         fail "NFS over RDMA: B wrote MD5 '$wrote', A's export holds '$held'"
     echo "  NFS over RDMA: 16 MiB from B in A's export, MD5 $held"
-    grep -q "mpi_pingpong: OK" "$PVRDMA_OUT/vm/$name-a.log" ||
+    [ "${PVRDMA_XVM_QUICK:-0}" = 1 ] ||
+        grep -q "mpi_pingpong: OK" "$PVRDMA_OUT/vm/$name-a.log" ||
         fail "Open MPI: no verified ping-pong in A's log"
     grep -q "^port counters moved: .*rdma_writes_rcvd" \
         "$PVRDMA_OUT/vm/$name-a.log" ||
@@ -245,7 +269,8 @@ xvm_check() {
     grep -q "^port counters moved: .*rdma_writes rdma_reads atomics" \
         "$PVRDMA_OUT/vm/$name-b.log" ||
         fail "B's port counters were not checked, see $name-b.log"
-    grep -h "^mpi_pingpong: " "$PVRDMA_OUT/vm/$name-a.log" | sed 's/^/  /'
+    [ "${PVRDMA_XVM_QUICK:-0}" = 1 ] ||
+        grep -h "^mpi_pingpong: " "$PVRDMA_OUT/vm/$name-a.log" | sed 's/^/  /'
     grep -hE "iters in|^\[ib_.* client\] +[0-9]+ +[0-9]+ " \
         "$PVRDMA_OUT/vm/$name-b.log" | sed 's/^\[[^]]*\] */  /'
 }

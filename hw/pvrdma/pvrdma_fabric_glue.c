@@ -39,11 +39,11 @@
 typedef struct PvrdmaFabricGlue {
     char *key;
     PvrdmaFabric *fab;
-    AioContext *ctx;            /* an IOThread's, or NULL: main loop */
     /*
-     * The IOThread of @ctx, held while the fabric lives: a device that
-     * leaves may take its IOThread with it (object-del) while devices
-     * that came later still use the fabric.
+     * Where its fd handlers and timer run (NULL: the main loop), held
+     * while the fabric lives: a device that leaves may take its IOThread
+     * with it (object-del) while devices that came later still use the
+     * fabric.
      */
     IOThread *iothread;
     QEMUTimer *timer;
@@ -91,8 +91,9 @@ static void pvrdma_fabric_glue_set_fd(PvrdmaFabricGlue *g, int fd,
                                       IOHandler *read, IOHandler *write,
                                       void *opaque)
 {
-    if (g->ctx) {
-        aio_set_fd_handler(g->ctx, fd, read, write, NULL, NULL, opaque);
+    if (g->iothread) {
+        aio_set_fd_handler(iothread_get_aio_context(g->iothread), fd, read,
+                           write, NULL, NULL, opaque);
     } else {
         qemu_set_fd_handler(fd, read, write, opaque);
     }
@@ -512,7 +513,6 @@ static void pvrdma_fabric_glue_stop(PvrdmaFabricGlue *g)
         object_unref(OBJECT(g->iothread));
         g->iothread = NULL;
     }
-    g->ctx = NULL;
     for (i = 0; i < ARRAY_SIZE(g->tls); i++) {
         if (g->tls[i]) {
             object_unref(OBJECT(g->tls[i]));
@@ -540,7 +540,6 @@ static bool pvrdma_fabric_glue_start(PvrdmaFabricGlue *g,
     char *msg = NULL;
 
     g->fab = pvrdma_fabric_new();
-    g->ctx = ctx;
     g->iothread = iothread;
     if (iothread) {
         object_ref(OBJECT(iothread));
